@@ -1,0 +1,366 @@
+//! OK, ERR and EOF packets, session-state changes, and a small encoder for
+//! text result sets (used for answers the proxy makes itself).
+
+use crate::codec::{begin_packet, finish_packet, write_lenenc_bytes, write_lenenc_int, Reader};
+use crate::consts::{status, track};
+use crate::ProtoError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OkPacket<'a> {
+    pub header: u8,
+    pub affected_rows: u64,
+    pub last_insert_id: u64,
+    pub status: u16,
+    pub warnings: u16,
+    pub info: &'a [u8],
+    /// Raw session-state-change block (present only with CLIENT_SESSION_TRACK
+    /// and SERVER_SESSION_STATE_CHANGED).
+    pub session_state: &'a [u8],
+}
+
+/// Parses an OK packet (header 0x00, or 0xFE when it ends a result set under
+/// CLIENT_DEPRECATE_EOF). `session_track` is whether the connection
+/// negotiated CLIENT_SESSION_TRACK, which changes how `info` is encoded.
+pub fn parse_ok(payload: &[u8], session_track: bool) -> Result<OkPacket<'_>, ProtoError> {
+    let mut r = Reader::new(payload);
+    let header = r.u8("OK header")?;
+    if header != 0x00 && header != 0xfe {
+        return Err(ProtoError::Malformed("OK packet header"));
+    }
+    let affected_rows = r.lenenc_int("affected rows")?;
+    let last_insert_id = r.lenenc_int("last insert id")?;
+    let status = r.u16("status flags")?;
+    let warnings = r.u16("warnings")?;
+    let mut info: &[u8] = &[];
+    let mut session_state: &[u8] = &[];
+    if session_track {
+        if !r.is_empty() {
+            info = r.lenenc_bytes("OK info")?;
+        }
+        if status & status::SESSION_STATE_CHANGED != 0 && !r.is_empty() {
+            session_state = r.lenenc_bytes("session state")?;
+        }
+    } else {
+        info = r.rest();
+    }
+    Ok(OkPacket {
+        header,
+        affected_rows,
+        last_insert_id,
+        status,
+        warnings,
+        info,
+        session_state,
+    })
+}
+
+/// Encodes an OK payload (without frame header) for a peer that did or did
+/// not negotiate CLIENT_SESSION_TRACK.
+pub fn encode_ok_payload(out: &mut Vec<u8>, ok: &OkPacket<'_>, session_track: bool) {
+    out.push(ok.header);
+    write_lenenc_int(out, ok.affected_rows);
+    write_lenenc_int(out, ok.last_insert_id);
+    let mut st = ok.status;
+    if !session_track {
+        st &= !status::SESSION_STATE_CHANGED;
+    }
+    out.extend_from_slice(&st.to_le_bytes());
+    out.extend_from_slice(&ok.warnings.to_le_bytes());
+    if session_track {
+        if !ok.info.is_empty() || st & status::SESSION_STATE_CHANGED != 0 {
+            write_lenenc_bytes(out, ok.info);
+        }
+        if st & status::SESSION_STATE_CHANGED != 0 {
+            write_lenenc_bytes(out, ok.session_state);
+        }
+    } else {
+        out.extend_from_slice(ok.info);
+    }
+}
+
+pub fn write_ok(out: &mut Vec<u8>, seq: u8, ok: &OkPacket<'_>, session_track: bool) {
+    let at = begin_packet(out);
+    encode_ok_payload(out, ok, session_track);
+    finish_packet(out, at, seq);
+}
+
+/// A plain OK with the given status flags.
+pub fn write_simple_ok(out: &mut Vec<u8>, seq: u8, status_flags: u16) {
+    let ok = OkPacket {
+        status: status_flags,
+        ..Default::default()
+    };
+    write_ok(out, seq, &ok, false);
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrPacket<'a> {
+    pub code: u16,
+    pub sql_state: [u8; 5],
+    pub message: &'a [u8],
+}
+
+pub fn parse_err(payload: &[u8]) -> Result<ErrPacket<'_>, ProtoError> {
+    let mut r = Reader::new(payload);
+    if r.u8("ERR header")? != 0xff {
+        return Err(ProtoError::Malformed("ERR packet header"));
+    }
+    let code = r.u16("error code")?;
+    let mut sql_state = *b"HY000";
+    if r.remaining() >= 6 && payload[3] == b'#' {
+        r.u8("sql state marker")?;
+        sql_state.copy_from_slice(r.bytes(5, "sql state")?);
+    }
+    Ok(ErrPacket {
+        code,
+        sql_state,
+        message: r.rest(),
+    })
+}
+
+pub fn write_err(out: &mut Vec<u8>, seq: u8, code: u16, sql_state: &str, message: &str) {
+    let at = begin_packet(out);
+    out.push(0xff);
+    out.extend_from_slice(&code.to_le_bytes());
+    out.push(b'#');
+    let mut st = [b'H', b'Y', b'0', b'0', b'0'];
+    for (d, s) in st.iter_mut().zip(sql_state.bytes()) {
+        *d = s;
+    }
+    out.extend_from_slice(&st);
+    // Keep well under one frame whatever the message.
+    let msg = message.as_bytes();
+    out.extend_from_slice(&msg[..msg.len().min(8000)]);
+    finish_packet(out, at, seq);
+}
+
+/// Status flags of an EOF packet (header 0xFE, payload < 9 bytes).
+pub fn parse_eof_status(payload: &[u8]) -> Result<u16, ProtoError> {
+    let mut r = Reader::new(payload);
+    if r.u8("EOF header")? != 0xfe {
+        return Err(ProtoError::Malformed("EOF packet header"));
+    }
+    if r.is_empty() {
+        // Pre-4.1 EOF: no flags.
+        return Ok(0);
+    }
+    r.u16("EOF warnings")?;
+    r.u16("EOF status")
+}
+
+pub fn write_eof(out: &mut Vec<u8>, seq: u8, status_flags: u16) {
+    let at = begin_packet(out);
+    out.push(0xfe);
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&status_flags.to_le_bytes());
+    finish_packet(out, at, seq);
+}
+
+/// One entry of an OK packet's session-state block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateChange<'a> {
+    SystemVariable { name: &'a [u8], value: &'a [u8] },
+    Schema(&'a [u8]),
+    /// The server says session state changed in a way it does not detail
+    /// (user variables, temporary tables, prepared statements, ...).
+    StateChanged(bool),
+    Gtids(&'a [u8]),
+    Other(u8),
+}
+
+pub fn session_changes(block: &[u8]) -> SessionChanges<'_> {
+    SessionChanges {
+        r: Reader::new(block),
+    }
+}
+
+pub struct SessionChanges<'a> {
+    r: Reader<'a>,
+}
+
+impl<'a> Iterator for SessionChanges<'a> {
+    type Item = Result<StateChange<'a>, ProtoError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.r.is_empty() {
+            return None;
+        }
+        Some(self.next_change())
+    }
+}
+
+impl<'a> SessionChanges<'a> {
+    fn next_change(&mut self) -> Result<StateChange<'a>, ProtoError> {
+        let kind = self.r.u8("session state type")?;
+        let data = self.r.lenenc_bytes("session state data")?;
+        let mut d = Reader::new(data);
+        Ok(match kind {
+            track::SYSTEM_VARIABLES => {
+                let name = d.lenenc_bytes("variable name")?;
+                let value = d.lenenc_bytes("variable value")?;
+                StateChange::SystemVariable { name, value }
+            }
+            track::SCHEMA => StateChange::Schema(d.lenenc_bytes("schema")?),
+            track::STATE_CHANGE => StateChange::StateChanged(d.lenenc_bytes("state")? == b"1"),
+            track::GTIDS => {
+                d.u8("gtid encoding")?;
+                StateChange::Gtids(d.lenenc_bytes("gtids")?)
+            }
+            other => StateChange::Other(other),
+        })
+    }
+}
+
+/// Column types used by proxy-made result sets.
+pub mod coltype {
+    pub const LONGLONG: u8 = 0x08;
+    pub const VAR_STRING: u8 = 0xfd;
+}
+
+/// Writes a whole text result set. `None` cells are SQL NULL.
+pub fn write_text_resultset(
+    out: &mut Vec<u8>,
+    mut seq: u8,
+    columns: &[(&str, u8)],
+    rows: &[Vec<Option<String>>],
+    deprecate_eof: bool,
+    status_flags: u16,
+) -> u8 {
+    let at = begin_packet(out);
+    write_lenenc_int(out, columns.len() as u64);
+    finish_packet(out, at, seq);
+    seq = seq.wrapping_add(1);
+    for (name, ty) in columns {
+        let at = begin_packet(out);
+        write_lenenc_bytes(out, b"def");
+        write_lenenc_bytes(out, b"");
+        write_lenenc_bytes(out, b"");
+        write_lenenc_bytes(out, b"");
+        write_lenenc_bytes(out, name.as_bytes());
+        write_lenenc_bytes(out, name.as_bytes());
+        out.push(0x0c);
+        let (charset, len): (u16, u32) = if *ty == coltype::LONGLONG {
+            (63, 20)
+        } else {
+            (45, 1024)
+        };
+        out.extend_from_slice(&charset.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+        out.push(*ty);
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.push(0);
+        out.extend_from_slice(&[0, 0]);
+        finish_packet(out, at, seq);
+        seq = seq.wrapping_add(1);
+    }
+    if !deprecate_eof {
+        write_eof(out, seq, status_flags);
+        seq = seq.wrapping_add(1);
+    }
+    for row in rows {
+        let at = begin_packet(out);
+        for cell in row {
+            match cell {
+                Some(v) => write_lenenc_bytes(out, v.as_bytes()),
+                None => out.push(0xfb),
+            }
+        }
+        finish_packet(out, at, seq);
+        seq = seq.wrapping_add(1);
+    }
+    if deprecate_eof {
+        let ok = OkPacket {
+            header: 0xfe,
+            status: status_flags,
+            ..Default::default()
+        };
+        write_ok(out, seq, &ok, false);
+    } else {
+        write_eof(out, seq, status_flags);
+    }
+    seq.wrapping_add(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::parse_header;
+
+    #[test]
+    fn ok_with_session_state() {
+        // OK from MariaDB after `SET NAMES latin1` with session tracking on:
+        // info empty, one system variable entry.
+        let mut p = vec![0x00, 0x00, 0x00];
+        p.extend_from_slice(&(status::AUTOCOMMIT | status::SESSION_STATE_CHANGED).to_le_bytes());
+        p.extend_from_slice(&0u16.to_le_bytes());
+        p.push(0); // empty info
+        let mut entry = Vec::new();
+        write_lenenc_bytes(&mut entry, b"character_set_client");
+        write_lenenc_bytes(&mut entry, b"latin1");
+        let mut block = vec![track::SYSTEM_VARIABLES];
+        write_lenenc_bytes(&mut block, &entry);
+        let mut schema = Vec::new();
+        write_lenenc_bytes(&mut schema, b"db2");
+        block.push(track::SCHEMA);
+        write_lenenc_bytes(&mut block, &schema);
+        write_lenenc_bytes(&mut p, &block);
+
+        let ok = parse_ok(&p, true).unwrap();
+        let changes: Vec<_> = session_changes(ok.session_state)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            changes,
+            vec![
+                StateChange::SystemVariable {
+                    name: b"character_set_client",
+                    value: b"latin1"
+                },
+                StateChange::Schema(b"db2"),
+            ]
+        );
+        // Re-encoded for a client without session tracking: flag cleared,
+        // state dropped, and it parses back as a plain OK.
+        let mut out = Vec::new();
+        encode_ok_payload(&mut out, &ok, false);
+        let plain = parse_ok(&out, false).unwrap();
+        assert_eq!(plain.status, status::AUTOCOMMIT);
+        assert!(plain.info.is_empty());
+        // Re-encoded for a tracking client: identical bytes.
+        let mut same = Vec::new();
+        encode_ok_payload(&mut same, &ok, true);
+        assert_eq!(same, p);
+    }
+
+    #[test]
+    fn ok_info_encodings_differ() {
+        // UPDATE's info string: lenenc under session tracking, EOF-string otherwise.
+        let mut p = vec![0x00, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00];
+        write_lenenc_bytes(&mut p, b"Rows matched: 1");
+        let ok = parse_ok(&p, true).unwrap();
+        assert_eq!(ok.info, b"Rows matched: 1");
+        let mut out = Vec::new();
+        encode_ok_payload(&mut out, &ok, false);
+        assert_eq!(parse_ok(&out, false).unwrap().info, b"Rows matched: 1");
+    }
+
+    #[test]
+    fn err_round_trip() {
+        let mut out = Vec::new();
+        write_err(&mut out, 3, 1045, "28000", "Access denied");
+        let h = parse_header(&out).unwrap();
+        assert_eq!(h.seq, 3);
+        let e = parse_err(&out[4..]).unwrap();
+        assert_eq!(e.code, 1045);
+        assert_eq!(&e.sql_state, b"28000");
+        assert_eq!(e.message, b"Access denied");
+    }
+
+    #[test]
+    fn truncated_packets_are_errors() {
+        assert!(parse_ok(&[0x00, 0x01], true).is_err());
+        assert!(parse_err(&[0xff, 0x01]).is_err());
+        assert!(parse_eof_status(&[0xfe, 0, 0, 1]).is_err());
+        let bad_block = [track::SYSTEM_VARIABLES, 10, 1];
+        assert!(session_changes(&bad_block).next().unwrap().is_err());
+    }
+}
