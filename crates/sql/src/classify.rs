@@ -1,0 +1,372 @@
+//! Statement classification: what a statement is, whether a replica may run
+//! it, and what it does to session state that the proxy must respect.
+
+use crate::hints::Hints;
+use crate::lexer::{Lexer, Token, TokenKind};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Empty,
+    Select,
+    Insert,
+    Update,
+    Delete,
+    Replace,
+    Load,
+    Set,
+    Use,
+    Show,
+    Explain,
+    Begin,
+    Commit,
+    Rollback,
+    Savepoint,
+    Lock,
+    Unlock,
+    Ddl,
+    Call,
+    Do,
+    Prepare,
+    Execute,
+    Deallocate,
+    Handler,
+    Xa,
+    Flush,
+    Kill,
+    Other,
+}
+
+/// Properties of a statement that decide where it may run and whether the
+/// session must stay on its server connection afterwards.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flags(pub u32);
+
+impl Flags {
+    /// SELECT ... FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE.
+    pub const LOCKING_READ: Flags = Flags(1);
+    /// Reads or assigns a user variable (`@x`): user variables live on one
+    /// server connection.
+    pub const USER_VAR: Flags = Flags(1 << 1);
+    /// CREATE TEMPORARY TABLE.
+    pub const TEMP_TABLE: Flags = Flags(1 << 2);
+    /// GET_LOCK and friends: named locks belong to one server connection.
+    pub const NAMED_LOCK: Flags = Flags(1 << 3);
+    /// LOCK TABLES / FLUSH TABLES WITH READ LOCK.
+    pub const LOCK_TABLES: Flags = Flags(1 << 4);
+    pub const UNLOCK_TABLES: Flags = Flags(1 << 5);
+    /// SQL-level PREPARE / EXECUTE / DEALLOCATE.
+    pub const SQL_PREPARE: Flags = Flags(1 << 6);
+    /// LAST_INSERT_ID(), @@identity, @@last_insert_id: value of the previous
+    /// statement on the same server connection.
+    pub const LAST_INSERT_ID: Flags = Flags(1 << 7);
+    /// FOUND_ROWS() or SQL_CALC_FOUND_ROWS.
+    pub const FOUND_ROWS: Flags = Flags(1 << 8);
+    pub const ROW_COUNT: Flags = Flags(1 << 9);
+    /// SELECT ... INTO OUTFILE / DUMPFILE: writes a file on the server.
+    pub const INTO_FILE: Flags = Flags(1 << 10);
+    /// NEXTVAL / LASTVAL / SETVAL / NEXT VALUE FOR: sequences write.
+    pub const SEQUENCE: Flags = Flags(1 << 11);
+    /// More than one statement in the packet.
+    pub const MULTI: Flags = Flags(1 << 12);
+    /// START TRANSACTION READ ONLY.
+    pub const READ_ONLY_TRX: Flags = Flags(1 << 13);
+    /// SET TRANSACTION ... (no SESSION/GLOBAL): applies to the next
+    /// transaction of this server connection only.
+    pub const NEXT_TRX: Flags = Flags(1 << 14);
+    /// HANDLER ... OPEN/READ: a cursor on one server connection.
+    pub const HANDLER: Flags = Flags(1 << 15);
+
+    #[inline]
+    pub fn contains(self, f: Flags) -> bool {
+        self.0 & f.0 == f.0
+    }
+    #[inline]
+    pub fn intersects(self, f: Flags) -> bool {
+        self.0 & f.0 != 0
+    }
+    #[inline]
+    pub fn insert(&mut self, f: Flags) {
+        self.0 |= f.0;
+    }
+}
+
+impl std::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, o: Flags) -> Flags {
+        Flags(self.0 | o.0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Classification<'a> {
+    /// Kind of the first statement.
+    pub kind: Kind,
+    pub flags: Flags,
+    /// True when every statement in the packet is a plain read that a
+    /// replica can answer (not locking, not writing a file or a sequence).
+    pub read_only: bool,
+    pub hints: Hints<'a>,
+}
+
+impl Classification<'_> {
+    /// Statements whose result depends on the previous statement of the same
+    /// server connection.
+    pub fn needs_previous_connection(&self) -> bool {
+        self.flags
+            .intersects(Flags::LAST_INSERT_ID | Flags::FOUND_ROWS | Flags::ROW_COUNT)
+    }
+
+    /// Statements after which the session's state lives on its server
+    /// connection and cannot be moved.
+    pub fn pins_session(&self) -> bool {
+        self.flags.intersects(
+            Flags::USER_VAR
+                | Flags::TEMP_TABLE
+                | Flags::NAMED_LOCK
+                | Flags::LOCK_TABLES
+                | Flags::SQL_PREPARE
+                | Flags::HANDLER,
+        )
+    }
+}
+
+fn first_kind(w: &Token<'_>) -> Kind {
+    if w.kind != TokenKind::Word {
+        return Kind::Other;
+    }
+    let t = w.text;
+    let is = |k: &str| t.eq_ignore_ascii_case(k.as_bytes());
+    match t.len() {
+        2 if is("DO") => Kind::Do,
+        2 if is("XA") => Kind::Xa,
+        3 if is("SET") => Kind::Set,
+        3 if is("USE") => Kind::Use,
+        4 if is("SHOW") => Kind::Show,
+        4 if is("DESC") => Kind::Explain,
+        4 if is("LOCK") => Kind::Lock,
+        4 if is("LOAD") => Kind::Load,
+        4 if is("DROP") => Kind::Ddl,
+        4 if is("CALL") => Kind::Call,
+        4 if is("KILL") => Kind::Kill,
+        4 if is("WITH") => Kind::Select,
+        5 if is("BEGIN") => Kind::Begin,
+        5 if is("START") => Kind::Begin,
+        5 if is("ALTER") => Kind::Ddl,
+        5 if is("FLUSH") => Kind::Flush,
+        5 if is("TABLE") => Kind::Select,
+        6 if is("SELECT") => Kind::Select,
+        6 if is("INSERT") => Kind::Insert,
+        6 if is("UPDATE") => Kind::Update,
+        6 if is("DELETE") => Kind::Delete,
+        6 if is("COMMIT") => Kind::Commit,
+        6 if is("CREATE") => Kind::Ddl,
+        6 if is("RENAME") => Kind::Ddl,
+        6 if is("UNLOCK") => Kind::Unlock,
+        6 if is("VALUES") => Kind::Select,
+        7 if is("REPLACE") => Kind::Replace,
+        7 if is("EXPLAIN") => Kind::Explain,
+        7 if is("PREPARE") => Kind::Prepare,
+        7 if is("EXECUTE") => Kind::Execute,
+        7 if is("HANDLER") => Kind::Handler,
+        7 if is("RELEASE") => Kind::Savepoint,
+        8 if is("ROLLBACK") => Kind::Rollback,
+        8 if is("DESCRIBE") => Kind::Explain,
+        8 if is("TRUNCATE") => Kind::Ddl,
+        9 if is("SAVEPOINT") => Kind::Savepoint,
+        10 if is("DEALLOCATE") => Kind::Deallocate,
+        _ => Kind::Other,
+    }
+}
+
+/// Per-statement scan state.
+struct Segment {
+    kind: Kind,
+    /// Words seen so far in this statement (saturating).
+    words: u32,
+    depth: u32,
+    read_only: bool,
+    /// The statement is WITH ...: a DML keyword at depth 0 makes it a write.
+    with: bool,
+}
+
+impl Segment {
+    fn new() -> Self {
+        Segment {
+            kind: Kind::Empty,
+            words: 0,
+            depth: 0,
+            read_only: true,
+            with: false,
+        }
+    }
+}
+
+pub fn classify(sql: &[u8]) -> Classification<'_> {
+    let mut hints = Hints::default();
+    let mut flags = Flags::default();
+    let mut first_kind_seen = Kind::Empty;
+    let mut all_read = true;
+    let mut segments = 0u32;
+    let mut seg = Segment::new();
+    // The last two tokens, for two- and three-word phrases.
+    let mut p1: Option<Token<'_>> = None;
+    let mut p2: Option<Token<'_>> = None;
+
+    let mut finish = |seg: &Segment, flags: &mut Flags| -> bool {
+        if seg.kind == Kind::Empty {
+            return false;
+        }
+        let read = seg.kind == Kind::Select
+            && seg.read_only
+            && !flags.intersects(Flags::LOCKING_READ | Flags::INTO_FILE | Flags::SEQUENCE);
+        all_read &= read;
+        true
+    };
+
+    for t in Lexer::new(sql) {
+        match t.kind {
+            TokenKind::Hint => {
+                hints.parse_into(t.text);
+                continue;
+            }
+            TokenKind::Punct => match t.text[0] {
+                b'(' => {
+                    if let Some(p) = p1.filter(|p| p.kind == TokenKind::Word) {
+                        function_call(p.text, &mut flags);
+                    }
+                    seg.depth += 1;
+                }
+                b')' => seg.depth = seg.depth.saturating_sub(1),
+                b';' if seg.depth == 0 => {
+                    if finish(&seg, &mut flags) {
+                        segments += 1;
+                    }
+                    seg = Segment::new();
+                    p1 = None;
+                    p2 = None;
+                    continue;
+                }
+                _ => {}
+            },
+            TokenKind::UserVar => {
+                flags.insert(Flags::USER_VAR);
+                if p1.is_some_and(|p| p.is_word("INTO")) && seg.kind == Kind::Select {
+                    seg.read_only = false;
+                }
+            }
+            TokenKind::SysVar => {
+                let name = t.text.rsplit(|&c| c == b'.').next().unwrap_or(t.text);
+                let name = name.strip_prefix(b"@@").unwrap_or(name);
+                if name.eq_ignore_ascii_case(b"identity")
+                    || name.eq_ignore_ascii_case(b"last_insert_id")
+                {
+                    flags.insert(Flags::LAST_INSERT_ID);
+                }
+            }
+            TokenKind::Word => {
+                seg.words = seg.words.saturating_add(1);
+                if seg.kind == Kind::Empty {
+                    seg.kind = first_kind(&t);
+                    seg.with = t.is_word("WITH");
+                    if first_kind_seen == Kind::Empty {
+                        first_kind_seen = seg.kind;
+                    }
+                    match seg.kind {
+                        Kind::Prepare | Kind::Execute | Kind::Deallocate => {
+                            flags.insert(Flags::SQL_PREPARE)
+                        }
+                        Kind::Handler => flags.insert(Flags::HANDLER),
+                        _ => {}
+                    }
+                } else {
+                    word_in_statement(&t, p1, p2, &mut seg, &mut flags);
+                }
+            }
+            _ => {}
+        }
+        p2 = p1;
+        p1 = Some(t);
+    }
+    if finish(&seg, &mut flags) {
+        segments += 1;
+    }
+    if segments > 1 {
+        flags.insert(Flags::MULTI);
+    }
+    Classification {
+        kind: first_kind_seen,
+        flags,
+        read_only: segments > 0 && all_read,
+        hints,
+    }
+}
+
+fn function_call(name: &[u8], flags: &mut Flags) {
+    let is = |k: &str| name.eq_ignore_ascii_case(k.as_bytes());
+    match name.len() {
+        6 if is("LASTVAL") || is("SETVAL") => flags.insert(Flags::SEQUENCE),
+        7 if is("NEXTVAL") || is("LASTVAL") => flags.insert(Flags::SEQUENCE),
+        8 if is("GET_LOCK") => flags.insert(Flags::NAMED_LOCK),
+        9 if is("ROW_COUNT") => flags.insert(Flags::ROW_COUNT),
+        10 if is("FOUND_ROWS") => flags.insert(Flags::FOUND_ROWS),
+        12 if is("RELEASE_LOCK") || is("IS_USED_LOCK") || is("IS_FREE_LOCK") => {
+            flags.insert(Flags::NAMED_LOCK)
+        }
+        14 if is("LAST_INSERT_ID") => flags.insert(Flags::LAST_INSERT_ID),
+        17 if is("RELEASE_ALL_LOCKS") => flags.insert(Flags::NAMED_LOCK),
+        _ => {}
+    }
+}
+
+fn word_in_statement(
+    t: &Token<'_>,
+    p1: Option<Token<'_>>,
+    p2: Option<Token<'_>>,
+    seg: &mut Segment,
+    flags: &mut Flags,
+) {
+    let p1w = |w: &str| p1.is_some_and(|p| p.is_word(w));
+    let p2w = |w: &str| p2.is_some_and(|p| p.is_word(w));
+    let second = seg.words == 2;
+    match seg.kind {
+        Kind::Select => {
+            if (t.is_word("UPDATE") || t.is_word("SHARE")) && p1w("FOR") {
+                flags.insert(Flags::LOCKING_READ);
+            } else if t.is_word("MODE") && p1w("SHARE") && p2w("IN") {
+                flags.insert(Flags::LOCKING_READ);
+            } else if (t.is_word("OUTFILE") || t.is_word("DUMPFILE")) && p1w("INTO") {
+                flags.insert(Flags::INTO_FILE);
+            } else if t.is_word("SQL_CALC_FOUND_ROWS") {
+                flags.insert(Flags::FOUND_ROWS);
+            } else if (t.is_word("FOR") && p1w("VALUE") && (p2w("NEXT") || p2w("PREVIOUS")))
+                || t.is_word("NEXTVAL")
+            {
+                flags.insert(Flags::SEQUENCE);
+            } else if seg.with
+                && seg.depth == 0
+                && (t.is_word("UPDATE")
+                    || t.is_word("DELETE")
+                    || t.is_word("INSERT")
+                    || t.is_word("REPLACE"))
+            {
+                seg.read_only = false;
+            }
+        }
+        Kind::Ddl if second && t.is_word("TEMPORARY") => flags.insert(Flags::TEMP_TABLE),
+        Kind::Lock if second && (t.is_word("TABLES") || t.is_word("TABLE")) => {
+            flags.insert(Flags::LOCK_TABLES)
+        }
+        Kind::Unlock if second && (t.is_word("TABLES") || t.is_word("TABLE")) => {
+            flags.insert(Flags::UNLOCK_TABLES)
+        }
+        Kind::Flush if t.is_word("LOCK") && p1w("READ") => flags.insert(Flags::LOCK_TABLES),
+        Kind::Set if second && t.is_word("TRANSACTION") => flags.insert(Flags::NEXT_TRX),
+        Kind::Begin if t.is_word("ONLY") && p1w("READ") => flags.insert(Flags::READ_ONLY_TRX),
+        Kind::Insert | Kind::Update | Kind::Delete | Kind::Replace
+            if t.is_word("FOR") && p1w("VALUE") && (p2w("NEXT") || p2w("PREVIOUS")) =>
+        {
+            flags.insert(Flags::SEQUENCE)
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,274 @@
+//! A MySQL/MariaDB lexer that knows strings, quoted identifiers, comments
+//! (including `/*! ... */` executable comments, whose content is code) and
+//! variables. It never fails: bad input yields tokens the classifier treats
+//! as "unknown", which routes conservatively.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    /// Keyword or unquoted identifier.
+    Word,
+    /// `back-quoted` identifier.
+    QuotedIdent,
+    /// '...' or "..." literal.
+    Str,
+    Number,
+    /// `@name`, `@'name'`.
+    UserVar,
+    /// `@@name`, `@@session.name`.
+    SysVar,
+    /// `/*# ... */`: the text between the markers.
+    Hint,
+    Punct,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Token<'a> {
+    pub kind: TokenKind,
+    pub text: &'a [u8],
+}
+
+impl Token<'_> {
+    #[inline]
+    pub fn is_word(&self, w: &str) -> bool {
+        self.kind == TokenKind::Word && self.text.eq_ignore_ascii_case(w.as_bytes())
+    }
+    #[inline]
+    pub fn is_punct(&self, c: u8) -> bool {
+        self.kind == TokenKind::Punct && self.text == [c]
+    }
+}
+
+pub struct Lexer<'a> {
+    s: &'a [u8],
+    i: usize,
+    /// Inside `/*! ... */`: its closing `*/` is skipped when reached.
+    in_exec_comment: bool,
+}
+
+impl<'a> Lexer<'a> {
+    pub fn new(s: &'a [u8]) -> Self {
+        Lexer {
+            s,
+            i: 0,
+            in_exec_comment: false,
+        }
+    }
+
+    #[inline]
+    fn peek(&self, k: usize) -> u8 {
+        *self.s.get(self.i + k).unwrap_or(&0)
+    }
+
+    /// Skips a quoted run starting at the opening quote; handles backslash
+    /// escapes (for ' and ") and doubled quotes.
+    fn skip_quoted(&mut self, q: u8) {
+        self.i += 1;
+        while self.i < self.s.len() {
+            let c = self.s[self.i];
+            if c == b'\\' && q != b'`' {
+                self.i += 2;
+                continue;
+            }
+            self.i += 1;
+            if c == q {
+                if self.peek(0) == q {
+                    self.i += 1;
+                    continue;
+                }
+                return;
+            }
+        }
+        self.i = self.s.len();
+    }
+
+    fn skip_to_eol(&mut self) {
+        while self.i < self.s.len() && self.s[self.i] != b'\n' {
+            self.i += 1;
+        }
+    }
+
+    fn word_end(&self, mut j: usize) -> usize {
+        while j < self.s.len() {
+            let c = self.s[j];
+            if c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80 {
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        j
+    }
+}
+
+impl<'a> Iterator for Lexer<'a> {
+    type Item = Token<'a>;
+
+    fn next(&mut self) -> Option<Token<'a>> {
+        loop {
+            let c = *self.s.get(self.i)?;
+            match c {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => self.i += 1,
+                b'#' => self.skip_to_eol(),
+                b'-' if self.peek(1) == b'-'
+                    && (self.peek(2) <= b' ' || self.i + 2 >= self.s.len()) =>
+                {
+                    self.skip_to_eol()
+                }
+                b'*' if self.in_exec_comment && self.peek(1) == b'/' => {
+                    self.in_exec_comment = false;
+                    self.i += 2;
+                }
+                b'/' if self.peek(1) == b'*' => {
+                    let start = self.i;
+                    if self.peek(2) == b'!' || (self.peek(2) == b'M' && self.peek(3) == b'!') {
+                        // Executable comment: its content is SQL; skip the
+                        // marker and optional version number.
+                        self.i += if self.peek(2) == b'!' { 3 } else { 4 };
+                        while self.peek(0).is_ascii_digit() {
+                            self.i += 1;
+                        }
+                        self.in_exec_comment = true;
+                        continue;
+                    }
+                    let body = start + 2;
+                    let end = find(self.s, body, b"*/");
+                    self.i = end.map_or(self.s.len(), |e| e + 2);
+                    if self.s.get(body) == Some(&b'#') {
+                        let stop = end.unwrap_or(self.s.len());
+                        return Some(Token {
+                            kind: TokenKind::Hint,
+                            text: &self.s[body + 1..stop],
+                        });
+                    }
+                }
+                b'\'' | b'"' => {
+                    let start = self.i;
+                    self.skip_quoted(c);
+                    return Some(Token {
+                        kind: TokenKind::Str,
+                        text: &self.s[start..self.i],
+                    });
+                }
+                b'`' => {
+                    let start = self.i;
+                    self.skip_quoted(c);
+                    let end = self.i.saturating_sub(1).max(start + 1);
+                    return Some(Token {
+                        kind: TokenKind::QuotedIdent,
+                        text: &self.s[start + 1..end],
+                    });
+                }
+                b'@' => {
+                    let start = self.i;
+                    let sys = self.peek(1) == b'@';
+                    self.i += if sys { 2 } else { 1 };
+                    match self.peek(0) {
+                        q @ (b'\'' | b'"' | b'`') => self.skip_quoted(q),
+                        _ => {
+                            self.i = self.word_end(self.i);
+                            // @@session.var, @@global.var
+                            while self.peek(0) == b'.' {
+                                self.i = self.word_end(self.i + 1);
+                            }
+                        }
+                    }
+                    return Some(Token {
+                        kind: if sys {
+                            TokenKind::SysVar
+                        } else {
+                            TokenKind::UserVar
+                        },
+                        text: &self.s[start..self.i],
+                    });
+                }
+                b'0'..=b'9' => {
+                    let start = self.i;
+                    // Identifiers may start with digits (1abc); numbers may
+                    // have a fraction or exponent. Either way one token.
+                    self.i = self.word_end(self.i);
+                    if self.peek(0) == b'.' && self.peek(1).is_ascii_digit() {
+                        self.i = self.word_end(self.i + 1);
+                    }
+                    let text = &self.s[start..self.i];
+                    let kind = if text.iter().all(|c| c.is_ascii_digit()) {
+                        TokenKind::Number
+                    } else {
+                        TokenKind::Word
+                    };
+                    return Some(Token { kind, text });
+                }
+                c if c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c >= 0x80 => {
+                    let start = self.i;
+                    self.i = self.word_end(self.i);
+                    return Some(Token {
+                        kind: TokenKind::Word,
+                        text: &self.s[start..self.i],
+                    });
+                }
+                _ => {
+                    self.i += 1;
+                    return Some(Token {
+                        kind: TokenKind::Punct,
+                        text: &self.s[self.i - 1..self.i],
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn find(h: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
+    if from >= h.len() {
+        return None;
+    }
+    h[from..]
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|p| p + from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(s: &str) -> Vec<(TokenKind, String)> {
+        Lexer::new(s.as_bytes())
+            .map(|t| (t.kind, String::from_utf8_lossy(t.text).into_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn strings_and_comments_hide_keywords() {
+        let t = kinds("SELECT 'FOR UPDATE', \"x\\\"y\" -- FOR UPDATE\n # for update\n /* for update */ 1");
+        assert_eq!(t.len(), 5, "{t:?}");
+        assert_eq!(t[1].0, TokenKind::Str);
+        assert_eq!(t[4], (TokenKind::Number, "1".into()));
+    }
+
+    #[test]
+    fn executable_comments_are_code() {
+        let t = kinds("/*!40101 SET NAMES utf8 */");
+        assert_eq!(t[0], (TokenKind::Word, "SET".into()));
+        assert_eq!(t.len(), 3);
+        let t = kinds("/*M!100101 SET x=1 */ SELECT");
+        assert_eq!(t[0], (TokenKind::Word, "SET".into()));
+        assert_eq!(t.last().unwrap().1, "SELECT");
+    }
+
+    #[test]
+    fn hints_and_variables() {
+        let t = kinds("/*# mode=READWRITE */ SELECT @a, @@session.sql_mode, @'q x', `b``c`");
+        assert_eq!(t[0], (TokenKind::Hint, " mode=READWRITE ".into()));
+        assert!(t.contains(&(TokenKind::UserVar, "@a".into())));
+        assert!(t.contains(&(TokenKind::SysVar, "@@session.sql_mode".into())));
+        assert!(t.contains(&(TokenKind::UserVar, "@'q x'".into())));
+        assert!(t.contains(&(TokenKind::QuotedIdent, "b``c".into())));
+    }
+
+    #[test]
+    fn unterminated_input_does_not_panic() {
+        for s in ["'abc", "/* x", "`x", "@'", "/*#", "--", "\"\\", "/*!", "@@", "1."] {
+            let _ = kinds(s);
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! Table-driven classification cases: statement, kind, read-only, flags.
+
+use sextant_sql::{classify, Flags, Kind};
+
+const NONE: Flags = Flags(0);
+
+#[rustfmt::skip]
+fn cases() -> Vec<(&'static str, Kind, bool, Flags)> {
+    vec![
+        ("SELECT 1", Kind::Select, true, NONE),
+        ("  select * from t where a = 'x;y'", Kind::Select, true, NONE),
+        ("(SELECT a FROM t) UNION (SELECT b FROM u)", Kind::Select, true, NONE),
+        ("WITH c AS (SELECT 1) SELECT * FROM c", Kind::Select, true, NONE),
+        ("WITH c AS (SELECT 1) UPDATE t JOIN c SET t.a=1", Kind::Select, false, NONE),
+        ("VALUES (1),(2)", Kind::Select, true, NONE),
+        ("SELECT * FROM t FOR UPDATE", Kind::Select, false, Flags::LOCKING_READ),
+        ("select * from t for share", Kind::Select, false, Flags::LOCKING_READ),
+        ("SELECT * FROM t LOCK IN SHARE MODE", Kind::Select, false, Flags::LOCKING_READ),
+        ("SELECT 'FOR UPDATE' FROM t", Kind::Select, true, NONE),
+        ("SELECT * FROM t -- FOR UPDATE", Kind::Select, true, NONE),
+        ("SELECT a INTO OUTFILE '/tmp/x' FROM t", Kind::Select, false, Flags::INTO_FILE),
+        ("SELECT a INTO @v FROM t", Kind::Select, false, Flags::USER_VAR),
+        ("SELECT @v", Kind::Select, true, Flags::USER_VAR),
+        ("SELECT @@session.sql_mode", Kind::Select, true, NONE),
+        ("SELECT LAST_INSERT_ID()", Kind::Select, true, Flags::LAST_INSERT_ID),
+        ("SELECT @@identity", Kind::Select, true, Flags::LAST_INSERT_ID),
+        ("SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1", Kind::Select, true, Flags::FOUND_ROWS),
+        ("SELECT FOUND_ROWS()", Kind::Select, true, Flags::FOUND_ROWS),
+        ("SELECT ROW_COUNT()", Kind::Select, true, Flags::ROW_COUNT),
+        ("SELECT GET_LOCK('a', 1)", Kind::Select, true, Flags::NAMED_LOCK),
+        ("SELECT RELEASE_LOCK('a')", Kind::Select, true, Flags::NAMED_LOCK),
+        ("SELECT NEXTVAL(s)", Kind::Select, false, Flags::SEQUENCE),
+        ("SELECT NEXT VALUE FOR s", Kind::Select, false, Flags::SEQUENCE),
+        ("INSERT INTO t VALUES (1)", Kind::Insert, false, NONE),
+        ("/* c */ UPDATE t SET a=1", Kind::Update, false, NONE),
+        ("DELETE FROM t", Kind::Delete, false, NONE),
+        ("REPLACE INTO t VALUES (1)", Kind::Replace, false, NONE),
+        ("SET NAMES utf8mb4", Kind::Set, false, NONE),
+        ("/*!40101 SET NAMES utf8 */", Kind::Set, false, NONE),
+        ("SET @a = 1", Kind::Set, false, Flags::USER_VAR),
+        ("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", Kind::Set, false, Flags::NEXT_TRX),
+        ("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", Kind::Set, false, NONE),
+        ("BEGIN", Kind::Begin, false, NONE),
+        ("START TRANSACTION READ ONLY", Kind::Begin, false, Flags::READ_ONLY_TRX),
+        ("COMMIT", Kind::Commit, false, NONE),
+        ("ROLLBACK", Kind::Rollback, false, NONE),
+        ("CREATE TEMPORARY TABLE t (a int)", Kind::Ddl, false, Flags::TEMP_TABLE),
+        ("CREATE TABLE t (a int)", Kind::Ddl, false, NONE),
+        ("LOCK TABLES t READ", Kind::Lock, false, Flags::LOCK_TABLES),
+        ("UNLOCK TABLES", Kind::Unlock, false, Flags::UNLOCK_TABLES),
+        ("FLUSH TABLES WITH READ LOCK", Kind::Flush, false, Flags::LOCK_TABLES),
+        ("PREPARE s FROM 'SELECT 1'", Kind::Prepare, false, Flags::SQL_PREPARE),
+        ("HANDLER t OPEN", Kind::Handler, false, Flags::HANDLER),
+        ("SHOW TABLES", Kind::Show, false, NONE),
+        ("USE db1", Kind::Use, false, NONE),
+        ("CALL p()", Kind::Call, false, NONE),
+        ("SELECT 1; SELECT 2", Kind::Select, true, Flags::MULTI),
+        ("SELECT 1; DELETE FROM t", Kind::Select, false, Flags::MULTI),
+        ("SELECT 1;", Kind::Select, true, NONE),
+        ("", Kind::Empty, false, NONE),
+        ("/* only a comment */", Kind::Empty, false, NONE),
+        ("frobnicate", Kind::Other, false, NONE),
+    ]
+}
+
+#[test]
+fn classification_table() {
+    let mut failures = Vec::new();
+    for (sql, kind, read_only, flags) in cases() {
+        let c = classify(sql.as_bytes());
+        if c.kind != kind || c.read_only != read_only || c.flags != flags {
+            failures.push(format!(
+                "{sql:?}: got {:?} read_only={} flags={:#x}, want {:?} read_only={} flags={:#x}",
+                c.kind, c.read_only, c.flags.0, kind, read_only, flags.0
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+#[test]
+fn hints_are_collected_anywhere() {
+    let c = classify(b"/*#mode=READWRITE*/ SELECT 1");
+    assert_eq!(c.hints.get("mode"), Some(&b"READWRITE"[..]));
+    let c = classify(b"SELECT /*# mode=READONLY */ * FROM t");
+    assert_eq!(c.hints.get("mode"), Some(&b"READONLY"[..]));
+    assert!(c.read_only);
+    let c = classify(b"SELECT '/*#mode=READWRITE*/'");
+    assert!(c.hints.is_empty());
+}
+
+#[test]
+fn session_helpers() {
+    assert!(classify(b"SELECT LAST_INSERT_ID()").needs_previous_connection());
+    assert!(classify(b"SET @x=1").pins_session());
+    assert!(classify(b"CREATE TEMPORARY TABLE t(a int)").pins_session());
+    assert!(!classify(b"SELECT 1").pins_session());
+}
