@@ -1,0 +1,500 @@
+//! The configuration file. Every key has a default that suits most users;
+//! an unknown key is an error (typo protection), and every error names the
+//! file, the line and the key, and says what was expected.
+
+use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
+use std::path::Path;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("{path}{}: {key}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Invalid {
+        path: String,
+        line: Option<usize>,
+        key: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub proxy: Proxy,
+    #[serde(default)]
+    pub admin: Option<Admin>,
+    #[serde(default)]
+    pub users: Vec<User>,
+    #[serde(default)]
+    pub groups: BTreeMap<String, Group>,
+    #[serde(default)]
+    pub routing: Routing,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Proxy {
+    #[serde(default = "default_listen")]
+    pub listen: Addr,
+    /// Worker threads; 0 = one per core.
+    #[serde(default)]
+    pub threads: usize,
+    /// Client connections beyond this are refused with ER_CON_COUNT_ERROR.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Largest client packet accepted (bytes); larger ones get
+    /// ER_NET_PACKET_TOO_LARGE and the connection is closed.
+    #[serde(default = "default_max_allowed_packet")]
+    pub max_allowed_packet: usize,
+    /// A client that has not finished its handshake by then is dropped.
+    #[serde(default = "default_handshake_timeout_ms")]
+    pub handshake_timeout_ms: u64,
+    /// Version string shown to clients; default: the primary's own.
+    #[serde(default)]
+    pub server_version: Option<String>,
+    /// Group used by users that name none; default: the only group.
+    #[serde(default)]
+    pub default_group: Option<String>,
+}
+
+impl Default for Proxy {
+    fn default() -> Self {
+        Proxy {
+            listen: default_listen(),
+            threads: 0,
+            max_connections: default_max_connections(),
+            max_allowed_packet: default_max_allowed_packet(),
+            handshake_timeout_ms: default_handshake_timeout_ms(),
+            server_version: None,
+            default_group: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Admin {
+    #[serde(default = "default_admin_listen")]
+    pub listen: Addr,
+    pub user: String,
+    pub password: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct User {
+    pub name: String,
+    #[serde(default)]
+    pub password: String,
+    /// What the proxy presents to the servers (default: the same).
+    #[serde(default)]
+    pub backend_user: Option<String>,
+    #[serde(default)]
+    pub backend_password: Option<String>,
+    #[serde(default)]
+    pub default_group: Option<String>,
+}
+
+impl User {
+    pub fn backend_user(&self) -> &str {
+        self.backend_user.as_deref().unwrap_or(&self.name)
+    }
+    pub fn backend_password(&self) -> &str {
+        self.backend_password.as_deref().unwrap_or(&self.password)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Group {
+    pub primary: Addr,
+    #[serde(default)]
+    pub replicas: Vec<Replica>,
+    /// Most server connections per server of the group.
+    #[serde(default = "default_pool_max")]
+    pub pool_max: usize,
+    /// Connections kept open per server even when idle.
+    #[serde(default)]
+    pub pool_min: usize,
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// Idle connections above pool_min are closed after this long.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+    /// Connections are replaced after this long, idle or not.
+    #[serde(default = "default_max_lifetime_ms")]
+    pub max_lifetime_ms: u64,
+    /// A connection idle longer than this is pinged before it is lent out.
+    #[serde(default = "default_health_check_idle_ms")]
+    pub health_check_idle_ms: u64,
+    /// How long a statement waits for a connection when the pool is full.
+    #[serde(default = "default_pool_wait_ms")]
+    pub pool_wait_ms: u64,
+    /// Server-side prepared statements kept per server connection (LRU).
+    #[serde(default = "default_max_prepared")]
+    pub max_prepared_per_connection: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replica {
+    pub addr: Addr,
+    pub weight: u32,
+}
+
+impl<'de> Deserialize<'de> for Replica {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Plain(Addr),
+            Full(Full),
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Full {
+            addr: Addr,
+            #[serde(default = "one")]
+            weight: u32,
+        }
+        fn one() -> u32 {
+            1
+        }
+        match Form::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "a replica is \"host:port\" or { addr = \"host:port\", weight = N }",
+            )
+        })? {
+            Form::Plain(addr) => Ok(Replica { addr, weight: 1 }),
+            Form::Full(f) => Ok(Replica {
+                addr: f.addr,
+                weight: f.weight,
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Routing {
+    /// How long a session keeps its server connection after a statement
+    /// (Cetus: 256 ms), so back-to-back statements reuse it.
+    #[serde(default = "default_hold_ms")]
+    pub hold_ms: u64,
+}
+
+impl Default for Routing {
+    fn default() -> Self {
+        Routing {
+            hold_ms: default_hold_ms(),
+        }
+    }
+}
+
+/// A `host:port` address, checked when the file is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Addr(pub String);
+
+impl std::fmt::Display for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Addr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        check_addr(&s).map_err(serde::de::Error::custom)?;
+        Ok(Addr(s))
+    }
+}
+
+fn check_addr(s: &str) -> Result<(), String> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("expected \"host:port\", got {s:?}"))?;
+    if host.is_empty() {
+        return Err(format!("expected \"host:port\", got {s:?} (no host)"));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err(format!(
+            "expected \"host:port\" with a port from 1 to 65535, got {s:?}"
+        )),
+    }
+}
+
+fn default_listen() -> Addr {
+    Addr("127.0.0.1:6033".into())
+}
+fn default_admin_listen() -> Addr {
+    Addr("127.0.0.1:6032".into())
+}
+fn default_max_connections() -> usize {
+    20_000
+}
+fn default_max_allowed_packet() -> usize {
+    64 << 20
+}
+fn default_handshake_timeout_ms() -> u64 {
+    10_000
+}
+fn default_pool_max() -> usize {
+    200
+}
+fn default_connect_timeout_ms() -> u64 {
+    2_000
+}
+fn default_idle_timeout_ms() -> u64 {
+    60_000
+}
+fn default_max_lifetime_ms() -> u64 {
+    3_600_000
+}
+fn default_health_check_idle_ms() -> u64 {
+    5_000
+}
+fn default_pool_wait_ms() -> u64 {
+    10_000
+}
+fn default_max_prepared() -> usize {
+    256
+}
+fn default_hold_ms() -> u64 {
+    256
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: p.clone(),
+            source,
+        })?;
+        Config::parse(&text, &p)
+    }
+
+    /// Parses and validates `text`; `path` is only used in messages.
+    pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        cfg.validate(text, path)?;
+        Ok(cfg)
+    }
+
+    fn validate(&self, text: &str, path: &str) -> Result<(), ConfigError> {
+        let err = |table: &str, key: &str, message: String| ConfigError::Invalid {
+            path: path.to_string(),
+            line: locate(text, table, key),
+            key: if table.is_empty() {
+                key.to_string()
+            } else {
+                format!("{table}.{key}")
+            },
+            message,
+        };
+        if self.groups.is_empty() {
+            return Err(err(
+                "",
+                "groups",
+                "no server group is defined; add e.g. [groups.main] with primary = \"127.0.0.1:3306\"".into(),
+            ));
+        }
+        if self.users.is_empty() {
+            return Err(err(
+                "",
+                "users",
+                "no user is defined; add a [[users]] entry with name and password".into(),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for u in &self.users {
+            if u.name.is_empty() {
+                return Err(err("users", "name", "a user name must not be empty".into()));
+            }
+            if !seen.insert(&u.name) {
+                return Err(err("users", "name", format!("user {:?} is defined twice", u.name)));
+            }
+            if let Some(g) = &u.default_group {
+                if !self.groups.contains_key(g) {
+                    return Err(err(
+                        "users",
+                        "default_group",
+                        format!("user {:?} names group {g:?}, which is not defined", u.name),
+                    ));
+                }
+            }
+        }
+        if let Some(g) = &self.proxy.default_group {
+            if !self.groups.contains_key(g) {
+                return Err(err("proxy", "default_group", format!("group {g:?} is not defined")));
+            }
+        } else if self.groups.len() > 1 {
+            return Err(err(
+                "proxy",
+                "default_group",
+                "several groups are defined, so [proxy] default_group must say which one users get".into(),
+            ));
+        }
+        for (name, g) in &self.groups {
+            let t = format!("groups.{name}");
+            if g.pool_max == 0 {
+                return Err(err(&t, "pool_max", "must be at least 1".into()));
+            }
+            if g.pool_min > g.pool_max {
+                return Err(err(
+                    &t,
+                    "pool_min",
+                    format!("{} is more than pool_max ({})", g.pool_min, g.pool_max),
+                ));
+            }
+            if g.connect_timeout_ms == 0 {
+                return Err(err(&t, "connect_timeout_ms", "must be more than 0".into()));
+            }
+            for r in &g.replicas {
+                if r.weight == 0 {
+                    return Err(err(
+                        &t,
+                        "replicas",
+                        format!("replica {} has weight 0; remove it or give it a weight of 1 or more", r.addr),
+                    ));
+                }
+                if r.addr == g.primary {
+                    return Err(err(&t, "replicas", format!("{} is also the primary", r.addr)));
+                }
+            }
+        }
+        if self.proxy.max_allowed_packet < 1024 {
+            return Err(err("proxy", "max_allowed_packet", "must be at least 1024 bytes".into()));
+        }
+        Ok(())
+    }
+
+    /// The group a user's statements go to.
+    pub fn group_for<'a>(&'a self, user: &'a User) -> &'a str {
+        user.default_group
+            .as_deref()
+            .or(self.proxy.default_group.as_deref())
+            .or_else(|| self.groups.keys().next().map(|s| s.as_str()))
+            .unwrap_or("")
+    }
+}
+
+/// Best-effort line number of `key` inside `[table]` (or `[[table]]`), for
+/// messages about values that parsed but do not make sense together.
+fn locate(text: &str, table: &str, key: &str) -> Option<usize> {
+    let mut in_table = table.is_empty();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            let name = l.trim_matches(|c| c == '[' || c == ']').trim();
+            in_table = name == table;
+            if table.is_empty() && name == key {
+                return Some(i + 1);
+            }
+            continue;
+        }
+        if in_table {
+            if let Some((k, _)) = l.split_once('=') {
+                if k.trim() == key {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ISSUE_EXAMPLE: &str = r#"
+[proxy]
+listen = "127.0.0.1:6033"
+# threads = 0                      # 0 = one per core
+
+[admin]
+listen = "127.0.0.1:6032"           # MySQL-protocol admin port
+user = "admin"
+password = "adminpass"
+
+[[users]]
+name = "app"
+password = "apppass"                # what the client presents to the proxy
+
+[groups.main]
+primary  = "127.0.0.1:3307"
+replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr = "127.0.0.1:3308", weight = 2 }
+"#;
+
+    #[test]
+    fn the_documented_example_parses() {
+        let c = Config::parse(ISSUE_EXAMPLE, "x.toml").unwrap();
+        let g = &c.groups["main"];
+        assert_eq!(g.primary.0, "127.0.0.1:3307");
+        assert_eq!(g.replicas.len(), 2);
+        assert_eq!(g.pool_max, 200);
+        assert_eq!(c.routing.hold_ms, 256);
+        assert_eq!(c.users[0].backend_user(), "app");
+        assert_eq!(c.group_for(&c.users[0]), "main");
+        assert_eq!(c.admin.unwrap().user, "admin");
+    }
+
+    #[test]
+    fn weighted_replicas() {
+        let t = ISSUE_EXAMPLE.replace(
+            r#"replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]"#,
+            r#"replicas = [{ addr = "127.0.0.1:3308", weight = 2 }, "127.0.0.1:3309"]"#,
+        );
+        let c = Config::parse(&t, "x.toml").unwrap();
+        assert_eq!(c.groups["main"].replicas[0].weight, 2);
+        assert_eq!(c.groups["main"].replicas[1].weight, 1);
+    }
+
+    fn err_of(text: &str) -> String {
+        Config::parse(text, "sextant.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        // Each case: a change to the example, and what the message must say.
+        let cases: &[(&str, &str, &[&str])] = &[
+            ("primary  =", "prmary  =", &["sextant.toml", "line 16", "prmary", "primary"]),
+            ("listen = \"127.0.0.1:6033\"", "listen = \"127.0.0.1\"", &["line 3", "host:port"]),
+            ("listen = \"127.0.0.1:6033\"", "listen = \"127.0.0.1:99999\"", &["line 3", "65535"]),
+            ("[groups.main]", "[groups.main]\npool_max = 0", &["sextant.toml:16", "groups.main.pool_max", "at least 1"]),
+            ("[groups.main]", "[groups.main]\npool_min = 500", &["groups.main.pool_min", "more than pool_max"]),
+            ("\"127.0.0.1:3309\"]", "{ addr = \"127.0.0.1:3309\", weight = 0 }]", &["weight 0"]),
+            ("\"127.0.0.1:3309\"]", "{ adr = \"127.0.0.1:3309\" }]", &["line 17", "replica is"]),
+            ("[proxy]", "[proxy]\nthreads = \"four\"", &["line 3", "threads", "expected usize"]),
+        ];
+        for (from, to, want) in cases {
+            assert!(ISSUE_EXAMPLE.contains(from), "{from}");
+            let msg = err_of(&ISSUE_EXAMPLE.replacen(from, to, 1));
+            for w in *want {
+                assert!(msg.contains(w), "message for {to:?} lacks {w:?}:\n{msg}");
+            }
+        }
+    }
+
+    #[test]
+    fn structural_errors() {
+        assert!(err_of("[proxy]\n").contains("no server group"));
+        assert!(err_of("[groups.a]\nprimary=\"h:1\"\n").contains("no user"));
+        let two = format!("{ISSUE_EXAMPLE}\n[groups.other]\nprimary = \"127.0.0.1:4000\"\n");
+        assert!(err_of(&two).contains("default_group"));
+        let dup = format!("{ISSUE_EXAMPLE}\n[[users]]\nname = \"app\"\n");
+        assert!(err_of(&dup).contains("defined twice"));
+    }
+}
