@@ -1,0 +1,607 @@
+//! One connection to a MySQL/MariaDB server: login, session-tracking setup,
+//! and the small request/response exchanges sextant makes on its own behalf.
+//! Client traffic is relayed by the proxy through [`BackendConn::stream`] and
+//! [`BackendConn::rbuf`] without passing through here.
+
+use crate::error::BackendError;
+use crate::state::SessionVars;
+use sextant_protocol::auth;
+use sextant_protocol::codec::{parse_header, write_packet, Reader, HEADER_LEN, MAX_PAYLOAD};
+use sextant_protocol::consts::{cap, com, status, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
+use sextant_protocol::handshake::{parse_auth_switch, HandshakeResponse, InitialHandshake};
+use sextant_protocol::packets::{parse_err, parse_ok, session_changes, StateChange};
+use sextant_protocol::tracker::{Expect, Packet, Tracker};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Client capabilities that change what the server sends, so a server
+/// connection can only serve clients that negotiated the same ones.
+pub const FLAVOR_CAPS: u32 = cap::FOUND_ROWS
+    | cap::IGNORE_SPACE
+    | cap::LOCAL_FILES
+    | cap::MULTI_STATEMENTS
+    | cap::MULTI_RESULTS
+    | cap::PS_MULTI_RESULTS
+    | cap::DEPRECATE_EOF
+    | cap::INTERACTIVE;
+
+/// Capabilities sextant always asks of a server.
+const BASE_CAPS: u32 = cap::LONG_PASSWORD
+    | cap::LONG_FLAG
+    | cap::PROTOCOL_41
+    | cap::TRANSACTIONS
+    | cap::SECURE_CONNECTION
+    | cap::PLUGIN_AUTH
+    | cap::PLUGIN_AUTH_LENENC_CLIENT_DATA
+    | cap::CONNECT_ATTRS
+    | cap::SESSION_TRACK;
+
+/// The format-affecting part of a client's handshake. Pools hand a client
+/// only connections of its own flavor, so results pass through unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Flavor {
+    pub caps: u32,
+    pub charset: u8,
+}
+
+impl Flavor {
+    pub fn new(client_caps: u32, charset: u8) -> Self {
+        Flavor {
+            caps: client_caps & FLAVOR_CAPS,
+            charset,
+        }
+    }
+    pub fn deprecate_eof(&self) -> bool {
+        self.caps & cap::DEPRECATE_EOF != 0
+    }
+}
+
+pub struct ConnectParams<'a> {
+    pub addr: &'a str,
+    pub user: &'a str,
+    pub password: &'a str,
+    pub flavor: Flavor,
+    pub timeout: Duration,
+}
+
+/// A statement prepared on this connection.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerStmt {
+    pub id: u32,
+    pub params: u16,
+    pub columns: u16,
+    /// Whether this server statement has been sent parameter types.
+    pub types_sent: bool,
+    last_used: u64,
+}
+
+pub struct BackendConn {
+    pub stream: TcpStream,
+    /// Bytes read from the server and not yet consumed.
+    pub rbuf: Vec<u8>,
+    pub addr: Arc<str>,
+    pub user: Arc<str>,
+    pub flavor: Flavor,
+    pub server_version: String,
+    pub connection_id: u32,
+    /// The client-visible session state this connection currently has.
+    pub vars: SessionVars,
+    /// Values of variables that a fresh connection had and that DEFAULT
+    /// would not restore (the handshake character set).
+    pub baseline: BTreeMap<Box<str>, Box<str>>,
+    /// Last status flags the server reported.
+    pub status: u16,
+    /// Set when the server reported a session change sextant cannot replay
+    /// (user variables, temporary tables, ...): such a connection must stay
+    /// with its session or be reset.
+    pub opaque_state: bool,
+    pub created: Instant,
+    pub last_used: Instant,
+    stmts: HashMap<Arc<[u8]>, ServerStmt>,
+    stmt_clock: u64,
+    pub max_prepared: usize,
+}
+
+fn io_err(addr: &str) -> impl FnOnce(std::io::Error) -> BackendError + '_ {
+    move |source| BackendError::Io {
+        addr: addr.to_string(),
+        source,
+    }
+}
+
+impl BackendConn {
+    pub async fn connect(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
+        let ms = p.timeout.as_millis() as u64;
+        tokio::time::timeout(p.timeout, Self::connect_inner(p))
+            .await
+            .map_err(|_| BackendError::ConnectTimeout {
+                addr: p.addr.to_string(),
+                ms,
+            })?
+    }
+
+    async fn connect_inner(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
+        let stream = TcpStream::connect(p.addr)
+            .await
+            .map_err(|source| BackendError::Connect {
+                addr: p.addr.to_string(),
+                source,
+            })?;
+        stream.set_nodelay(true).map_err(io_err(p.addr))?;
+        let mut c = BackendConn {
+            stream,
+            rbuf: Vec::with_capacity(16 * 1024),
+            addr: p.addr.into(),
+            user: p.user.into(),
+            flavor: p.flavor,
+            server_version: String::new(),
+            connection_id: 0,
+            vars: SessionVars::default(),
+            baseline: BTreeMap::new(),
+            status: status::AUTOCOMMIT,
+            opaque_state: false,
+            created: Instant::now(),
+            last_used: Instant::now(),
+            stmts: HashMap::new(),
+            stmt_clock: 0,
+            max_prepared: 256,
+        };
+        c.login(p).await?;
+        c.setup().await?;
+        Ok(c)
+    }
+
+    async fn login(&mut self, p: &ConnectParams<'_>) -> Result<(), BackendError> {
+        let (seq, greeting) = self.read_packet().await?;
+        if greeting.first() == Some(&0xff) {
+            return Err(self.server_error("the connection", &greeting));
+        }
+        let hs = InitialHandshake::parse(&greeting).map_err(|source| BackendError::Protocol {
+            addr: self.addr.to_string(),
+            source,
+        })?;
+        self.server_version = hs.server_version.clone();
+        self.connection_id = hs.connection_id;
+        let plugin = match hs.auth_plugin.as_str() {
+            CACHING_SHA2_PASSWORD => CACHING_SHA2_PASSWORD,
+            _ => NATIVE_PASSWORD,
+        };
+        let caps = (BASE_CAPS | p.flavor.caps) & hs.capabilities;
+        let resp = HandshakeResponse {
+            capabilities: caps,
+            max_packet: 1 << 30,
+            charset: p.flavor.charset,
+            user: p.user.to_string(),
+            auth_response: scramble(plugin, p.password.as_bytes(), &hs.nonce),
+            database: None,
+            auth_plugin: Some(plugin.to_string()),
+            attrs: vec![
+                ("_client_name".into(), "sextant".into()),
+                ("program_name".into(), "sextant".into()),
+            ],
+        };
+        let mut payload = Vec::with_capacity(128);
+        resp.encode(&mut payload);
+        let mut seq = seq.wrapping_add(1);
+        self.send(seq, &payload).await?;
+        let mut plugin = plugin.to_string();
+        loop {
+            let (s, pkt) = self.read_packet().await?;
+            seq = s.wrapping_add(1);
+            match pkt.first() {
+                Some(0x00) => return Ok(()),
+                Some(0xff) => {
+                    let e = parse_err(&pkt).map_err(|source| BackendError::Protocol {
+                        addr: self.addr.to_string(),
+                        source,
+                    })?;
+                    return Err(BackendError::Auth {
+                        addr: self.addr.to_string(),
+                        user: p.user.to_string(),
+                        code: e.code,
+                        message: String::from_utf8_lossy(e.message).into_owned(),
+                    });
+                }
+                Some(0xfe) => {
+                    let (new_plugin, data) =
+                        parse_auth_switch(&pkt).map_err(|source| BackendError::Protocol {
+                            addr: self.addr.to_string(),
+                            source,
+                        })?;
+                    if new_plugin != NATIVE_PASSWORD && new_plugin != CACHING_SHA2_PASSWORD {
+                        return Err(BackendError::AuthPlugin {
+                            addr: self.addr.to_string(),
+                            plugin: new_plugin,
+                        });
+                    }
+                    plugin = new_plugin;
+                    let r = scramble(&plugin, p.password.as_bytes(), &data);
+                    self.send(seq, &r).await?;
+                }
+                Some(0x01) if plugin == CACHING_SHA2_PASSWORD => match pkt.get(1) {
+                    // Fast authentication succeeded; the OK follows.
+                    Some(3) => {}
+                    Some(4) => {
+                        return Err(BackendError::Auth {
+                            addr: self.addr.to_string(),
+                            user: p.user.to_string(),
+                            code: 0,
+                            message: "the server wants caching_sha2_password full authentication, \
+                                      which needs TLS or RSA key exchange to the server (not configured); \
+                                      log in once directly so the server caches the account, or use \
+                                      mysql_native_password for sextant's backend user"
+                                .into(),
+                        })
+                    }
+                    _ => {
+                        return Err(BackendError::Protocol {
+                            addr: self.addr.to_string(),
+                            source: sextant_protocol::ProtoError::Malformed("caching_sha2 auth data"),
+                        })
+                    }
+                },
+                _ => {
+                    return Err(BackendError::Protocol {
+                        addr: self.addr.to_string(),
+                        source: sextant_protocol::ProtoError::Malformed("login reply"),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Turns on the session-state reports that sextant tracks client state
+    /// with, and records the connection's baseline character set.
+    async fn setup(&mut self) -> Result<(), BackendError> {
+        self.exec_internal(
+            "SET SESSION session_track_system_variables = '*', session_track_schema = ON, \
+             session_track_state_change = ON",
+        )
+        .await?;
+        let rows = self
+            .query_internal(
+                "SELECT @@character_set_client, @@character_set_connection, \
+                 @@character_set_results, @@collation_connection",
+            )
+            .await?;
+        let names = [
+            "character_set_client",
+            "character_set_connection",
+            "character_set_results",
+            "collation_connection",
+        ];
+        if let Some(row) = rows.first() {
+            for (n, v) in names.iter().zip(row) {
+                let v = v.clone().unwrap_or_else(|| "NULL".into());
+                self.baseline.insert((*n).into(), v.into());
+            }
+        }
+        // The setup statements' own reports describe the baseline, not a
+        // client's change.
+        self.vars = SessionVars::default();
+        self.opaque_state = false;
+        Ok(())
+    }
+
+    pub fn stmt(&self, sql: &[u8]) -> Option<ServerStmt> {
+        self.stmts.get(sql).copied()
+    }
+
+    pub fn stmt_used(&mut self, sql: &[u8], types_sent: bool) {
+        self.stmt_clock += 1;
+        let clock = self.stmt_clock;
+        if let Some(s) = self.stmts.get_mut(sql) {
+            s.last_used = clock;
+            s.types_sent |= types_sent;
+        }
+    }
+
+    /// Prepares `sql` on this connection (if it is not already), closing the
+    /// least recently used statement when the per-connection bound is hit.
+    pub async fn ensure_prepared(&mut self, sql: &Arc<[u8]>) -> Result<ServerStmt, BackendError> {
+        if let Some(s) = self.stmts.get(&**sql) {
+            return Ok(*s);
+        }
+        if self.stmts.len() >= self.max_prepared.max(1) {
+            if let Some(victim) = self
+                .stmts
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(k, _)| k.clone())
+            {
+                if let Some(s) = self.stmts.remove(&victim) {
+                    let mut p = vec![com::STMT_CLOSE];
+                    p.extend_from_slice(&s.id.to_le_bytes());
+                    self.send(0, &p).await?;
+                }
+            }
+        }
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(com::STMT_PREPARE);
+        p.extend_from_slice(sql);
+        self.send(0, &p).await?;
+        let mut t = Tracker::new(Expect::Prepare, self.flavor.deprecate_eof());
+        let mut result = None;
+        let mut err = None;
+        while !t.is_done() {
+            let (_, pkt) = self.read_packet().await?;
+            match t.feed(pkt.len(), &pkt).map_err(|source| BackendError::Protocol {
+                addr: self.addr.to_string(),
+                source,
+            })? {
+                Packet::PrepareOk {
+                    stmt_id,
+                    columns,
+                    params,
+                } => result = Some((stmt_id, columns, params)),
+                Packet::Err => err = Some(pkt),
+                _ => {}
+            }
+        }
+        if let Some(e) = err {
+            return Err(self.server_error("preparing a statement", &e));
+        }
+        let (id, columns, params) = result.ok_or(BackendError::Protocol {
+            addr: self.addr.to_string(),
+            source: sextant_protocol::ProtoError::Malformed("prepare response"),
+        })?;
+        self.stmt_clock += 1;
+        let s = ServerStmt {
+            id,
+            params,
+            columns,
+            types_sent: false,
+            last_used: self.stmt_clock,
+        };
+        self.stmts.insert(sql.clone(), s);
+        Ok(s)
+    }
+
+    /// Forgets every server statement (after COM_RESET_CONNECTION).
+    pub fn forget_statements(&mut self) {
+        self.stmts.clear();
+    }
+
+    /// Makes this connection's session state equal to `want`.
+    pub async fn sync_to(&mut self, want: &SessionVars) -> Result<(), BackendError> {
+        if want.schema.is_some() && want.schema != self.vars.schema {
+            let db = want.schema.as_deref().unwrap_or_default();
+            let mut p = vec![com::INIT_DB];
+            p.extend_from_slice(db.as_bytes());
+            self.command_internal(&p, &format!("restoring the current database {db:?}"))
+                .await?;
+            self.vars.schema = want.schema.clone();
+        }
+        if let Some(set) = want.set_statement(&self.vars, &self.baseline) {
+            self.exec_internal(&set).await?;
+            self.vars.vars = want.vars.clone();
+        }
+        if want.multi_statements != self.vars.multi_statements {
+            let opt: u16 = if want.multi_statements { 0 } else { 1 };
+            let mut p = vec![com::SET_OPTION];
+            p.extend_from_slice(&opt.to_le_bytes());
+            self.command_internal(&p, "COM_SET_OPTION").await?;
+            self.vars.multi_statements = want.multi_statements;
+        }
+        Ok(())
+    }
+
+    pub async fn ping(&mut self) -> Result<(), BackendError> {
+        self.command_internal(&[com::PING], "COM_PING").await
+    }
+
+    /// COM_RESET_CONNECTION, then the baseline again: the connection is as
+    /// good as new, without a new login.
+    pub async fn reset(&mut self) -> Result<(), BackendError> {
+        self.command_internal(&[com::RESET_CONNECTION], "COM_RESET_CONNECTION")
+            .await?;
+        self.forget_statements();
+        self.setup().await
+    }
+
+    /// Applies one OK packet's session-state block to this connection's
+    /// tracked state. Returns true if anything the client set changed.
+    pub fn apply_session_state(&mut self, block: &[u8]) -> bool {
+        let mut changed = false;
+        let mut explained = false;
+        let mut opaque = false;
+        for ch in session_changes(block) {
+            match ch {
+                Ok(StateChange::SystemVariable { name, value }) => {
+                    explained = true;
+                    changed |= self.vars.set_var(name, value);
+                }
+                Ok(StateChange::Schema(s)) => {
+                    explained = true;
+                    let s: Box<str> = String::from_utf8_lossy(s).into();
+                    if self.vars.schema.as_ref() != Some(&s) {
+                        self.vars.schema = Some(s);
+                        changed = true;
+                    }
+                }
+                Ok(StateChange::StateChanged(true)) => opaque = true,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        // The server flags every change; one it did not detail is state
+        // sextant cannot see or replay (user variable, temporary table...).
+        if opaque && !explained {
+            self.opaque_state = true;
+        }
+        changed
+    }
+
+    /// Reads one whole packet (reassembling frames of 16 MiB and more).
+    pub async fn read_packet(&mut self) -> Result<(u8, Vec<u8>), BackendError> {
+        let mut payload = Vec::new();
+        let mut first_seq = None;
+        loop {
+            while self.rbuf.len() < HEADER_LEN {
+                self.fill().await?;
+            }
+            let h = parse_header(&self.rbuf).ok_or(BackendError::Closed {
+                addr: self.addr.to_string(),
+            })?;
+            while self.rbuf.len() < HEADER_LEN + h.len {
+                self.fill().await?;
+            }
+            payload.extend_from_slice(&self.rbuf[HEADER_LEN..HEADER_LEN + h.len]);
+            self.rbuf.drain(..HEADER_LEN + h.len);
+            first_seq.get_or_insert(h.seq);
+            if h.len < MAX_PAYLOAD {
+                return Ok((h.seq, payload));
+            }
+        }
+    }
+
+    /// Reads more bytes from the server into `rbuf`.
+    pub async fn fill(&mut self) -> Result<usize, BackendError> {
+        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+            self.rbuf.reserve(16 * 1024);
+        }
+        let n = self
+            .stream
+            .read_buf(&mut self.rbuf)
+            .await
+            .map_err(io_err(&self.addr))?;
+        if n == 0 {
+            return Err(BackendError::Closed {
+                addr: self.addr.to_string(),
+            });
+        }
+        Ok(n)
+    }
+
+    pub async fn send(&mut self, seq: u8, payload: &[u8]) -> Result<(), BackendError> {
+        let mut out = Vec::with_capacity(payload.len() + 8);
+        write_packet(&mut out, seq, payload);
+        self.write_raw(&out).await
+    }
+
+    pub async fn write_raw(&mut self, bytes: &[u8]) -> Result<(), BackendError> {
+        self.stream
+            .write_all(bytes)
+            .await
+            .map_err(io_err(&self.addr))
+    }
+
+    async fn exec_internal(&mut self, sql: &str) -> Result<(), BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(com::QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        self.command_internal(&p, sql).await
+    }
+
+    /// Sends a command whose answer is a single OK/EOF/ERR and applies the
+    /// session state it reports.
+    async fn command_internal(&mut self, payload: &[u8], what: &str) -> Result<(), BackendError> {
+        self.send(0, payload).await?;
+        let (_, pkt) = self.read_packet().await?;
+        match pkt.first() {
+            Some(0x00) => {
+                let ok = parse_ok(&pkt, true).map_err(|source| BackendError::Protocol {
+                    addr: self.addr.to_string(),
+                    source,
+                })?;
+                self.status = ok.status;
+                let block = ok.session_state.to_vec();
+                self.apply_session_state(&block);
+                Ok(())
+            }
+            Some(0xfe) => Ok(()),
+            _ => Err(self.server_error(what, &pkt)),
+        }
+    }
+
+    /// Runs a small query of sextant's own and returns its rows as text.
+    pub async fn query_internal(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(com::QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        self.send(0, &p).await?;
+        let mut t = Tracker::new(Expect::Query, self.flavor.deprecate_eof());
+        let mut rows = Vec::new();
+        let mut in_rows = false;
+        let mut cols = 0u64;
+        let mut seen_cols = 0u64;
+        let mut err = None;
+        while !t.is_done() {
+            let (_, pkt) = self.read_packet().await?;
+            let kind = t.feed(pkt.len(), &pkt).map_err(|source| BackendError::Protocol {
+                addr: self.addr.to_string(),
+                source,
+            })?;
+            match kind {
+                Packet::ColumnCount(n) => {
+                    cols = n;
+                    seen_cols = 0;
+                    in_rows = false;
+                }
+                Packet::Data if !in_rows => {
+                    seen_cols += 1;
+                    in_rows = seen_cols == cols && self.flavor.deprecate_eof();
+                }
+                Packet::Eof if !in_rows => in_rows = true,
+                Packet::Data => {
+                    let mut r = Reader::new(&pkt);
+                    let mut row = Vec::new();
+                    for _ in 0..cols {
+                        if r.remaining() > 0 && pkt[pkt.len() - r.remaining()] == 0xfb {
+                            r.u8("null")
+                                .map_err(|source| BackendError::Protocol {
+                                    addr: self.addr.to_string(),
+                                    source,
+                                })?;
+                            row.push(None);
+                        } else {
+                            let v = r.lenenc_bytes("cell").map_err(|source| BackendError::Protocol {
+                                addr: self.addr.to_string(),
+                                source,
+                            })?;
+                            row.push(Some(String::from_utf8_lossy(v).into_owned()));
+                        }
+                    }
+                    rows.push(row);
+                }
+                Packet::Err => err = Some(pkt),
+                _ => {}
+            }
+        }
+        if let Some(e) = err {
+            return Err(self.server_error(sql, &e));
+        }
+        Ok(rows)
+    }
+
+    fn server_error(&self, what: &str, pkt: &[u8]) -> BackendError {
+        match parse_err(pkt) {
+            Ok(e) => BackendError::Server {
+                addr: self.addr.to_string(),
+                what: what.to_string(),
+                code: e.code,
+                sql_state: String::from_utf8_lossy(&e.sql_state).into_owned(),
+                message: String::from_utf8_lossy(e.message).into_owned(),
+            },
+            Err(source) => BackendError::Protocol {
+                addr: self.addr.to_string(),
+                source,
+            },
+        }
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.status & status::IN_TRANS != 0
+    }
+}
+
+fn scramble(plugin: &str, password: &[u8], nonce: &[u8]) -> Vec<u8> {
+    if plugin == CACHING_SHA2_PASSWORD {
+        auth::sha2_scramble(password, nonce)
+    } else {
+        auth::native_scramble(password, nonce)
+    }
+}

@@ -1,0 +1,14 @@
+//! The server side of the proxy: connections to MySQL/MariaDB servers, a
+//! pool per server, and the session state (tracked through the servers' own
+//! session-state reports) that lets a client's session move from one pooled
+//! connection to another without the client noticing.
+
+mod conn;
+mod error;
+mod pool;
+mod state;
+
+pub use conn::{BackendConn, ConnectParams, Flavor, ServerStmt};
+pub use error::BackendError;
+pub use pool::{Group, Pool, PoolSettings, PoolStats, Role, Server};
+pub use state::SessionVars;

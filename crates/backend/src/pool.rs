@@ -1,0 +1,296 @@
+//! A pool of connections per server. A session borrows a connection for a
+//! statement or a transaction and gives it back; sessions never own one.
+
+use crate::conn::{BackendConn, ConnectParams, Flavor};
+use crate::error::BackendError;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Primary,
+    Replica,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Primary => "primary",
+            Role::Replica => "replica",
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PoolSettings {
+    pub max: usize,
+    pub min: usize,
+    pub connect_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_lifetime: Duration,
+    pub health_check_idle: Duration,
+    pub wait: Duration,
+    pub max_prepared: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PoolStats {
+    pub open: usize,
+    pub idle: usize,
+    pub waiters: usize,
+    pub borrows: u64,
+    pub connects: u64,
+    pub connect_failures: u64,
+    pub discarded: u64,
+}
+
+pub struct Server {
+    pub addr: Arc<str>,
+    pub group: Arc<str>,
+    pub role: Role,
+    pub weight: u32,
+    pub settings: PoolSettings,
+    idle: Mutex<Vec<BackendConn>>,
+    open: AtomicUsize,
+    waiters: AtomicUsize,
+    notify: Notify,
+    borrows: AtomicU64,
+    connects: AtomicU64,
+    connect_failures: AtomicU64,
+    discarded: AtomicU64,
+    /// False after a failed connect, until one succeeds.
+    pub reachable: AtomicBool,
+    pub last_error: Mutex<Option<String>>,
+    /// Version string of the server, once known.
+    pub version: Mutex<Option<String>>,
+}
+
+impl Server {
+    pub fn new(addr: &str, group: &str, role: Role, weight: u32, settings: PoolSettings) -> Self {
+        Server {
+            addr: addr.into(),
+            group: group.into(),
+            role,
+            weight,
+            settings,
+            idle: Mutex::new(Vec::new()),
+            open: AtomicUsize::new(0),
+            waiters: AtomicUsize::new(0),
+            notify: Notify::new(),
+            borrows: AtomicU64::new(0),
+            connects: AtomicU64::new(0),
+            connect_failures: AtomicU64::new(0),
+            discarded: AtomicU64::new(0),
+            reachable: AtomicBool::new(true),
+            last_error: Mutex::new(None),
+            version: Mutex::new(None),
+        }
+    }
+
+    /// Borrows a connection of the given flavor for `user`, opening one if
+    /// the pool has room, or waiting up to the pool's wait time for one.
+    pub async fn acquire(
+        &self,
+        user: &str,
+        password: &str,
+        flavor: Flavor,
+    ) -> Result<BackendConn, BackendError> {
+        let deadline = tokio::time::Instant::now() + self.settings.wait;
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(mut c) = self.take_idle(user, flavor) {
+                if c.created.elapsed() > self.settings.max_lifetime {
+                    self.discard(c);
+                    continue;
+                }
+                if c.last_used.elapsed() > self.settings.health_check_idle && c.ping().await.is_err() {
+                    self.discard(c);
+                    continue;
+                }
+                self.borrows.fetch_add(1, Ordering::Relaxed);
+                return Ok(c);
+            }
+            if self.try_reserve() {
+                self.borrows.fetch_add(1, Ordering::Relaxed);
+                return self.open_new(user, password, flavor).await;
+            }
+            // Full, but idle connections of another user or flavor can make
+            // room.
+            let other = self.idle.lock().pop();
+            if let Some(c) = other {
+                self.discard(c);
+                continue;
+            }
+            self.waiters.fetch_add(1, Ordering::Relaxed);
+            let r = tokio::time::timeout_at(deadline, notified).await;
+            self.waiters.fetch_sub(1, Ordering::Relaxed);
+            if r.is_err() {
+                return Err(BackendError::PoolTimeout {
+                    addr: self.addr.to_string(),
+                    ms: self.settings.wait.as_millis() as u64,
+                    max: self.settings.max,
+                });
+            }
+        }
+    }
+
+    async fn open_new(
+        &self,
+        user: &str,
+        password: &str,
+        flavor: Flavor,
+    ) -> Result<BackendConn, BackendError> {
+        let p = ConnectParams {
+            addr: &self.addr,
+            user,
+            password,
+            flavor,
+            timeout: self.settings.connect_timeout,
+        };
+        match BackendConn::connect(&p).await {
+            Ok(mut c) => {
+                c.max_prepared = self.settings.max_prepared;
+                self.connects.fetch_add(1, Ordering::Relaxed);
+                self.reachable.store(true, Ordering::Relaxed);
+                let mut v = self.version.lock();
+                if v.is_none() {
+                    *v = Some(c.server_version.clone());
+                }
+                Ok(c)
+            }
+            Err(e) => {
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                self.notify.notify_one();
+                self.connect_failures.fetch_add(1, Ordering::Relaxed);
+                if matches!(
+                    e,
+                    BackendError::Connect { .. } | BackendError::ConnectTimeout { .. }
+                ) {
+                    self.reachable.store(false, Ordering::Relaxed);
+                }
+                *self.last_error.lock() = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn try_reserve(&self) -> bool {
+        let mut cur = self.open.load(Ordering::Acquire);
+        loop {
+            if cur >= self.settings.max {
+                return false;
+            }
+            match self
+                .open
+                .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    fn take_idle(&self, user: &str, flavor: Flavor) -> Option<BackendConn> {
+        let mut idle = self.idle.lock();
+        // Most recently used first: its state is warm and it is least
+        // likely to have been closed by the server.
+        let pos = idle
+            .iter()
+            .rposition(|c| c.flavor == flavor && &*c.user == user)?;
+        Some(idle.swap_remove(pos))
+    }
+
+    /// Gives a connection back. Only connections in a known, clean state
+    /// (no transaction, nothing opaque) may come back; others are closed.
+    pub fn release(&self, mut c: BackendConn) {
+        if c.in_transaction() || c.opaque_state {
+            self.discard(c);
+            return;
+        }
+        c.last_used = Instant::now();
+        self.idle.lock().push(c);
+        self.notify.notify_one();
+    }
+
+    /// Closes a connection whose state is unknown or unwanted.
+    pub fn discard(&self, c: BackendConn) {
+        drop(c);
+        self.open.fetch_sub(1, Ordering::AcqRel);
+        self.discarded.fetch_add(1, Ordering::Relaxed);
+        self.notify.notify_one();
+    }
+
+    /// Whether some session is waiting for a connection: sessions then give
+    /// theirs back at once instead of holding it.
+    #[inline]
+    pub fn has_waiters(&self) -> bool {
+        self.waiters.load(Ordering::Relaxed) > 0
+    }
+
+    /// Closes idle connections past their idle time (above pool_min) or
+    /// lifetime.
+    pub fn reap(&self) {
+        let mut closed = Vec::new();
+        {
+            let mut idle = self.idle.lock();
+            let open = self.open.load(Ordering::Acquire);
+            let mut can_close = open.saturating_sub(self.settings.min);
+            let mut i = 0;
+            while i < idle.len() {
+                let c = &idle[i];
+                let old = c.created.elapsed() > self.settings.max_lifetime;
+                let stale = c.last_used.elapsed() > self.settings.idle_timeout;
+                if old || (stale && can_close > 0) {
+                    can_close = can_close.saturating_sub(1);
+                    closed.push(idle.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        for c in closed {
+            self.discard(c);
+        }
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            open: self.open.load(Ordering::Relaxed),
+            idle: self.idle.lock().len(),
+            waiters: self.waiters.load(Ordering::Relaxed),
+            borrows: self.borrows.load(Ordering::Relaxed),
+            connects: self.connects.load(Ordering::Relaxed),
+            connect_failures: self.connect_failures.load(Ordering::Relaxed),
+            discarded: self.discarded.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A server group: one primary and its replicas.
+pub struct GroupServers {
+    pub name: Arc<str>,
+    pub primary: Arc<Server>,
+    pub replicas: Vec<Arc<Server>>,
+}
+
+/// Every server sextant knows, by group.
+#[derive(Default)]
+pub struct Pool {
+    pub groups: BTreeMap<String, Arc<GroupServers>>,
+}
+
+impl Pool {
+    pub fn servers(&self) -> impl Iterator<Item = &Arc<Server>> {
+        self.groups
+            .values()
+            .flat_map(|g| std::iter::once(&g.primary).chain(g.replicas.iter()))
+    }
+}
+
+pub use GroupServers as Group;

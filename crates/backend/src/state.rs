@@ -1,0 +1,139 @@
+//! Session state that belongs to the client, not to the server connection
+//! that happens to serve it.
+
+use std::collections::BTreeMap;
+
+/// What a client has set on its session: system variables (as the server
+/// reported them in session-state tracking), the current schema, and the
+/// multi-statement option. Compared on every borrow, so it stays small.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionVars {
+    pub vars: BTreeMap<Box<str>, Box<str>>,
+    pub schema: Option<Box<str>>,
+    pub multi_statements: bool,
+}
+
+/// Variables sextant sets on every server connection for its own use; a
+/// client's change to them is not replayed (it would break tracking).
+pub const OWN_VARIABLES: &[&str] = &[
+    "session_track_system_variables",
+    "session_track_schema",
+    "session_track_state_change",
+    "session_track_gtids",
+    "session_track_transaction_info",
+];
+
+/// Pseudo-variables that the server reports but that are results of the
+/// last statement rather than settings.
+pub const NOT_REPLAYED: &[&str] = &["last_gtid", "last_insert_id", "insert_id", "identity", "warning_count", "error_count"];
+
+impl SessionVars {
+    pub fn set_var(&mut self, name: &[u8], value: &[u8]) -> bool {
+        let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+        if OWN_VARIABLES.contains(&name.as_str()) || NOT_REPLAYED.contains(&name.as_str()) {
+            return false;
+        }
+        let value = String::from_utf8_lossy(value);
+        if self.vars.get(name.as_str()).map(|v| &**v) == Some(&*value) {
+            return false;
+        }
+        self.vars.insert(name.into(), value.into());
+        true
+    }
+
+    /// A `SET SESSION ...` that turns `from` (a server connection's state)
+    /// into `self`. Variables `from` has and `self` lacks go back to the
+    /// connection's baseline (`baseline` holds the values a fresh
+    /// connection had, for variables where DEFAULT would be wrong, like the
+    /// handshake character set). None when the variables already agree.
+    pub fn set_statement(
+        &self,
+        from: &SessionVars,
+        baseline: &BTreeMap<Box<str>, Box<str>>,
+    ) -> Option<String> {
+        let mut parts: Vec<String> = Vec::new();
+        for (k, v) in &self.vars {
+            if from.vars.get(k) != Some(v) {
+                parts.push(format!("{k} = {}", sql_literal(v)));
+            }
+        }
+        for k in from.vars.keys() {
+            if !self.vars.contains_key(k) {
+                match baseline.get(k) {
+                    Some(b) => parts.push(format!("{k} = {}", sql_literal(b))),
+                    None => parts.push(format!("{k} = DEFAULT")),
+                }
+            }
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        // Character set variables interact (setting character_set_connection
+        // resets collation_connection), so collation goes last.
+        parts.sort_by_key(|p| p.starts_with("collation_"));
+        Some(format!("SET SESSION {}", parts.join(", ")))
+    }
+}
+
+/// Quotes a tracked value for a SET statement: numbers stay bare (integer
+/// variables reject strings), NULL stays NULL, everything else is a string.
+pub fn sql_literal(v: &str) -> String {
+    let numeric = !v.is_empty()
+        && v.bytes().enumerate().all(|(i, c)| c.is_ascii_digit() || (c == b'-' && i == 0) || c == b'.')
+        && v.bytes().any(|c| c.is_ascii_digit());
+    if numeric || v == "NULL" {
+        return v.to_string();
+    }
+    let mut s = String::with_capacity(v.len() + 2);
+    s.push('\'');
+    for c in v.chars() {
+        match c {
+            '\'' => s.push_str("''"),
+            '\\' => s.push_str("\\\\"),
+            c => s.push(c),
+        }
+    }
+    s.push('\'');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals() {
+        assert_eq!(sql_literal("10"), "10");
+        assert_eq!(sql_literal("-1.5"), "-1.5");
+        assert_eq!(sql_literal("STRICT_TRANS_TABLES,NO_ZERO_DATE"), "'STRICT_TRANS_TABLES,NO_ZERO_DATE'");
+        assert_eq!(sql_literal("it's"), "'it''s'");
+        assert_eq!(sql_literal("a\\b"), "'a\\\\b'");
+        assert_eq!(sql_literal(""), "''");
+        assert_eq!(sql_literal("NULL"), "NULL");
+        assert_eq!(sql_literal("+00:00"), "'+00:00'");
+        assert_eq!(sql_literal("-"), "'-'");
+    }
+
+    #[test]
+    fn diff_to_set_statement() {
+        let mut want = SessionVars::default();
+        assert!(want.set_var(b"SQL_MODE", b"ANSI"));
+        assert!(!want.set_var(b"sql_mode", b"ANSI"));
+        assert!(!want.set_var(b"session_track_schema", b"OFF"));
+        want.set_var(b"collation_connection", b"latin1_swedish_ci");
+        want.set_var(b"character_set_connection", b"latin1");
+        let mut have = SessionVars::default();
+        have.set_var(b"time_zone", b"+01:00");
+        have.set_var(b"character_set_client", b"latin1");
+        let mut base = BTreeMap::new();
+        base.insert("character_set_client".into(), "utf8mb4".into());
+        let s = want.set_statement(&have, &base).unwrap();
+        assert_eq!(
+            s,
+            "SET SESSION character_set_connection = 'latin1', sql_mode = 'ANSI', \
+             character_set_client = 'utf8mb4', time_zone = DEFAULT, \
+             collation_connection = 'latin1_swedish_ci'"
+        );
+        assert!(want.set_statement(&want.clone(), &base).is_none());
+    }
+}
