@@ -58,7 +58,14 @@ fn backends(pool: &Pool) -> Table {
             Some(s.role.to_string()),
             Some(s.addr.to_string()),
             Some(s.weight.to_string()),
-            Some(if s.reachable.load(Ordering::Relaxed) { "up" } else { "down" }.into()),
+            Some(
+                if s.reachable.load(Ordering::Relaxed) {
+                    "up"
+                } else {
+                    "down"
+                }
+                .into(),
+            ),
             Some(st.open.to_string()),
             Some(st.idle.to_string()),
             Some((st.open - st.idle.min(st.open)).to_string()),
@@ -72,8 +79,20 @@ fn backends(pool: &Pool) -> Table {
     }
     Table {
         columns: vec![
-            "group", "role", "address", "weight", "state", "conn_open", "conn_idle", "conn_used",
-            "waiters", "borrows", "connects", "connect_errors", "version", "last_error",
+            "group",
+            "role",
+            "address",
+            "weight",
+            "state",
+            "conn_open",
+            "conn_idle",
+            "conn_used",
+            "waiters",
+            "borrows",
+            "connects",
+            "connect_errors",
+            "version",
+            "last_error",
         ],
         rows,
     }
@@ -84,8 +103,14 @@ fn status(c: &Counters) -> Table {
     Table {
         columns: vec!["variable", "value"],
         rows: vec![
-            v("client_connections", c.client_connections.load(Ordering::Relaxed) as u64),
-            v("client_connections_total", c.client_connections_total.load(Ordering::Relaxed)),
+            v(
+                "client_connections",
+                c.client_connections.load(Ordering::Relaxed) as u64,
+            ),
+            v(
+                "client_connections_total",
+                c.client_connections_total.load(Ordering::Relaxed),
+            ),
             v("queries", c.queries.load(Ordering::Relaxed)),
             v("client_errors", c.client_errors.load(Ordering::Relaxed)),
         ],

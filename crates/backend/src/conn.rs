@@ -313,9 +313,7 @@ impl BackendConn {
                 .map(|(k, _)| k.clone())
             {
                 if let Some(s) = self.stmts.remove(&victim) {
-                    let mut p = vec![com::STMT_CLOSE];
-                    p.extend_from_slice(&s.id.to_le_bytes());
-                    self.send(0, &p).await?;
+                    self.close_server_stmt(s.id).await?;
                 }
             }
         }
@@ -328,10 +326,12 @@ impl BackendConn {
         let mut err = None;
         while !t.is_done() {
             let (_, pkt) = self.read_packet().await?;
-            match t.feed(pkt.len(), &pkt).map_err(|source| BackendError::Protocol {
-                addr: self.addr.to_string(),
-                source,
-            })? {
+            match t
+                .feed(pkt.len(), &pkt)
+                .map_err(|source| BackendError::Protocol {
+                    addr: self.addr.to_string(),
+                    source,
+                })? {
                 Packet::PrepareOk {
                     stmt_id,
                     columns,
@@ -358,6 +358,52 @@ impl BackendConn {
         };
         self.stmts.insert(sql.clone(), s);
         Ok(s)
+    }
+
+    /// Records a statement the client prepared through this connection,
+    /// closing one it replaces and the least recently used one beyond the
+    /// per-connection bound (servers cap prepared statements too).
+    pub async fn adopt_stmt(
+        &mut self,
+        sql: Arc<[u8]>,
+        id: u32,
+        params: u16,
+        columns: u16,
+    ) -> Result<(), BackendError> {
+        self.stmt_clock += 1;
+        let new = ServerStmt {
+            id,
+            params,
+            columns,
+            types_sent: false,
+            last_used: self.stmt_clock,
+        };
+        if let Some(old) = self.stmts.insert(sql, new) {
+            if old.id != id {
+                self.close_server_stmt(old.id).await?;
+            }
+        }
+        while self.stmts.len() > self.max_prepared.max(1) {
+            let Some(victim) = self
+                .stmts
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some(s) = self.stmts.remove(&victim) {
+                self.close_server_stmt(s.id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn close_server_stmt(&mut self, id: u32) -> Result<(), BackendError> {
+        let mut p = vec![com::STMT_CLOSE];
+        p.extend_from_slice(&id.to_le_bytes());
+        // COM_STMT_CLOSE has no answer.
+        self.send(0, &p).await
     }
 
     /// Forgets every server statement (after COM_RESET_CONNECTION).
@@ -405,34 +451,7 @@ impl BackendConn {
     /// Applies one OK packet's session-state block to this connection's
     /// tracked state. Returns true if anything the client set changed.
     pub fn apply_session_state(&mut self, block: &[u8]) -> bool {
-        let mut changed = false;
-        let mut explained = false;
-        let mut opaque = false;
-        for ch in session_changes(block) {
-            match ch {
-                Ok(StateChange::SystemVariable { name, value }) => {
-                    explained = true;
-                    changed |= self.vars.set_var(name, value);
-                }
-                Ok(StateChange::Schema(s)) => {
-                    explained = true;
-                    let s: Box<str> = String::from_utf8_lossy(s).into();
-                    if self.vars.schema.as_ref() != Some(&s) {
-                        self.vars.schema = Some(s);
-                        changed = true;
-                    }
-                }
-                Ok(StateChange::StateChanged(true)) => opaque = true,
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        // The server flags every change; one it did not detail is state
-        // sextant cannot see or replay (user variable, temporary table...).
-        if opaque && !explained {
-            self.opaque_state = true;
-        }
-        changed
+        apply_session_state(&mut self.vars, &mut self.opaque_state, block)
     }
 
     /// Reads one whole packet (reassembling frames of 16 MiB and more).
@@ -518,7 +537,10 @@ impl BackendConn {
     }
 
     /// Runs a small query of sextant's own and returns its rows as text.
-    pub async fn query_internal(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, BackendError> {
+    pub async fn query_internal(
+        &mut self,
+        sql: &str,
+    ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(com::QUERY);
         p.extend_from_slice(sql.as_bytes());
@@ -531,10 +553,12 @@ impl BackendConn {
         let mut err = None;
         while !t.is_done() {
             let (_, pkt) = self.read_packet().await?;
-            let kind = t.feed(pkt.len(), &pkt).map_err(|source| BackendError::Protocol {
-                addr: self.addr.to_string(),
-                source,
-            })?;
+            let kind = t
+                .feed(pkt.len(), &pkt)
+                .map_err(|source| BackendError::Protocol {
+                    addr: self.addr.to_string(),
+                    source,
+                })?;
             match kind {
                 Packet::ColumnCount(n) => {
                     cols = n;
@@ -551,16 +575,17 @@ impl BackendConn {
                     let mut row = Vec::new();
                     for _ in 0..cols {
                         if r.remaining() > 0 && pkt[pkt.len() - r.remaining()] == 0xfb {
-                            r.u8("null")
-                                .map_err(|source| BackendError::Protocol {
-                                    addr: self.addr.to_string(),
-                                    source,
-                                })?;
-                            row.push(None);
-                        } else {
-                            let v = r.lenenc_bytes("cell").map_err(|source| BackendError::Protocol {
+                            r.u8("null").map_err(|source| BackendError::Protocol {
                                 addr: self.addr.to_string(),
                                 source,
+                            })?;
+                            row.push(None);
+                        } else {
+                            let v = r.lenenc_bytes("cell").map_err(|source| {
+                                BackendError::Protocol {
+                                    addr: self.addr.to_string(),
+                                    source,
+                                }
                             })?;
                             row.push(Some(String::from_utf8_lossy(v).into_owned()));
                         }
@@ -604,4 +629,38 @@ fn scramble(plugin: &str, password: &[u8], nonce: &[u8]) -> Vec<u8> {
     } else {
         auth::native_scramble(password, nonce)
     }
+}
+
+/// Applies one OK packet's session-state block to tracked state (a free
+/// function so the relay can call it while it borrows the read buffer).
+/// Returns true if anything the client set changed.
+pub fn apply_session_state(vars: &mut SessionVars, opaque_state: &mut bool, block: &[u8]) -> bool {
+    let mut changed = false;
+    let mut explained = false;
+    let mut opaque = false;
+    for ch in session_changes(block) {
+        match ch {
+            Ok(StateChange::SystemVariable { name, value }) => {
+                explained = true;
+                changed |= vars.set_var(name, value);
+            }
+            Ok(StateChange::Schema(s)) => {
+                explained = true;
+                let s: Box<str> = String::from_utf8_lossy(s).into();
+                if vars.schema.as_ref() != Some(&s) {
+                    vars.schema = Some(s);
+                    changed = true;
+                }
+            }
+            Ok(StateChange::StateChanged(true)) => opaque = true,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    // The server flags every change; one it did not detail is state sextant
+    // cannot see or replay (a user variable, a temporary table, ...).
+    if opaque && !explained {
+        *opaque_state = true;
+    }
+    changed
 }

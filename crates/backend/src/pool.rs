@@ -109,7 +109,9 @@ impl Server {
                     self.discard(c);
                     continue;
                 }
-                if c.last_used.elapsed() > self.settings.health_check_idle && c.ping().await.is_err() {
+                if c.last_used.elapsed() > self.settings.health_check_idle
+                    && c.ping().await.is_err()
+                {
                     self.discard(c);
                     continue;
                 }

@@ -25,7 +25,14 @@ pub const OWN_VARIABLES: &[&str] = &[
 
 /// Pseudo-variables that the server reports but that are results of the
 /// last statement rather than settings.
-pub const NOT_REPLAYED: &[&str] = &["last_gtid", "last_insert_id", "insert_id", "identity", "warning_count", "error_count"];
+pub const NOT_REPLAYED: &[&str] = &[
+    "last_gtid",
+    "last_insert_id",
+    "insert_id",
+    "identity",
+    "warning_count",
+    "error_count",
+];
 
 impl SessionVars {
     pub fn set_var(&mut self, name: &[u8], value: &[u8]) -> bool {
@@ -79,7 +86,9 @@ impl SessionVars {
 /// variables reject strings), NULL stays NULL, everything else is a string.
 pub fn sql_literal(v: &str) -> String {
     let numeric = !v.is_empty()
-        && v.bytes().enumerate().all(|(i, c)| c.is_ascii_digit() || (c == b'-' && i == 0) || c == b'.')
+        && v.bytes()
+            .enumerate()
+            .all(|(i, c)| c.is_ascii_digit() || (c == b'-' && i == 0) || c == b'.')
         && v.bytes().any(|c| c.is_ascii_digit());
     if numeric || v == "NULL" {
         return v.to_string();
@@ -105,7 +114,10 @@ mod tests {
     fn literals() {
         assert_eq!(sql_literal("10"), "10");
         assert_eq!(sql_literal("-1.5"), "-1.5");
-        assert_eq!(sql_literal("STRICT_TRANS_TABLES,NO_ZERO_DATE"), "'STRICT_TRANS_TABLES,NO_ZERO_DATE'");
+        assert_eq!(
+            sql_literal("STRICT_TRANS_TABLES,NO_ZERO_DATE"),
+            "'STRICT_TRANS_TABLES,NO_ZERO_DATE'"
+        );
         assert_eq!(sql_literal("it's"), "'it''s'");
         assert_eq!(sql_literal("a\\b"), "'a\\\\b'");
         assert_eq!(sql_literal(""), "''");

@@ -323,7 +323,11 @@ impl Config {
                 return Err(err("users", "name", "a user name must not be empty".into()));
             }
             if !seen.insert(&u.name) {
-                return Err(err("users", "name", format!("user {:?} is defined twice", u.name)));
+                return Err(err(
+                    "users",
+                    "name",
+                    format!("user {:?} is defined twice", u.name),
+                ));
             }
             if let Some(g) = &u.default_group {
                 if !self.groups.contains_key(g) {
@@ -337,13 +341,18 @@ impl Config {
         }
         if let Some(g) = &self.proxy.default_group {
             if !self.groups.contains_key(g) {
-                return Err(err("proxy", "default_group", format!("group {g:?} is not defined")));
+                return Err(err(
+                    "proxy",
+                    "default_group",
+                    format!("group {g:?} is not defined"),
+                ));
             }
         } else if self.groups.len() > 1 {
             return Err(err(
                 "proxy",
                 "default_group",
-                "several groups are defined, so [proxy] default_group must say which one users get".into(),
+                "several groups are defined, so [proxy] default_group must say which one users get"
+                    .into(),
             ));
         }
         for (name, g) in &self.groups {
@@ -366,16 +375,27 @@ impl Config {
                     return Err(err(
                         &t,
                         "replicas",
-                        format!("replica {} has weight 0; remove it or give it a weight of 1 or more", r.addr),
+                        format!(
+                            "replica {} has weight 0; remove it or give it a weight of 1 or more",
+                            r.addr
+                        ),
                     ));
                 }
                 if r.addr == g.primary {
-                    return Err(err(&t, "replicas", format!("{} is also the primary", r.addr)));
+                    return Err(err(
+                        &t,
+                        "replicas",
+                        format!("{} is also the primary", r.addr),
+                    ));
                 }
             }
         }
         if self.proxy.max_allowed_packet < 1024 {
-            return Err(err("proxy", "max_allowed_packet", "must be at least 1024 bytes".into()));
+            return Err(err(
+                "proxy",
+                "max_allowed_packet",
+                "must be at least 1024 bytes".into(),
+            ));
         }
         Ok(())
     }
@@ -470,14 +490,46 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
     fn errors_name_file_line_and_key() {
         // Each case: a change to the example, and what the message must say.
         let cases: &[(&str, &str, &[&str])] = &[
-            ("primary  =", "prmary  =", &["sextant.toml", "line 16", "prmary", "primary"]),
-            ("listen = \"127.0.0.1:6033\"", "listen = \"127.0.0.1\"", &["line 3", "host:port"]),
-            ("listen = \"127.0.0.1:6033\"", "listen = \"127.0.0.1:99999\"", &["line 3", "65535"]),
-            ("[groups.main]", "[groups.main]\npool_max = 0", &["sextant.toml:16", "groups.main.pool_max", "at least 1"]),
-            ("[groups.main]", "[groups.main]\npool_min = 500", &["groups.main.pool_min", "more than pool_max"]),
-            ("\"127.0.0.1:3309\"]", "{ addr = \"127.0.0.1:3309\", weight = 0 }]", &["weight 0"]),
-            ("\"127.0.0.1:3309\"]", "{ adr = \"127.0.0.1:3309\" }]", &["line 17", "replica is"]),
-            ("[proxy]", "[proxy]\nthreads = \"four\"", &["line 3", "threads", "expected usize"]),
+            (
+                "primary  =",
+                "prmary  =",
+                &["sextant.toml", "line 16", "prmary", "primary"],
+            ),
+            (
+                "listen = \"127.0.0.1:6033\"",
+                "listen = \"127.0.0.1\"",
+                &["line 3", "host:port"],
+            ),
+            (
+                "listen = \"127.0.0.1:6033\"",
+                "listen = \"127.0.0.1:99999\"",
+                &["line 3", "65535"],
+            ),
+            (
+                "[groups.main]",
+                "[groups.main]\npool_max = 0",
+                &["sextant.toml:16", "groups.main.pool_max", "at least 1"],
+            ),
+            (
+                "[groups.main]",
+                "[groups.main]\npool_min = 500",
+                &["groups.main.pool_min", "more than pool_max"],
+            ),
+            (
+                "\"127.0.0.1:3309\"]",
+                "{ addr = \"127.0.0.1:3309\", weight = 0 }]",
+                &["weight 0"],
+            ),
+            (
+                "\"127.0.0.1:3309\"]",
+                "{ adr = \"127.0.0.1:3309\" }]",
+                &["line 17", "replica is"],
+            ),
+            (
+                "[proxy]",
+                "[proxy]\nthreads = \"four\"",
+                &["line 3", "threads", "expected usize"],
+            ),
         ];
         for (from, to, want) in cases {
             assert!(ISSUE_EXAMPLE.contains(from), "{from}");

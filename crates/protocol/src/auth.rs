@@ -98,10 +98,7 @@ mod tests {
 
     #[test]
     fn native_vector() {
-        assert_eq!(
-            native_scramble(b"secret", &NONCE),
-            hex(NATIVE_SECRET_HEX),
-        );
+        assert_eq!(native_scramble(b"secret", &NONCE), hex(NATIVE_SECRET_HEX),);
         // Trailing NUL on the nonce is ignored.
         let mut n = NONCE.to_vec();
         n.push(0);

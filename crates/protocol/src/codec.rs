@@ -181,7 +181,17 @@ mod tests {
 
     #[test]
     fn lenenc_round_trip() {
-        for v in [0u64, 1, 250, 251, 65535, 65536, (1 << 24) - 1, 1 << 24, u64::MAX] {
+        for v in [
+            0u64,
+            1,
+            250,
+            251,
+            65535,
+            65536,
+            (1 << 24) - 1,
+            1 << 24,
+            u64::MAX,
+        ] {
             let mut out = Vec::new();
             write_lenenc_int(&mut out, v);
             let mut r = Reader::new(&out);

@@ -159,7 +159,10 @@ pub fn write_eof(out: &mut Vec<u8>, seq: u8, status_flags: u16) {
 /// One entry of an OK packet's session-state block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateChange<'a> {
-    SystemVariable { name: &'a [u8], value: &'a [u8] },
+    SystemVariable {
+        name: &'a [u8],
+        value: &'a [u8],
+    },
     Schema(&'a [u8]),
     /// The server says session state changed in a way it does not detail
     /// (user variables, temporary tables, prepared statements, ...).

@@ -146,7 +146,9 @@ impl Tracker {
             return Ok(Packet::Continuation);
         }
         self.continuation = len == MAX_PAYLOAD;
-        let first = *payload.first().ok_or(ProtoError::Truncated("packet header"))?;
+        let first = *payload
+            .first()
+            .ok_or(ProtoError::Truncated("packet header"))?;
         match self.state {
             State::Start => self.start(len, first, payload),
             State::ColumnDefs(n) => {
@@ -173,13 +175,12 @@ impl Tracker {
                 self.status = crate::packets::parse_eof_status(payload)?;
                 // An execute that opened a cursor sends no rows now; they
                 // come with COM_STMT_FETCH.
-                self.state = if self.expect == Expect::Execute
-                    && self.status & status::CURSOR_EXISTS != 0
-                {
-                    State::Done
-                } else {
-                    State::Rows
-                };
+                self.state =
+                    if self.expect == Expect::Execute && self.status & status::CURSOR_EXISTS != 0 {
+                        State::Done
+                    } else {
+                        State::Rows
+                    };
                 Ok(Packet::Eof)
             }
             State::Rows | State::FieldDefs => {
@@ -409,7 +410,15 @@ mod tests {
         let mut t = Tracker::new(Expect::Query, false);
         let k = run(
             &mut t,
-            &[count(2), vec![DATA; 30], vec![DATA; 30], eof(0), vec![DATA; 5], vec![0xfb, 1], eof(status::IN_TRANS)],
+            &[
+                count(2),
+                vec![DATA; 30],
+                vec![DATA; 30],
+                eof(0),
+                vec![DATA; 5],
+                vec![0xfb, 1],
+                eof(status::IN_TRANS),
+            ],
         );
         assert!(t.is_done());
         assert_eq!(k[0], Packet::ColumnCount(2));
@@ -441,7 +450,16 @@ mod tests {
     #[test]
     fn error_mid_rows_ends_response() {
         let mut t = Tracker::new(Expect::Query, false);
-        let k = run(&mut t, &[count(1), vec![DATA; 4], eof(0), vec![DATA; 2], vec![0xff, 1, 2]]);
+        let k = run(
+            &mut t,
+            &[
+                count(1),
+                vec![DATA; 4],
+                eof(0),
+                vec![DATA; 2],
+                vec![0xff, 1, 2],
+            ],
+        );
         assert_eq!(k.last(), Some(&Packet::Err));
         assert!(t.is_done());
     }
@@ -492,7 +510,14 @@ mod tests {
             }
             let k = run(&mut t, &pk);
             assert!(t.is_done(), "deprecate={deprecate}");
-            assert_eq!(k[0], Packet::PrepareOk { stmt_id: 9, columns: 2, params: 1 });
+            assert_eq!(
+                k[0],
+                Packet::PrepareOk {
+                    stmt_id: 9,
+                    columns: 2,
+                    params: 1
+                }
+            );
         }
     }
 
@@ -509,7 +534,10 @@ mod tests {
     #[test]
     fn execute_with_cursor_has_no_rows() {
         let mut t = Tracker::new(Expect::Execute, false);
-        run(&mut t, &[count(1), vec![DATA; 9], eof(status::CURSOR_EXISTS)]);
+        run(
+            &mut t,
+            &[count(1), vec![DATA; 9], eof(status::CURSOR_EXISTS)],
+        );
         assert!(t.is_done());
         let mut f = Tracker::new(Expect::Fetch, false);
         run(&mut f, &[vec![0x00, 1, 2], eof(status::LAST_ROW_SENT)]);

@@ -95,7 +95,11 @@ pub fn decide(c: &Classification<'_>, s: SessionFacts) -> Decision {
 /// (one per session), so picking takes no shared lock and no atomic.
 /// `weights[i]` is server i's weight; `usable(i)` says whether it may be
 /// used now. Returns None when no server is usable.
-pub fn pick_weighted(weights: &[u32], usable: impl Fn(usize) -> bool, cursor: &mut u64) -> Option<usize> {
+pub fn pick_weighted(
+    weights: &[u32],
+    usable: impl Fn(usize) -> bool,
+    cursor: &mut u64,
+) -> Option<usize> {
     let total: u64 = weights.iter().map(|&w| w as u64).sum();
     if total == 0 {
         return None;

@@ -1,1 +1,326 @@
-fn main() {}
+//! `sextant`: the proxy binary. Reads the config, builds the pools, and
+//! serves the client and admin ports.
+
+mod admin;
+mod client;
+mod errors;
+mod frontend;
+mod relay;
+mod session;
+mod shared;
+
+use sextant_backend::{Group, Pool, PoolSettings, Role, Server};
+use sextant_config::Config;
+use shared::{AdminUsers, Shared, UserEntry};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const USAGE: &str = "\
+sextant - a MySQL-protocol proxy: read/write splitting, pooling, HA
+
+USAGE:
+    sextant --config FILE            run the proxy
+    sextant check-config FILE        validate a config and explain every error
+    sextant --config FILE --check    the same
+    sextant --version
+    sextant --help
+
+Logging: RUST_LOG=info (default), debug, trace; or per module,
+e.g. RUST_LOG=sextant=debug.";
+
+enum Cmd {
+    Run(PathBuf),
+    Check(PathBuf),
+}
+
+fn parse_args() -> Result<Cmd, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut config = None;
+    let mut check = false;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            "--version" | "-V" => {
+                println!("sextant {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0);
+            }
+            "--config" | "-c" => {
+                i += 1;
+                config = Some(args.get(i).ok_or("--config needs a file name")?.clone());
+            }
+            "--check" => check = true,
+            "check-config" => {
+                i += 1;
+                config = Some(args.get(i).ok_or("check-config needs a file name")?.clone());
+                check = true;
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+        i += 1;
+    }
+    let config = PathBuf::from(config.ok_or("no config file given (use --config FILE)")?);
+    Ok(if check {
+        Cmd::Check(config)
+    } else {
+        Cmd::Run(config)
+    })
+}
+
+fn main() {
+    let cmd = match parse_args() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sextant: {e}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    let (path, check) = match cmd {
+        Cmd::Run(p) => (p, false),
+        Cmd::Check(p) => (p, true),
+    };
+    let config = match Config::load(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sextant: {e}");
+            std::process::exit(1);
+        }
+    };
+    if check {
+        println!(
+            "{}: OK ({} group(s), {} user(s))",
+            path.display(),
+            config.groups.len(),
+            config.users.len()
+        );
+        return;
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let threads = if config.proxy.threads == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    } else {
+        config.proxy.threads
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sextant: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = rt.block_on(run(config)) {
+        eprintln!("sextant: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn build_pool(config: &Config) -> Pool {
+    let mut pool = Pool::default();
+    for (name, g) in &config.groups {
+        let settings = PoolSettings {
+            max: g.pool_max,
+            min: g.pool_min,
+            connect_timeout: Duration::from_millis(g.connect_timeout_ms),
+            idle_timeout: Duration::from_millis(g.idle_timeout_ms),
+            max_lifetime: Duration::from_millis(g.max_lifetime_ms),
+            health_check_idle: Duration::from_millis(g.health_check_idle_ms),
+            wait: Duration::from_millis(g.pool_wait_ms),
+            max_prepared: g.max_prepared_per_connection,
+        };
+        let primary = Arc::new(Server::new(
+            &g.primary.0,
+            name,
+            Role::Primary,
+            1,
+            settings.clone(),
+        ));
+        let replicas = g
+            .replicas
+            .iter()
+            .map(|r| {
+                Arc::new(Server::new(
+                    &r.addr.0,
+                    name,
+                    Role::Replica,
+                    r.weight,
+                    settings.clone(),
+                ))
+            })
+            .collect();
+        pool.groups.insert(
+            name.clone(),
+            Arc::new(Group {
+                name: name.as_str().into(),
+                primary,
+                replicas,
+            }),
+        );
+    }
+    pool
+}
+
+async fn run(config: Config) -> Result<(), String> {
+    let pool = build_pool(&config);
+    let mut users = HashMap::new();
+    for u in &config.users {
+        let gname = config.group_for(u).to_string();
+        let group = pool
+            .groups
+            .get(&gname)
+            .cloned()
+            .ok_or_else(|| format!("user {} names unknown group {gname}", u.name))?;
+        users.insert(
+            u.name.clone(),
+            Arc::new(UserEntry {
+                name: u.name.clone(),
+                password: u.password.clone(),
+                backend_user: u.backend_user().to_string(),
+                backend_password: u.backend_password().to_string(),
+                group,
+            }),
+        );
+    }
+    let server_version = match &config.proxy.server_version {
+        Some(v) => v.clone(),
+        None => probe_version(&config, &pool).await,
+    };
+    let listener = tokio::net::TcpListener::bind(&config.proxy.listen.0)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.proxy.listen))?;
+    let admin = match &config.admin {
+        Some(a) => Some((
+            tokio::net::TcpListener::bind(&a.listen.0)
+                .await
+                .map_err(|e| format!("cannot listen on {} (admin): {e}", a.listen))?,
+            Arc::new(AdminUsers {
+                user: a.user.clone(),
+                password: a.password.clone(),
+            }),
+        )),
+        None => None,
+    };
+    let max_connections = config.proxy.max_connections;
+    let max_packet = config.proxy.max_allowed_packet;
+    let shared = Arc::new(Shared {
+        config,
+        pool,
+        users,
+        counters: Default::default(),
+        server_version,
+        next_conn_id: AtomicU32::new(1),
+    });
+    if let Some((l, users)) = admin {
+        tracing::info!(
+            "admin port listening on {}",
+            l.local_addr().map(|a| a.to_string()).unwrap_or_default()
+        );
+        tokio::spawn(admin::serve(l, shared.clone(), users));
+    }
+    {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                for s in shared.pool.servers() {
+                    s.reap();
+                }
+            }
+        });
+    }
+    tracing::info!(
+        "sextant {} listening on {} (server version {:?})",
+        env!("CARGO_PKG_VERSION"),
+        listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default(),
+        shared.server_version
+    );
+    let accept = async {
+        loop {
+            let (stream, peer) = match listener.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off briefly.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let c = &shared.counters;
+                let n = c.client_connections.fetch_add(1, Ordering::Relaxed) + 1;
+                c.client_connections_total.fetch_add(1, Ordering::Relaxed);
+                let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
+                let mut client = client::Client::new(stream, peer, max_packet);
+                if n > max_connections {
+                    let e = errors::SessionError::TooManyConnections(max_connections);
+                    let _ = client.send_error(0, &e).await;
+                } else {
+                    session::Session::run(shared.clone(), client, id).await;
+                }
+                shared
+                    .counters
+                    .client_connections
+                    .fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+    };
+    tokio::select! {
+        _ = accept => Ok(()),
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("interrupted, shutting down");
+            Ok(())
+        }
+    }
+}
+
+/// The version string clients see: the default group's primary's own, so
+/// client libraries enable the same features they would directly.
+async fn probe_version(config: &Config, pool: &Pool) -> String {
+    const FALLBACK: &str = "8.0.36-sextant";
+    let Some(u) = config.users.first() else {
+        return FALLBACK.into();
+    };
+    let Some(g) = pool.groups.get(config.group_for(u)) else {
+        return FALLBACK.into();
+    };
+    let flavor = sextant_backend::Flavor::new(0, frontend::DEFAULT_CHARSET);
+    match g
+        .primary
+        .acquire(u.backend_user(), u.backend_password(), flavor)
+        .await
+    {
+        Ok(c) => {
+            let v = c.server_version.clone();
+            g.primary.release(c);
+            v
+        }
+        Err(e) => {
+            tracing::warn!(
+                "cannot reach the primary at start-up ({e}); announcing version {FALLBACK}"
+            );
+            FALLBACK.into()
+        }
+    }
+}

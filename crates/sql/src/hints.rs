@@ -44,7 +44,8 @@ impl<'a> Hints<'a> {
                 return;
             }
             let ks = i;
-            while i < n && (text[i].is_ascii_alphanumeric() || matches!(text[i], b'_' | b'-' | b'.'))
+            while i < n
+                && (text[i].is_ascii_alphanumeric() || matches!(text[i], b'_' | b'-' | b'.'))
             {
                 i += 1;
             }
@@ -76,7 +77,8 @@ impl<'a> Hints<'a> {
                 v
             } else {
                 let vs = i;
-                while i < n && !text[i].is_ascii_whitespace() && text[i] != b',' && text[i] != b';' {
+                while i < n && !text[i].is_ascii_whitespace() && text[i] != b',' && text[i] != b';'
+                {
                     i += 1;
                 }
                 &text[vs..i]
@@ -112,14 +114,20 @@ mod tests {
             ("mode=READWRITE", &[("mode", "READWRITE")]),
             (" mode = READONLY ", &[("mode", "READONLY")]),
             (" group=\"all\" ", &[("group", "all")]),
-            ("group='data 1', consistency=strong", &[("group", "data 1"), ("consistency", "strong")]),
+            (
+                "group='data 1', consistency=strong",
+                &[("group", "data 1"), ("consistency", "strong")],
+            ),
             ("junk mode=READWRITE", &[("mode", "READWRITE")]),
             ("=x a=", &[("a", "")]),
             ("", &[]),
             ("k=\"unterminated", &[("k", "unterminated")]),
         ];
         for (input, want) in cases {
-            let want: Vec<_> = want.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+            let want: Vec<_> = want
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect();
             assert_eq!(parse(input), want, "input {input:?}");
         }
     }

@@ -239,7 +239,9 @@ mod tests {
 
     #[test]
     fn strings_and_comments_hide_keywords() {
-        let t = kinds("SELECT 'FOR UPDATE', \"x\\\"y\" -- FOR UPDATE\n # for update\n /* for update */ 1");
+        let t = kinds(
+            "SELECT 'FOR UPDATE', \"x\\\"y\" -- FOR UPDATE\n # for update\n /* for update */ 1",
+        );
         assert_eq!(t.len(), 5, "{t:?}");
         assert_eq!(t[1].0, TokenKind::Str);
         assert_eq!(t[4], (TokenKind::Number, "1".into()));
@@ -267,7 +269,9 @@ mod tests {
 
     #[test]
     fn unterminated_input_does_not_panic() {
-        for s in ["'abc", "/* x", "`x", "@'", "/*#", "--", "\"\\", "/*!", "@@", "1."] {
+        for s in [
+            "'abc", "/* x", "`x", "@'", "/*#", "--", "\"\\", "/*!", "@@", "1.",
+        ] {
             let _ = kinds(s);
         }
     }

@@ -1,0 +1,95 @@
+//! The client side of a session: reading packets (with a size limit, before
+//! buffering) and writing what goes back.
+
+use crate::errors::SessionError;
+use sextant_protocol::codec::{parse_header, HEADER_LEN, MAX_PAYLOAD};
+use sextant_protocol::packets::write_err;
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub struct Client {
+    pub stream: TcpStream,
+    pub rbuf: Vec<u8>,
+    pub out: Vec<u8>,
+    pub peer: SocketAddr,
+    pub max_packet: usize,
+}
+
+impl Client {
+    pub fn new(stream: TcpStream, peer: SocketAddr, max_packet: usize) -> Self {
+        Client {
+            stream,
+            rbuf: Vec::with_capacity(4096),
+            out: Vec::with_capacity(4096),
+            peer,
+            max_packet,
+        }
+    }
+
+    pub async fn fill(&mut self) -> Result<(), SessionError> {
+        if self.rbuf.capacity() - self.rbuf.len() < 1024 {
+            self.rbuf.reserve(8192);
+        }
+        if self.stream.read_buf(&mut self.rbuf).await? == 0 {
+            return Err(SessionError::ClientClosed);
+        }
+        Ok(())
+    }
+
+    /// Reads one logical packet into `payload` (replacing its contents) and
+    /// returns the sequence id of its first frame. Frames of 16 MiB and more
+    /// are joined. A packet over `max_packet` is refused as soon as its
+    /// header says so, before it is buffered.
+    pub async fn read_packet(&mut self, payload: &mut Vec<u8>) -> Result<u8, SessionError> {
+        payload.clear();
+        let mut first_seq = None;
+        let mut expect_seq = 0u8;
+        loop {
+            while self.rbuf.len() < HEADER_LEN {
+                self.fill().await?;
+            }
+            let h = parse_header(&self.rbuf).ok_or(SessionError::ClientClosed)?;
+            if let Some(_first) = first_seq {
+                if h.seq != expect_seq {
+                    return Err(SessionError::OutOfOrder {
+                        expected: expect_seq,
+                        got: h.seq,
+                    });
+                }
+            }
+            let total = payload.len() + h.len;
+            if total > self.max_packet {
+                return Err(SessionError::PacketTooLarge {
+                    size: total,
+                    max: self.max_packet,
+                });
+            }
+            while self.rbuf.len() < HEADER_LEN + h.len {
+                self.fill().await?;
+            }
+            payload.extend_from_slice(&self.rbuf[HEADER_LEN..HEADER_LEN + h.len]);
+            self.rbuf.drain(..HEADER_LEN + h.len);
+            first_seq.get_or_insert(h.seq);
+            expect_seq = h.seq.wrapping_add(1);
+            if h.len < MAX_PAYLOAD {
+                return Ok(first_seq.unwrap_or(0));
+            }
+        }
+    }
+
+    pub async fn flush(&mut self) -> Result<(), SessionError> {
+        if !self.out.is_empty() {
+            self.stream.write_all(&self.out).await?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    /// Sends an error packet for `e` and flushes.
+    pub async fn send_error(&mut self, seq: u8, e: &SessionError) -> Result<(), SessionError> {
+        let (code, state, msg) = e.mysql();
+        write_err(&mut self.out, seq, code, state, &msg);
+        self.flush().await
+    }
+}

@@ -1,0 +1,260 @@
+//! Streams one server response to the client, packet by packet, without
+//! decoding rows. Only control packets (OK, ERR, EOF, column counts,
+//! prepare headers) are looked at; OK packets are re-encoded for clients
+//! that did not negotiate session tracking (the servers always report it to
+//! sextant). Memory is bounded by one read: what is read from the server is
+//! written to the client before the next read, so a slow client slows the
+//! server down instead of filling sextant's memory.
+
+use crate::client::Client;
+use sextant_backend::BackendConn;
+use sextant_protocol::codec::{parse_header, HEADER_LEN};
+use sextant_protocol::packets::{parse_ok, write_ok};
+use sextant_protocol::tracker::{Expect, Packet, Tracker};
+use sextant_protocol::ProtoError;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub struct RelayOpts {
+    pub session_track: bool,
+    pub deprecate_eof: bool,
+    /// For COM_STMT_PREPARE: the id the client will know the statement by.
+    pub client_stmt_id: Option<u32>,
+}
+
+#[derive(Debug, Default)]
+pub struct RelayResult {
+    pub status: u16,
+    pub error: bool,
+    /// The session's variables or schema changed.
+    pub vars_changed: bool,
+    /// (server id, columns, params) of a prepared statement.
+    pub prepared: Option<(u32, u16, u16)>,
+}
+
+#[derive(Debug)]
+pub enum RelayError {
+    /// Writing to (or reading LOCAL INFILE data from) the client failed.
+    Client(std::io::Error),
+    ClientClosed,
+    /// The server connection failed or sent something unreadable.
+    Server {
+        reason: String,
+        /// Some bytes of the response already reached the client.
+        started: bool,
+        /// The client stream stopped inside a packet: it cannot be told
+        /// anything more and must be closed.
+        mid_packet: bool,
+        /// Sequence id for an error packet that follows what was sent.
+        next_seq: u8,
+    },
+}
+
+pub async fn relay(
+    client: &mut Client,
+    be: &mut BackendConn,
+    expect: Expect,
+    opts: &RelayOpts,
+) -> Result<RelayResult, RelayError> {
+    let mut t = Tracker::new(expect, opts.deprecate_eof);
+    let mut res = RelayResult::default();
+    let mut body_left = 0usize;
+    let mut next_seq = 1u8;
+    let mut sent_any = false;
+    client.out.clear();
+    let server_err =
+        |reason: String, sent_any: bool, body_left: usize, next_seq: u8| RelayError::Server {
+            reason,
+            started: sent_any,
+            mid_packet: body_left > 0,
+            next_seq,
+        };
+    loop {
+        let mut pos = 0usize;
+        loop {
+            let avail = be.rbuf.len() - pos;
+            if body_left > 0 {
+                if avail == 0 {
+                    break;
+                }
+                let n = body_left.min(avail);
+                client.out.extend_from_slice(&be.rbuf[pos..pos + n]);
+                pos += n;
+                body_left -= n;
+                continue;
+            }
+            if t.is_done() || avail < HEADER_LEN {
+                break;
+            }
+            let Some(h) = parse_header(&be.rbuf[pos..]) else {
+                break;
+            };
+            if h.len > 0 && avail == HEADER_LEN {
+                break;
+            }
+            let full = h.len == 0 || t.needs_full(h.len, be.rbuf[pos + HEADER_LEN]);
+            if !full {
+                let proto = |e: ProtoError| e.to_string();
+                t.feed(h.len, &be.rbuf[pos + HEADER_LEN..pos + HEADER_LEN + 1])
+                    .map_err(|e| server_err(proto(e), sent_any, body_left, next_seq))?;
+                client
+                    .out
+                    .extend_from_slice(&be.rbuf[pos..pos + HEADER_LEN]);
+                pos += HEADER_LEN;
+                body_left = h.len;
+                next_seq = h.seq.wrapping_add(1);
+                continue;
+            }
+            if avail < HEADER_LEN + h.len {
+                break;
+            }
+            let start = pos;
+            let end = pos + HEADER_LEN + h.len;
+            let payload = &be.rbuf[start + HEADER_LEN..end];
+            let kind = t
+                .feed(h.len, payload)
+                .map_err(|e| server_err(e.to_string(), sent_any, 0, next_seq))?;
+            next_seq = h.seq.wrapping_add(1);
+            match kind {
+                Packet::Ok => {
+                    let ok = parse_ok(payload, true)
+                        .map_err(|e| server_err(e.to_string(), sent_any, 0, next_seq))?;
+                    res.status = ok.status;
+                    if !ok.session_state.is_empty() {
+                        res.vars_changed |= sextant_backend::apply_session_state(
+                            &mut be.vars,
+                            &mut be.opaque_state,
+                            ok.session_state,
+                        );
+                    }
+                    if opts.session_track {
+                        client.out.extend_from_slice(&be.rbuf[start..end]);
+                    } else {
+                        write_ok(&mut client.out, h.seq, &ok, false);
+                    }
+                }
+                Packet::Eof => {
+                    res.status = t.status();
+                    client.out.extend_from_slice(&be.rbuf[start..end]);
+                }
+                Packet::Err => {
+                    res.error = true;
+                    client.out.extend_from_slice(&be.rbuf[start..end]);
+                }
+                Packet::PrepareOk {
+                    stmt_id,
+                    columns,
+                    params,
+                } => {
+                    res.prepared = Some((stmt_id, columns, params));
+                    let at = client.out.len();
+                    client.out.extend_from_slice(&be.rbuf[start..end]);
+                    if let Some(id) = opts.client_stmt_id {
+                        client.out[at + HEADER_LEN + 1..at + HEADER_LEN + 5]
+                            .copy_from_slice(&id.to_le_bytes());
+                    }
+                }
+                Packet::LocalInfile => {
+                    client.out.extend_from_slice(&be.rbuf[start..end]);
+                    pos = end;
+                    be.rbuf.drain(..pos);
+                    pos = 0;
+                    client
+                        .stream
+                        .write_all(&client.out)
+                        .await
+                        .map_err(RelayError::Client)?;
+                    client.out.clear();
+                    sent_any = true;
+                    send_infile(client, be).await?;
+                    t.infile_sent();
+                    continue;
+                }
+                _ => client.out.extend_from_slice(&be.rbuf[start..end]),
+            }
+            pos = end;
+        }
+        if pos > 0 {
+            be.rbuf.drain(..pos);
+        }
+        if !client.out.is_empty() {
+            client
+                .stream
+                .write_all(&client.out)
+                .await
+                .map_err(RelayError::Client)?;
+            client.out.clear();
+            sent_any = true;
+        }
+        if t.is_done() && body_left == 0 {
+            be.status = res.status;
+            return Ok(res);
+        }
+        if be.rbuf.capacity() - be.rbuf.len() < 8192 {
+            be.rbuf.reserve(64 * 1024);
+        }
+        match be.stream.read_buf(&mut be.rbuf).await {
+            Ok(0) => {
+                return Err(server_err(
+                    "the server closed the connection".into(),
+                    sent_any || t.started(),
+                    body_left,
+                    next_seq,
+                ))
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return Err(server_err(
+                    e.to_string(),
+                    sent_any || t.started(),
+                    body_left,
+                    next_seq,
+                ))
+            }
+        }
+    }
+}
+
+/// LOAD DATA LOCAL INFILE: copies the client's file packets to the server
+/// until the empty packet that ends them, streaming, never holding a whole
+/// packet.
+async fn send_infile(client: &mut Client, be: &mut BackendConn) -> Result<(), RelayError> {
+    let client_err = |e: crate::errors::SessionError| match e {
+        crate::errors::SessionError::ClientIo(io) => RelayError::Client(io),
+        _ => RelayError::ClientClosed,
+    };
+    let server_err = |e: std::io::Error| RelayError::Server {
+        reason: e.to_string(),
+        started: true,
+        mid_packet: false,
+        next_seq: 0,
+    };
+    loop {
+        while client.rbuf.len() < HEADER_LEN {
+            client.fill().await.map_err(client_err)?;
+        }
+        let Some(h) = parse_header(&client.rbuf) else {
+            continue;
+        };
+        be.stream
+            .write_all(&client.rbuf[..HEADER_LEN])
+            .await
+            .map_err(server_err)?;
+        client.rbuf.drain(..HEADER_LEN);
+        let mut left = h.len;
+        while left > 0 {
+            if client.rbuf.is_empty() {
+                client.fill().await.map_err(client_err)?;
+            }
+            let n = left.min(client.rbuf.len());
+            be.stream
+                .write_all(&client.rbuf[..n])
+                .await
+                .map_err(server_err)?;
+            client.rbuf.drain(..n);
+            left -= n;
+        }
+        if h.len == 0 {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,833 @@
+//! One client session: its command loop, where each statement goes, and
+//! which server connection it borrows.
+//!
+//! A session owns no server connection. It borrows one for a statement (or
+//! a transaction, or while state that cannot move lives on it), keeps it for
+//! `hold_ms` after the statement so back-to-back statements do not churn the
+//! pool, then gives it back. Before a borrowed connection runs anything, its
+//! session state (database, variables, character set) is made equal to the
+//! client's.
+
+use crate::client::Client;
+use crate::errors::SessionError;
+use crate::frontend::{self, Login};
+use crate::relay::{relay, RelayError, RelayOpts, RelayResult};
+use crate::shared::{Shared, UserEntry};
+use sextant_backend::{BackendConn, Flavor, Role, Server, SessionVars};
+use sextant_protocol::codec::{write_packet, Reader};
+use sextant_protocol::consts::{cap, com, cursor, status};
+use sextant_protocol::packets::{write_eof, write_ok, write_simple_ok, OkPacket};
+use sextant_protocol::tracker::Expect;
+use sextant_routing::{decide, pick_weighted, SessionFacts, Target};
+use sextant_sql::{classify, Flags, Kind};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Reasons a session must keep its server connection.
+mod pin {
+    /// User variables, temporary tables, named locks, SQL PREPARE, HANDLER,
+    /// or anything else the server said changed and sextant cannot replay.
+    pub const OPAQUE: u32 = 1;
+    pub const LOCK_TABLES: u32 = 1 << 1;
+    pub const CURSOR: u32 = 1 << 2;
+    pub const LONG_DATA: u32 = 1 << 3;
+    /// SET TRANSACTION applies to the next transaction of this connection.
+    pub const NEXT_TRX: u32 = 1 << 4;
+}
+
+struct ClientStmt {
+    sql: Arc<[u8]>,
+    params: u16,
+    read_only: bool,
+    /// Parameter types from the last execute that sent them; replayed to a
+    /// server connection that has not seen them yet.
+    types: Vec<u8>,
+}
+
+struct Attached {
+    server: Arc<Server>,
+    conn: BackendConn,
+}
+
+pub struct Session {
+    shared: Arc<Shared>,
+    client: Client,
+    user: Arc<UserEntry>,
+    flavor: Flavor,
+    session_track: bool,
+    deprecate_eof: bool,
+    nonce: [u8; 20],
+    vars: SessionVars,
+    backend: Option<Attached>,
+    hold_until: Option<Instant>,
+    hold: Duration,
+    pins: u32,
+    stmts: HashMap<u32, ClientStmt>,
+    next_stmt_id: u32,
+    rr_cursor: u64,
+    payload: Vec<u8>,
+    scratch: Vec<u8>,
+    /// Status flags for answers sextant makes itself.
+    status: u16,
+}
+
+enum Flow {
+    Continue,
+    Quit,
+}
+
+impl Session {
+    /// Logs the client in and serves it until it leaves.
+    pub async fn run(shared: Arc<Shared>, mut client: Client, conn_id: u32) {
+        let timeout = Duration::from_millis(shared.config.proxy.handshake_timeout_ms);
+        let login = match tokio::time::timeout(
+            timeout,
+            frontend::login(&mut client, &*shared, &shared.server_version, conn_id),
+        )
+        .await
+        {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => {
+                tracing::info!(peer = %client.peer, error = %e, "login failed");
+                shared
+                    .counters
+                    .client_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                if !matches!(e, SessionError::ClientClosed | SessionError::ClientIo(_)) {
+                    let _ = client.send_error(2, &e).await;
+                }
+                return;
+            }
+            Err(_) => {
+                let e = SessionError::Handshake(format!(
+                    "no complete login within {} ms",
+                    timeout.as_millis()
+                ));
+                tracing::info!(peer = %client.peer, "{e}");
+                let _ = client.send_error(1, &e).await;
+                return;
+            }
+        };
+        let Some(user) = shared.users.get(&login.user).cloned() else {
+            return;
+        };
+        let mut s = Session::new(shared, client, user, &login);
+        if let Some(db) = login.database.clone() {
+            s.vars.schema = Some(db.into());
+            // Check the database now, as a server would at login.
+            if let Err(e) = s.attach(Target::Primary).await {
+                s.detach_discard();
+                let _ = s.client.send_error(login.seq, &e).await;
+                return;
+            }
+            s.after_statement();
+        }
+        frontend::send_ok(&mut s.client, login.seq);
+        if s.client.flush().await.is_err() {
+            return;
+        }
+        tracing::debug!(peer = %s.client.peer, user = %s.user.name, "client logged in");
+        s.serve().await;
+        s.close();
+    }
+
+    fn new(shared: Arc<Shared>, client: Client, user: Arc<UserEntry>, login: &Login) -> Self {
+        let flavor = Flavor::new(login.caps, login.charset);
+        let hold = Duration::from_millis(shared.config.routing.hold_ms);
+        Session {
+            vars: SessionVars {
+                multi_statements: login.caps & cap::MULTI_STATEMENTS != 0,
+                ..Default::default()
+            },
+            session_track: login.caps & cap::SESSION_TRACK != 0,
+            deprecate_eof: login.caps & cap::DEPRECATE_EOF != 0,
+            nonce: login.nonce,
+            flavor,
+            shared,
+            client,
+            user,
+            backend: None,
+            hold_until: None,
+            hold,
+            pins: 0,
+            stmts: HashMap::new(),
+            next_stmt_id: 1,
+            rr_cursor: rand::random::<u32>() as u64,
+            payload: Vec::with_capacity(1024),
+            scratch: Vec::new(),
+            status: status::AUTOCOMMIT,
+        }
+    }
+
+    async fn serve(&mut self) {
+        loop {
+            if let Some(deadline) = self.hold_until {
+                if self.client.rbuf.is_empty() {
+                    tokio::select! {
+                        r = self.client.stream.readable() => {
+                            if r.is_err() { return; }
+                        }
+                        _ = tokio::time::sleep_until(deadline) => {
+                            self.release();
+                            continue;
+                        }
+                    }
+                }
+            }
+            let mut payload = std::mem::take(&mut self.payload);
+            let r = self.client.read_packet(&mut payload).await;
+            let flow = match r {
+                Ok(0) => self.command(&payload).await,
+                Ok(seq) => Err(SessionError::OutOfOrder {
+                    expected: 0,
+                    got: seq,
+                }),
+                Err(e) => Err(e),
+            };
+            self.payload = payload;
+            match flow {
+                Ok(Flow::Continue) => {}
+                Ok(Flow::Quit) => return,
+                Err(e) => {
+                    match &e {
+                        SessionError::ClientClosed | SessionError::ClientIo(_) => {
+                            tracing::debug!(peer = %self.client.peer, "client gone: {e}");
+                        }
+                        _ => {
+                            tracing::info!(peer = %self.client.peer, user = %self.user.name, "closing session: {e}");
+                            self.shared
+                                .counters
+                                .client_errors
+                                .fetch_add(1, Ordering::Relaxed);
+                            let _ = self.client.send_error(1, &e).await;
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Handles one command. Errors returned here end the session; errors
+    /// the client can live with are sent as error packets and the session
+    /// goes on.
+    async fn command(&mut self, p: &[u8]) -> Result<Flow, SessionError> {
+        let Some(&cmd) = p.first() else {
+            return Err(SessionError::Malformed(
+                sextant_protocol::ProtoError::Truncated("command"),
+            ));
+        };
+        self.shared.counters.queries.fetch_add(1, Ordering::Relaxed);
+        match cmd {
+            com::QUIT => return Ok(Flow::Quit),
+            com::PING => {
+                write_simple_ok(&mut self.client.out, 1, self.status);
+                self.client.flush().await?;
+            }
+            com::QUERY => self.query(p).await?,
+            com::INIT_DB | com::FIELD_LIST | com::STATISTICS => {
+                let expect = match cmd {
+                    com::FIELD_LIST => Expect::FieldList,
+                    _ => Expect::Single,
+                };
+                self.forward(Target::Primary, p, expect, None).await?;
+            }
+            com::SET_OPTION => {
+                let mut r = Reader::new(p);
+                r.u8("command").map_err(SessionError::Malformed)?;
+                match r.u16("option").map_err(SessionError::Malformed)? {
+                    0 => self.vars.multi_statements = true,
+                    1 => self.vars.multi_statements = false,
+                    _ => {
+                        return self
+                            .reply_error(SessionError::UnknownCommand(cmd))
+                            .await
+                            .map(|_| Flow::Continue)
+                    }
+                }
+                self.local_eof().await?;
+            }
+            com::RESET_CONNECTION => {
+                self.reset_session().await;
+                write_simple_ok(&mut self.client.out, 1, self.status);
+                self.client.flush().await?;
+            }
+            com::CHANGE_USER => self.change_user(p).await?,
+            com::STMT_PREPARE => self.prepare(p).await?,
+            com::STMT_EXECUTE => self.execute(p).await?,
+            com::STMT_SEND_LONG_DATA => self.long_data(p).await?,
+            com::STMT_CLOSE => {
+                let id = stmt_id(p)?;
+                self.stmts.remove(&id);
+            }
+            com::STMT_RESET => self.stmt_reset(p).await?,
+            com::STMT_FETCH => self.fetch(p).await?,
+            other => {
+                self.reply_error(SessionError::UnknownCommand(other))
+                    .await?
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn query(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let c = classify(&p[1..]);
+        let d = decide(&c, self.facts());
+        let res = self.forward(d.target, p, Expect::Query, None).await?;
+        let Some(res) = res else { return Ok(()) };
+        if c.pins_session() {
+            self.pins |= pin::OPAQUE;
+        }
+        if c.flags.contains(Flags::LOCK_TABLES) {
+            self.pins |= pin::LOCK_TABLES;
+        }
+        if c.flags.contains(Flags::UNLOCK_TABLES) {
+            self.pins &= !pin::LOCK_TABLES;
+        }
+        if c.flags.contains(Flags::NEXT_TRX) && !res.error {
+            self.pins |= pin::NEXT_TRX;
+        } else if c.kind != Kind::Set && res.status & status::IN_TRANS == 0 {
+            self.pins &= !pin::NEXT_TRX;
+        }
+        self.after_statement();
+        Ok(())
+    }
+
+    fn facts(&self) -> SessionFacts {
+        SessionFacts {
+            pinned: self.pinned(),
+            in_transaction: self.in_transaction(),
+        }
+    }
+
+    fn in_transaction(&self) -> bool {
+        self.backend
+            .as_ref()
+            .is_some_and(|a| a.conn.in_transaction())
+    }
+
+    fn pinned(&self) -> bool {
+        self.pins != 0
+            || self
+                .backend
+                .as_ref()
+                .is_some_and(|a| a.conn.in_transaction() || a.conn.opaque_state)
+    }
+
+    /// Sends `payload` as a command to a server of `target` and relays the
+    /// answer. Returns None when the statement could not be run (the client
+    /// has been told why).
+    async fn forward(
+        &mut self,
+        target: Target,
+        payload: &[u8],
+        expect: Expect,
+        client_stmt_id: Option<u32>,
+    ) -> Result<Option<RelayResult>, SessionError> {
+        if let Err(e) = self.attach(target).await {
+            self.reply_error(e).await?;
+            return Ok(None);
+        }
+        self.scratch.clear();
+        write_packet(&mut self.scratch, 0, payload);
+        self.send_and_relay(expect, client_stmt_id).await
+    }
+
+    /// Sends what is in `scratch` to the attached connection and relays the
+    /// answer.
+    async fn send_and_relay(
+        &mut self,
+        expect: Expect,
+        client_stmt_id: Option<u32>,
+    ) -> Result<Option<RelayResult>, SessionError> {
+        let Some(a) = self.backend.as_mut() else {
+            return Ok(None);
+        };
+        if let Err(e) = a.conn.write_raw(&self.scratch).await {
+            let addr = a.server.addr.to_string();
+            self.detach_discard();
+            self.reply_error(SessionError::BackendLost {
+                addr,
+                reason: e.to_string(),
+            })
+            .await?;
+            return Ok(None);
+        }
+        let opts = RelayOpts {
+            session_track: self.session_track,
+            deprecate_eof: self.deprecate_eof,
+            client_stmt_id,
+        };
+        match relay(&mut self.client, &mut a.conn, expect, &opts).await {
+            Ok(res) => {
+                self.status = res.status & !status::SESSION_STATE_CHANGED;
+                if res.vars_changed {
+                    self.vars.clone_from(&a.conn.vars);
+                }
+                if a.conn.opaque_state {
+                    self.pins |= pin::OPAQUE;
+                }
+                Ok(Some(res))
+            }
+            Err(RelayError::Client(e)) => {
+                self.detach_discard();
+                Err(SessionError::ClientIo(e))
+            }
+            Err(RelayError::ClientClosed) => {
+                self.detach_discard();
+                Err(SessionError::ClientClosed)
+            }
+            Err(RelayError::Server {
+                reason,
+                started,
+                mid_packet,
+                next_seq,
+            }) => {
+                let addr = a.server.addr.to_string();
+                tracing::warn!(server = %addr, "server connection failed during a statement: {reason}");
+                // The connection's state is unknown: it is closed, and the
+                // session's server-side state (transaction, pins) is gone.
+                self.detach_discard();
+                self.pins = 0;
+                let e = SessionError::BackendLost { addr, reason };
+                if mid_packet {
+                    return Err(e);
+                }
+                let seq = if started { next_seq } else { 1 };
+                self.client.send_error(seq, &e).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Makes sure a server connection suitable for `target` is attached and
+    /// carries the session's state.
+    async fn attach(&mut self, target: Target) -> Result<(), SessionError> {
+        if let Some(a) = &self.backend {
+            let fits = self.pinned()
+                || match target {
+                    Target::Primary => a.server.role == Role::Primary,
+                    // A held primary connection serves reads too: the
+                    // session then reads its own recent writes.
+                    Target::Replica => true,
+                };
+            if fits {
+                self.hold_until = None;
+                return Ok(());
+            }
+            self.release();
+        }
+        let group = self.user.group.clone();
+        let server = match target {
+            Target::Primary => group.primary.clone(),
+            Target::Replica => {
+                let weights: Vec<u32> = group.replicas.iter().map(|r| r.weight).collect();
+                match pick_weighted(
+                    &weights,
+                    |i| group.replicas[i].reachable.load(Ordering::Relaxed),
+                    &mut self.rr_cursor,
+                ) {
+                    Some(i) => group.replicas[i].clone(),
+                    None => group.primary.clone(),
+                }
+            }
+        };
+        let conn = match server
+            .acquire(
+                &self.user.backend_user,
+                &self.user.backend_password,
+                self.flavor,
+            )
+            .await
+        {
+            Ok(c) => c,
+            Err(e) if target == Target::Replica && server.role == Role::Replica => {
+                // A read never fails while the primary is up.
+                tracing::info!(server = %server.addr, "replica unavailable, reading from the primary: {e}");
+                let p = group.primary.clone();
+                let c = p
+                    .acquire(
+                        &self.user.backend_user,
+                        &self.user.backend_password,
+                        self.flavor,
+                    )
+                    .await?;
+                self.backend = Some(Attached { server: p, conn: c });
+                return self.sync_attached().await;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.backend = Some(Attached { server, conn });
+        self.sync_attached().await
+    }
+
+    async fn sync_attached(&mut self) -> Result<(), SessionError> {
+        let Some(a) = self.backend.as_mut() else {
+            return Ok(());
+        };
+        if a.conn.vars != self.vars {
+            if let Err(e) = a.conn.sync_to(&self.vars).await {
+                self.detach_discard();
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// After a statement: keep the connection if the session is pinned,
+    /// hold it briefly otherwise.
+    fn after_statement(&mut self) {
+        if self.backend.is_none() || self.pinned() {
+            self.hold_until = None;
+            return;
+        }
+        let waiters = self
+            .backend
+            .as_ref()
+            .is_some_and(|a| a.server.has_waiters());
+        if self.hold.is_zero() || waiters {
+            self.release();
+        } else {
+            self.hold_until = Some(Instant::now() + self.hold);
+        }
+    }
+
+    fn release(&mut self) {
+        self.hold_until = None;
+        if let Some(a) = self.backend.take() {
+            a.server.release(a.conn);
+        }
+    }
+
+    fn detach_discard(&mut self) {
+        self.hold_until = None;
+        if let Some(a) = self.backend.take() {
+            a.server.discard(a.conn);
+        }
+    }
+
+    fn close(&mut self) {
+        // A connection with a transaction or opaque state is closed by
+        // release(); a clean one goes back to the pool.
+        if self.pins != 0 {
+            self.detach_discard();
+        } else {
+            self.release();
+        }
+    }
+
+    async fn reply_error(&mut self, e: SessionError) -> Result<(), SessionError> {
+        tracing::debug!(peer = %self.client.peer, "error for client: {e}");
+        self.client.send_error(1, &e).await
+    }
+
+    async fn local_eof(&mut self) -> Result<(), SessionError> {
+        if self.deprecate_eof {
+            let ok = OkPacket {
+                header: 0xfe,
+                status: self.status,
+                ..Default::default()
+            };
+            write_ok(&mut self.client.out, 1, &ok, false);
+        } else {
+            write_eof(&mut self.client.out, 1, self.status);
+        }
+        self.client.flush().await
+    }
+
+    /// COM_RESET_CONNECTION: the session starts over, keeping its user and
+    /// database. A connection carrying state that cannot be undone by
+    /// replaying variables is reset on the server too.
+    async fn reset_session(&mut self) {
+        if self.pinned() {
+            if let Some(a) = self.backend.as_mut() {
+                if a.conn.reset().await.is_err() {
+                    self.detach_discard();
+                }
+            }
+        }
+        self.release();
+        self.pins = 0;
+        self.stmts.clear();
+        let schema = self.vars.schema.take();
+        self.vars = SessionVars {
+            schema,
+            multi_statements: self.flavor.caps & cap::MULTI_STATEMENTS != 0,
+            ..Default::default()
+        };
+        self.status = status::AUTOCOMMIT;
+    }
+
+    async fn change_user(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let cu = frontend::parse_change_user(
+            p,
+            self.flavor.caps | cap::SECURE_CONNECTION | cap::PLUGIN_AUTH,
+        )?;
+        let user = self.shared.users.get(&cu.user).cloned();
+        let ok = user
+            .as_ref()
+            .is_some_and(|u| frontend::check_change_user(&cu, &u.password, &self.nonce));
+        let Some(user) = user.filter(|_| ok) else {
+            let e = SessionError::AccessDenied {
+                user: cu.user.clone(),
+                host: frontend::client_host(&self.client),
+                using_password: !cu.auth_response.is_empty(),
+            };
+            self.client.send_error(1, &e).await?;
+            return Err(SessionError::ClientClosed);
+        };
+        self.reset_session().await;
+        self.user = user;
+        if let Some(cs) = cu.charset {
+            self.flavor.charset = cs;
+        }
+        self.vars.schema = cu.database.map(|d| d.into());
+        let mut seq = 1;
+        if cu.plugin.as_deref() == Some(sextant_protocol::consts::CACHING_SHA2_PASSWORD) {
+            write_packet(&mut self.client.out, seq, &[0x01, 0x03]);
+            seq += 1;
+        }
+        if self.vars.schema.is_some() {
+            if let Err(e) = self.attach(Target::Primary).await {
+                self.client.out.clear();
+                self.vars.schema = None;
+                return self.client.send_error(1, &e).await;
+            }
+            self.after_statement();
+        }
+        write_simple_ok(&mut self.client.out, seq, self.status);
+        self.client.flush().await
+    }
+
+    async fn prepare(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let sql: Arc<[u8]> = Arc::from(&p[1..]);
+        let c = classify(&sql);
+        let read_only = c.read_only && !c.needs_previous_connection() && !c.pins_session();
+        let d = decide(&c, self.facts());
+        let id = self.next_stmt_id;
+        let Some(res) = self.forward(d.target, p, Expect::Prepare, Some(id)).await? else {
+            return Ok(());
+        };
+        if let Some((server_id, columns, params)) = res.prepared {
+            self.next_stmt_id = self.next_stmt_id.wrapping_add(1).max(1);
+            if let Some(a) = self.backend.as_mut() {
+                if a.conn
+                    .adopt_stmt(sql.clone(), server_id, params, columns)
+                    .await
+                    .is_err()
+                {
+                    self.detach_discard();
+                }
+            }
+            self.stmts.insert(
+                id,
+                ClientStmt {
+                    sql,
+                    params,
+                    read_only,
+                    types: Vec::new(),
+                },
+            );
+        }
+        self.after_statement();
+        Ok(())
+    }
+
+    /// Attaches a connection for statement `id` and makes sure the
+    /// statement is prepared there; returns its server id.
+    async fn attach_for_stmt(
+        &mut self,
+        id: u32,
+        command: &'static str,
+    ) -> Result<Option<(u32, bool)>, SessionError> {
+        let Some(st) = self.stmts.get(&id) else {
+            self.reply_error(SessionError::UnknownStatement { id, command })
+                .await?;
+            return Ok(None);
+        };
+        let target = if st.read_only && !self.pinned() && !self.in_transaction() {
+            Target::Replica
+        } else {
+            Target::Primary
+        };
+        let sql = st.sql.clone();
+        if let Err(e) = self.attach(target).await {
+            self.reply_error(e).await?;
+            return Ok(None);
+        }
+        let Some(a) = self.backend.as_mut() else {
+            return Ok(None);
+        };
+        match a.conn.ensure_prepared(&sql).await {
+            Ok(s) => Ok(Some((s.id, s.types_sent))),
+            Err(e) => {
+                // A server error (the statement no longer prepares) leaves
+                // the connection usable; anything else does not.
+                if !matches!(e, sextant_backend::BackendError::Server { .. }) {
+                    self.detach_discard();
+                }
+                self.reply_error(e.into()).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    async fn execute(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let id = stmt_id(p)?;
+        let Some((server_id, types_sent)) = self.attach_for_stmt(id, "mysqld_stmt_execute").await?
+        else {
+            return Ok(());
+        };
+        let Some(st) = self.stmts.get_mut(&id) else {
+            return Ok(());
+        };
+        let flags = *p.get(5).ok_or(SessionError::Malformed(
+            sextant_protocol::ProtoError::Truncated("execute flags"),
+        ))?;
+        // Layout: cmd, id(4), flags(1), iterations(4), null bitmap,
+        // new-params-bound(1), types(2n), values.
+        let n = st.params as usize;
+        let bitmap_end = 10 + n.div_ceil(8);
+        let mut body: &[u8] = p;
+        self.scratch.clear();
+        let mut sent_types = false;
+        if n > 0 && p.len() > bitmap_end {
+            let bound = p[bitmap_end];
+            if bound == 1 && p.len() >= bitmap_end + 1 + 2 * n {
+                st.types.clear();
+                st.types
+                    .extend_from_slice(&p[bitmap_end + 1..bitmap_end + 1 + 2 * n]);
+                sent_types = true;
+            } else if bound == 0 && !types_sent && st.types.len() == 2 * n {
+                // This server statement never got the types the client
+                // sent to another connection: send them now.
+                let mut q = Vec::with_capacity(p.len() + 2 * n);
+                q.extend_from_slice(&p[..bitmap_end]);
+                q.push(1);
+                q.extend_from_slice(&st.types);
+                q.extend_from_slice(&p[bitmap_end + 1..]);
+                self.scratch = q;
+                sent_types = true;
+            }
+        }
+        let mut owned = std::mem::take(&mut self.scratch);
+        if owned.is_empty() {
+            owned.extend_from_slice(body);
+        }
+        owned[1..5].copy_from_slice(&server_id.to_le_bytes());
+        body = &owned;
+        let mut framed = Vec::with_capacity(body.len() + 8);
+        write_packet(&mut framed, 0, body);
+        self.scratch = framed;
+        let sql = st.sql.clone();
+        if let Some(a) = self.backend.as_mut() {
+            a.conn.stmt_used(&sql, sent_types);
+        }
+        let res = self.send_and_relay(Expect::Execute, None).await?;
+        self.pins &= !pin::LONG_DATA;
+        if let Some(res) = res {
+            if flags & cursor::READ_ONLY != 0 && res.status & status::CURSOR_EXISTS != 0 {
+                self.pins |= pin::CURSOR;
+            }
+        }
+        self.after_statement();
+        Ok(())
+    }
+
+    async fn long_data(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let id = stmt_id(p)?;
+        // No response is sent for this command, errors included; the
+        // execute that follows reports them.
+        if !self.stmts.contains_key(&id) {
+            return Ok(());
+        }
+        let target = Target::Primary;
+        if self.attach(target).await.is_err() {
+            return Ok(());
+        }
+        let sql = self.stmts[&id].sql.clone();
+        let Some(a) = self.backend.as_mut() else {
+            return Ok(());
+        };
+        let Ok(s) = a.conn.ensure_prepared(&sql).await else {
+            return Ok(());
+        };
+        let mut q = p.to_vec();
+        q[1..5].copy_from_slice(&s.id.to_le_bytes());
+        self.scratch.clear();
+        write_packet(&mut self.scratch, 0, &q);
+        if a.conn.write_raw(&self.scratch).await.is_err() {
+            self.detach_discard();
+            return Ok(());
+        }
+        self.pins |= pin::LONG_DATA;
+        Ok(())
+    }
+
+    async fn stmt_reset(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let id = stmt_id(p)?;
+        let Some(st) = self.stmts.get(&id) else {
+            return self
+                .reply_error(SessionError::UnknownStatement {
+                    id,
+                    command: "mysqld_stmt_reset",
+                })
+                .await;
+        };
+        let sql = st.sql.clone();
+        let server_stmt = self.backend.as_ref().and_then(|a| a.conn.stmt(&sql));
+        match server_stmt {
+            Some(s) if self.pins & (pin::CURSOR | pin::LONG_DATA) != 0 => {
+                let mut q = p.to_vec();
+                q[1..5].copy_from_slice(&s.id.to_le_bytes());
+                self.scratch.clear();
+                write_packet(&mut self.scratch, 0, &q);
+                self.send_and_relay(Expect::Single, None).await?;
+                self.pins &= !(pin::CURSOR | pin::LONG_DATA);
+                self.after_statement();
+                Ok(())
+            }
+            _ => {
+                // Nothing is pending on any server for this statement.
+                write_simple_ok(&mut self.client.out, 1, self.status);
+                self.client.flush().await
+            }
+        }
+    }
+
+    async fn fetch(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let id = stmt_id(p)?;
+        let sql = self.stmts.get(&id).map(|s| s.sql.clone());
+        let server_stmt = sql
+            .as_ref()
+            .and_then(|sql| self.backend.as_ref().and_then(|a| a.conn.stmt(sql)));
+        let Some(s) = server_stmt.filter(|_| self.pins & pin::CURSOR != 0) else {
+            return self
+                .reply_error(SessionError::UnknownStatement {
+                    id,
+                    command: "mysqld_stmt_fetch (no open cursor)",
+                })
+                .await;
+        };
+        let mut q = p.to_vec();
+        q[1..5].copy_from_slice(&s.id.to_le_bytes());
+        self.scratch.clear();
+        write_packet(&mut self.scratch, 0, &q);
+        if let Some(res) = self.send_and_relay(Expect::Fetch, None).await? {
+            if res.error || res.status & status::LAST_ROW_SENT != 0 {
+                self.pins &= !pin::CURSOR;
+            }
+        }
+        self.after_statement();
+        Ok(())
+    }
+}
+
+fn stmt_id(p: &[u8]) -> Result<u32, SessionError> {
+    let mut r = Reader::new(p);
+    r.u8("command").map_err(SessionError::Malformed)?;
+    r.u32("statement id").map_err(SessionError::Malformed)
+}

@@ -1,0 +1,44 @@
+//! What every session shares: configuration, users, the pool, counters.
+
+use crate::frontend::Users;
+use sextant_admin::Counters;
+use sextant_backend::{Group, Pool};
+use sextant_config::Config;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+
+pub struct UserEntry {
+    pub name: String,
+    pub password: String,
+    pub backend_user: String,
+    pub backend_password: String,
+    pub group: Arc<Group>,
+}
+
+pub struct Shared {
+    pub config: Config,
+    pub pool: Pool,
+    pub users: HashMap<String, Arc<UserEntry>>,
+    pub counters: Counters,
+    pub server_version: String,
+    pub next_conn_id: AtomicU32,
+}
+
+impl Users for Shared {
+    fn password(&self, user: &str) -> Option<&str> {
+        self.users.get(user).map(|u| u.password.as_str())
+    }
+}
+
+/// The admin port's single user.
+pub struct AdminUsers {
+    pub user: String,
+    pub password: String,
+}
+
+impl Users for AdminUsers {
+    fn password(&self, user: &str) -> Option<&str> {
+        (user == self.user).then_some(self.password.as_str())
+    }
+}
