@@ -90,15 +90,17 @@ impl Session {
         .await
         {
             Ok(Ok(l)) => l,
+            Ok(Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_)))) => {
+                tracing::debug!(peer = %client.peer, error = %e, "client left during login");
+                return;
+            }
             Ok(Err(e)) => {
                 tracing::info!(peer = %client.peer, error = %e, "login failed");
                 shared
                     .counters
                     .client_errors
                     .fetch_add(1, Ordering::Relaxed);
-                if !matches!(e, SessionError::ClientClosed | SessionError::ClientIo(_)) {
-                    let _ = client.send_error(2, &e).await;
-                }
+                let _ = client.send_error(2, &e).await;
                 return;
             }
             Err(_) => {
@@ -276,6 +278,7 @@ impl Session {
     async fn query(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let c = classify(&p[1..]);
         let d = decide(&c, self.facts());
+        tracing::trace!(to = ?d.target, rule = d.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[1..p.len().min(200)]));
         let res = self.forward(d.target, p, Expect::Query, None).await?;
         let Some(res) = res else { return Ok(()) };
         if c.pins_session() {
@@ -460,6 +463,7 @@ impl Session {
             }
             Err(e) => return Err(e.into()),
         };
+        tracing::trace!(server = %server.addr, "attached");
         self.backend = Some(Attached { server, conn });
         self.sync_attached().await
     }
