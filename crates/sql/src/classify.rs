@@ -330,9 +330,9 @@ fn word_in_statement(
     let second = seg.words == 2;
     match seg.kind {
         Kind::Select => {
-            if (t.is_word("UPDATE") || t.is_word("SHARE")) && p1w("FOR") {
-                flags.insert(Flags::LOCKING_READ);
-            } else if t.is_word("MODE") && p1w("SHARE") && p2w("IN") {
+            let for_update = (t.is_word("UPDATE") || t.is_word("SHARE")) && p1w("FOR");
+            let lock_in_share_mode = t.is_word("MODE") && p1w("SHARE") && p2w("IN");
+            if for_update || lock_in_share_mode {
                 flags.insert(Flags::LOCKING_READ);
             } else if (t.is_word("OUTFILE") || t.is_word("DUMPFILE")) && p1w("INTO") {
                 flags.insert(Flags::INTO_FILE);
