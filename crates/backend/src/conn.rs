@@ -67,6 +67,16 @@ pub struct ConnectParams<'a> {
     pub timeout: Duration,
 }
 
+/// What session-state reports said besides variable values.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrackFlags {
+    /// A change sextant cannot see or replay (user variable, temporary
+    /// table, ...): the connection must stay with its session or be reset.
+    pub opaque: bool,
+    /// character_set_connection changed: collation_connection must be read.
+    pub charset_changed: bool,
+}
+
 /// A statement prepared on this connection.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerStmt {
@@ -94,10 +104,8 @@ pub struct BackendConn {
     pub baseline: BTreeMap<Box<str>, Box<str>>,
     /// Last status flags the server reported.
     pub status: u16,
-    /// Set when the server reported a session change sextant cannot replay
-    /// (user variables, temporary tables, ...): such a connection must stay
-    /// with its session or be reset.
-    pub opaque_state: bool,
+    /// What the server's session-state reports said beyond the variables.
+    pub track: TrackFlags,
     pub created: Instant,
     pub last_used: Instant,
     stmts: HashMap<Arc<[u8]>, ServerStmt>,
@@ -142,7 +150,7 @@ impl BackendConn {
             vars: SessionVars::default(),
             baseline: BTreeMap::new(),
             status: status::AUTOCOMMIT,
-            opaque_state: false,
+            track: TrackFlags::default(),
             created: Instant::now(),
             last_used: Instant::now(),
             stmts: HashMap::new(),
@@ -281,8 +289,11 @@ impl BackendConn {
         }
         // The setup statements' own reports describe the baseline, not a
         // client's change.
-        self.vars = SessionVars::default();
-        self.opaque_state = false;
+        self.vars = SessionVars {
+            multi_statements: self.flavor.caps & cap::MULTI_STATEMENTS != 0,
+            ..Default::default()
+        };
+        self.track = TrackFlags::default();
         Ok(())
     }
 
@@ -451,7 +462,19 @@ impl BackendConn {
     /// Applies one OK packet's session-state block to this connection's
     /// tracked state. Returns true if anything the client set changed.
     pub fn apply_session_state(&mut self, block: &[u8]) -> bool {
-        apply_session_state(&mut self.vars, &mut self.opaque_state, block)
+        apply_session_state(&mut self.vars, &mut self.track, block)
+    }
+
+    /// MariaDB reports the character set variables of `SET NAMES x COLLATE
+    /// y` but not collation_connection, so after a character set change
+    /// sextant reads it itself.
+    pub async fn refresh_collation(&mut self) -> Result<(), BackendError> {
+        self.track.charset_changed = false;
+        let rows = self.query_internal("SELECT @@collation_connection").await?;
+        if let Some(Some(c)) = rows.first().and_then(|r| r.first()) {
+            self.vars.set_var(b"collation_connection", c.as_bytes());
+        }
+        Ok(())
     }
 
     /// Reads one whole packet (reassembling frames of 16 MiB and more).
@@ -634,7 +657,7 @@ fn scramble(plugin: &str, password: &[u8], nonce: &[u8]) -> Vec<u8> {
 /// Applies one OK packet's session-state block to tracked state (a free
 /// function so the relay can call it while it borrows the read buffer).
 /// Returns true if anything the client set changed.
-pub fn apply_session_state(vars: &mut SessionVars, opaque_state: &mut bool, block: &[u8]) -> bool {
+pub fn apply_session_state(vars: &mut SessionVars, track: &mut TrackFlags, block: &[u8]) -> bool {
     let mut changed = false;
     let mut explained = false;
     let mut opaque = false;
@@ -642,6 +665,14 @@ pub fn apply_session_state(vars: &mut SessionVars, opaque_state: &mut bool, bloc
         match ch {
             Ok(StateChange::SystemVariable { name, value }) => {
                 explained = true;
+                tracing::trace!(
+                    "server reports {} = {}",
+                    String::from_utf8_lossy(name),
+                    String::from_utf8_lossy(value)
+                );
+                if name.eq_ignore_ascii_case(b"character_set_connection") {
+                    track.charset_changed = true;
+                }
                 changed |= vars.set_var(name, value);
             }
             Ok(StateChange::Schema(s)) => {
@@ -660,7 +691,7 @@ pub fn apply_session_state(vars: &mut SessionVars, opaque_state: &mut bool, bloc
     // The server flags every change; one it did not detail is state sextant
     // cannot see or replay (a user variable, a temporary table, ...).
     if opaque && !explained {
-        *opaque_state = true;
+        track.opaque = true;
     }
     changed
 }

@@ -8,7 +8,7 @@ mod error;
 mod pool;
 mod state;
 
-pub use conn::{apply_session_state, BackendConn, ConnectParams, Flavor, ServerStmt};
+pub use conn::{apply_session_state, BackendConn, ConnectParams, Flavor, ServerStmt, TrackFlags};
 pub use error::BackendError;
 pub use pool::{Group, Pool, PoolSettings, PoolStats, Role, Server};
 pub use state::SessionVars;

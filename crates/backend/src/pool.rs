@@ -211,7 +211,7 @@ impl Server {
     /// Gives a connection back. Only connections in a known, clean state
     /// (no transaction, nothing opaque) may come back; others are closed.
     pub fn release(&self, mut c: BackendConn) {
-        if c.in_transaction() || c.opaque_state {
+        if c.in_transaction() || c.track.opaque {
             self.discard(c);
             return;
         }

@@ -122,7 +122,7 @@ pub async fn relay(
                     if !ok.session_state.is_empty() {
                         res.vars_changed |= sextant_backend::apply_session_state(
                             &mut be.vars,
-                            &mut be.opaque_state,
+                            &mut be.track,
                             ok.session_state,
                         );
                     }

@@ -317,7 +317,7 @@ impl Session {
             || self
                 .backend
                 .as_ref()
-                .is_some_and(|a| a.conn.in_transaction() || a.conn.opaque_state)
+                .is_some_and(|a| a.conn.in_transaction() || a.conn.track.opaque)
     }
 
     /// Sends `payload` as a command to a server of `target` and relays the
@@ -367,10 +367,14 @@ impl Session {
         match relay(&mut self.client, &mut a.conn, expect, &opts).await {
             Ok(res) => {
                 self.status = res.status & !status::SESSION_STATE_CHANGED;
+                if a.conn.track.charset_changed && a.conn.refresh_collation().await.is_err() {
+                    self.detach_discard();
+                    return Ok(Some(res));
+                }
                 if res.vars_changed {
                     self.vars.clone_from(&a.conn.vars);
                 }
-                if a.conn.opaque_state {
+                if a.conn.track.opaque {
                     self.pins |= pin::OPAQUE;
                 }
                 Ok(Some(res))
