@@ -5,7 +5,7 @@ use sextant_backend::Pool;
 use std::sync::atomic::Ordering;
 
 pub struct Table {
-    pub columns: Vec<&'static str>,
+    pub columns: Vec<String>,
     pub rows: Vec<Vec<Option<String>>>,
 }
 
@@ -37,15 +37,50 @@ pub fn execute(sql: &str, pool: &Pool, counters: &Counters) -> Answer {
         ["SHOW", "BACKENDS"] | ["SHOW", "SERVERS"] => Answer::Table(backends(pool)),
         ["SHOW", "STATUS"] => Answer::Table(status(counters)),
         ["SELECT", "1"] => Answer::Table(Table {
-            columns: vec!["1"],
+            columns: vec!["1".into()],
             rows: vec![vec![Some("1".into())]],
         }),
         // Client libraries send these on connect; answering keeps them happy.
         ["SET", ..] => Answer::Ok,
+        ["SELECT", rest @ ..] if !rest.is_empty() && rest.iter().all(|w| w.starts_with("@@")) => {
+            Answer::Table(system_variables(sql))
+        }
         [] => Answer::Error("empty command".into()),
         _ => Answer::Error(format!(
             "unknown admin command {sql:?}; the admin port understands: {COMMANDS}"
         )),
+    }
+}
+
+/// `SELECT @@a, @@b`: what a client library asks on connect.
+fn system_variables(sql: &str) -> Table {
+    let names: Vec<&str> = sql
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+        .filter(|w| w.starts_with("@@"))
+        .collect();
+    let mut columns = Vec::new();
+    let mut row = Vec::new();
+    for n in names {
+        let var = n
+            .trim_start_matches('@')
+            .rsplit('.')
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let value = match var.as_str() {
+            "max_allowed_packet" => Some("16777216".to_string()),
+            "wait_timeout" | "interactive_timeout" => Some("28800".into()),
+            "version_comment" => Some("sextant admin".into()),
+            "version" => Some(concat!("8.0.0-sextant-admin-", env!("CARGO_PKG_VERSION")).into()),
+            "autocommit" => Some("1".into()),
+            _ => None,
+        };
+        columns.push(n.to_string());
+        row.push(value);
+    }
+    Table {
+        columns,
+        rows: vec![row],
     }
 }
 
@@ -78,7 +113,7 @@ fn backends(pool: &Pool) -> Table {
         ]);
     }
     Table {
-        columns: vec![
+        columns: [
             "group",
             "role",
             "address",
@@ -93,7 +128,9 @@ fn backends(pool: &Pool) -> Table {
             "connect_errors",
             "version",
             "last_error",
-        ],
+        ]
+        .map(String::from)
+        .to_vec(),
         rows,
     }
 }
@@ -101,7 +138,7 @@ fn backends(pool: &Pool) -> Table {
 fn status(c: &Counters) -> Table {
     let v = |n: &str, x: u64| vec![Some(n.to_string()), Some(x.to_string())];
     Table {
-        columns: vec!["variable", "value"],
+        columns: vec!["variable".into(), "value".into()],
         rows: vec![
             v(
                 "client_connections",

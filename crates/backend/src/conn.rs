@@ -446,6 +446,17 @@ impl BackendConn {
         Ok(())
     }
 
+    /// One non-blocking read: an idle connection has nothing to say, so
+    /// end-of-stream (the server closed it, or killed it) or unexpected
+    /// bytes (an error the server sent before closing) mean it is not usable.
+    pub fn looks_alive(&mut self) -> bool {
+        if !self.rbuf.is_empty() {
+            return false;
+        }
+        let mut b = [0u8; 64];
+        matches!(self.stream.try_read(&mut b), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
     pub async fn ping(&mut self) -> Result<(), BackendError> {
         self.command_internal(&[com::PING], "COM_PING").await
     }

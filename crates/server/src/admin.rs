@@ -61,7 +61,7 @@ async fn session(
                         let cols: Vec<(&str, u8)> = t
                             .columns
                             .iter()
-                            .map(|c| (*c, coltype::VAR_STRING))
+                            .map(|c| (c.as_str(), coltype::VAR_STRING))
                             .collect();
                         write_text_resultset(
                             &mut client.out,

@@ -14,6 +14,8 @@ pub struct Client {
     pub out: Vec<u8>,
     pub peer: SocketAddr,
     pub max_packet: usize,
+    /// Sequence id of the last frame read (errors during login follow it).
+    pub last_seq: u8,
 }
 
 impl Client {
@@ -24,6 +26,7 @@ impl Client {
             out: Vec::with_capacity(4096),
             peer,
             max_packet,
+            last_seq: 0,
         }
     }
 
@@ -71,11 +74,24 @@ impl Client {
             payload.extend_from_slice(&self.rbuf[HEADER_LEN..HEADER_LEN + h.len]);
             self.rbuf.drain(..HEADER_LEN + h.len);
             first_seq.get_or_insert(h.seq);
+            self.last_seq = h.seq;
             expect_seq = h.seq.wrapping_add(1);
             if h.len < MAX_PAYLOAD {
                 return Ok(first_seq.unwrap_or(0));
             }
         }
+    }
+
+    /// Reads and drops whatever the client sends for up to `d`.
+    pub async fn drain_for(&mut self, d: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + d;
+        let mut sink = [0u8; 16384];
+        while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, self.stream.read(&mut sink)).await {
+            if n == 0 {
+                break;
+            }
+        }
+        self.rbuf.clear();
     }
 
     pub async fn flush(&mut self) -> Result<(), SessionError> {

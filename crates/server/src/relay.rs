@@ -14,6 +14,11 @@ use sextant_protocol::tracker::{Expect, Packet, Tracker};
 use sextant_protocol::ProtoError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// Frames up to this size reach the client only whole, so that if the server
+/// fails mid-response the client stream is at a packet boundary and can be
+/// sent a clean error. Larger frames stream in pieces to bound memory.
+const WHOLE_FRAME_MAX: usize = 256 * 1024;
+
 pub struct RelayOpts {
     pub session_track: bool,
     pub deprecate_eof: bool,
@@ -29,7 +34,18 @@ pub struct RelayResult {
     pub vars_changed: bool,
     /// (server id, columns, params) of a prepared statement.
     pub prepared: Option<(u32, u16, u16)>,
+    /// The server said the connection is ending (killed, shutting down):
+    /// it must not go back to the pool.
+    pub connection_ending: bool,
 }
+
+/// Errors after which the server closes the connection.
+const CONNECTION_ENDING_ERRORS: &[u16] = &[
+    1053, // ER_SERVER_SHUTDOWN
+    1152, // ER_ABORTING_CONNECTION
+    1927, // ER_CONNECTION_KILLED (MariaDB)
+    4031, // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8)
+];
 
 #[derive(Debug)]
 pub enum RelayError {
@@ -92,6 +108,9 @@ pub async fn relay(
                 break;
             }
             let full = h.len == 0 || t.needs_full(h.len, be.rbuf[pos + HEADER_LEN]);
+            if !full && h.len <= WHOLE_FRAME_MAX && avail < HEADER_LEN + h.len {
+                break;
+            }
             if !full {
                 let proto = |e: ProtoError| e.to_string();
                 t.feed(h.len, &be.rbuf[pos + HEADER_LEN..pos + HEADER_LEN + 1])
@@ -138,6 +157,9 @@ pub async fn relay(
                 }
                 Packet::Err => {
                     res.error = true;
+                    if let Ok(e) = sextant_protocol::packets::parse_err(payload) {
+                        res.connection_ending |= CONNECTION_ENDING_ERRORS.contains(&e.code);
+                    }
                     client.out.extend_from_slice(&be.rbuf[start..end]);
                 }
                 Packet::PrepareOk {

@@ -109,7 +109,8 @@ impl Session {
                     timeout.as_millis()
                 ));
                 tracing::info!(peer = %client.peer, "{e}");
-                let _ = client.send_error(1, &e).await;
+                let seq = client.last_seq.wrapping_add(1);
+                let _ = client.send_error(seq, &e).await;
                 return;
             }
         };
@@ -190,6 +191,11 @@ impl Session {
                 Err(e) => Err(e),
             };
             self.payload = payload;
+            if let Err(SessionError::PacketTooLarge { .. }) = &flow {
+                // Read what the client is still sending, so that closing
+                // does not reset the connection before it reads the error.
+                self.client.drain_for(Duration::from_millis(500)).await;
+            }
             match flow {
                 Ok(Flow::Continue) => {}
                 Ok(Flow::Quit) => return,
@@ -367,6 +373,12 @@ impl Session {
         match relay(&mut self.client, &mut a.conn, expect, &opts).await {
             Ok(res) => {
                 self.status = res.status & !status::SESSION_STATE_CHANGED;
+                if res.connection_ending {
+                    tracing::info!(server = %a.server.addr, "the server ended a connection");
+                    self.detach_discard();
+                    self.pins = 0;
+                    return Ok(Some(res));
+                }
                 if a.conn.track.charset_changed && a.conn.refresh_collation().await.is_err() {
                     self.detach_discard();
                     return Ok(Some(res));

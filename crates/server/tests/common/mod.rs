@@ -102,6 +102,16 @@ impl Proxy {
     }
 
     pub fn start_with(extra_proxy: &str, extra: &str, with_replicas: bool) -> Proxy {
+        Self::start_full(extra_proxy, extra, None, with_replicas)
+    }
+
+    /// `primary`: a port to use instead of the lab's primary.
+    pub fn start_full(
+        extra_proxy: &str,
+        extra: &str,
+        primary: Option<u16>,
+        with_replicas: bool,
+    ) -> Proxy {
         let lab = lab();
         let port = free_port();
         let admin_port = free_port();
@@ -140,7 +150,7 @@ primary = "127.0.0.1:{primary}"
 replicas = [{replicas}]
 {extra}
 "#,
-            primary = lab.primary,
+            primary = primary.unwrap_or(lab.primary),
             replicas = replicas.join(", "),
         );
         let logs = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sextant-logs");
