@@ -101,6 +101,7 @@ fn main() {
         );
         return;
     }
+    raise_fd_limit();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -128,6 +129,22 @@ fn main() {
     if let Err(e) = rt.block_on(run(config)) {
         eprintln!("sextant: {e}");
         std::process::exit(1);
+    }
+}
+
+/// Every client and server connection is a file descriptor; the usual soft
+/// limit of 1024 would cap sextant far below its max_connections.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
     }
 }
 

@@ -64,6 +64,9 @@ pub struct Session {
     backend: Option<Attached>,
     hold_until: Option<Instant>,
     hold: Duration,
+    /// Until then, reads may use the held primary connection: they follow a
+    /// write of this session, which replicas may not have yet.
+    primary_reads_until: Option<Instant>,
     pins: u32,
     stmts: HashMap<u32, ClientStmt>,
     next_stmt_id: u32,
@@ -126,7 +129,7 @@ impl Session {
                 let _ = s.client.send_error(login.seq, &e).await;
                 return;
             }
-            s.after_statement();
+            s.release();
         }
         frontend::send_ok(&mut s.client, login.seq);
         if s.client.flush().await.is_err() {
@@ -155,6 +158,7 @@ impl Session {
             backend: None,
             hold_until: None,
             hold,
+            primary_reads_until: None,
             pins: 0,
             stmts: HashMap::new(),
             next_stmt_id: 1,
@@ -287,6 +291,9 @@ impl Session {
         tracing::trace!(to = ?d.target, rule = d.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[1..p.len().min(200)]));
         let res = self.forward(d.target, p, Expect::Query, None).await?;
         let Some(res) = res else { return Ok(()) };
+        if d.target == Target::Primary && !c.read_only {
+            self.primary_reads_until = Some(Instant::now() + self.hold);
+        }
         if c.pins_session() {
             self.pins |= pin::OPAQUE;
         }
@@ -429,9 +436,12 @@ impl Session {
             let fits = self.pinned()
                 || match target {
                     Target::Primary => a.server.role == Role::Primary,
-                    // A held primary connection serves reads too: the
-                    // session then reads its own recent writes.
-                    Target::Replica => true,
+                    // Right after a write, reads stay on the primary
+                    // connection: the session reads its own writes.
+                    Target::Replica => {
+                        a.server.role == Role::Replica
+                            || self.primary_reads_until.is_some_and(|t| Instant::now() < t)
+                    }
                 };
             if fits {
                 self.hold_until = None;
@@ -743,6 +753,9 @@ impl Session {
         write_packet(&mut framed, 0, body);
         self.scratch = framed;
         let sql = st.sql.clone();
+        if !st.read_only {
+            self.primary_reads_until = Some(Instant::now() + self.hold);
+        }
         if let Some(a) = self.backend.as_mut() {
             a.conn.stmt_used(&sql, sent_types);
         }
