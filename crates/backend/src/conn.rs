@@ -5,6 +5,7 @@
 
 use crate::error::BackendError;
 use crate::state::SessionVars;
+use crate::stream::Stream;
 use sextant_protocol::auth;
 use sextant_protocol::codec::{parse_header, write_packet, Reader, HEADER_LEN, MAX_PAYLOAD};
 use sextant_protocol::consts::{cap, com, status, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
@@ -14,7 +15,7 @@ use sextant_protocol::tracker::{Expect, Packet, Tracker};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 /// Client capabilities that change what the server sends, so a server
@@ -65,6 +66,14 @@ pub struct ConnectParams<'a> {
     pub password: &'a str,
     pub flavor: Flavor,
     pub timeout: Duration,
+    pub tls: Option<&'a TlsTarget>,
+}
+
+/// How to reach a server over TLS.
+#[derive(Clone, Debug)]
+pub struct TlsTarget {
+    pub config: Arc<rustls::ClientConfig>,
+    pub name: rustls::pki_types::ServerName<'static>,
 }
 
 /// What session-state reports said besides variable values.
@@ -89,7 +98,7 @@ pub struct ServerStmt {
 }
 
 pub struct BackendConn {
-    pub stream: TcpStream,
+    pub stream: Stream,
     /// Bytes read from the server and not yet consumed.
     pub rbuf: Vec<u8>,
     pub addr: Arc<str>,
@@ -140,7 +149,7 @@ impl BackendConn {
             })?;
         stream.set_nodelay(true).map_err(io_err(p.addr))?;
         let mut c = BackendConn {
-            stream,
+            stream: Stream::Plain(stream),
             rbuf: Vec::with_capacity(16 * 1024),
             addr: p.addr.into(),
             user: p.user.into(),
@@ -177,7 +186,32 @@ impl BackendConn {
             CACHING_SHA2_PASSWORD => CACHING_SHA2_PASSWORD,
             _ => NATIVE_PASSWORD,
         };
-        let caps = (BASE_CAPS | p.flavor.caps) & hs.capabilities;
+        let mut caps = (BASE_CAPS | p.flavor.caps) & hs.capabilities;
+        let mut seq = seq.wrapping_add(1);
+        if let Some(tls) = p.tls {
+            if hs.capabilities & cap::SSL == 0 {
+                return Err(BackendError::Tls {
+                    addr: self.addr.to_string(),
+                    reason: "the server does not offer TLS".into(),
+                });
+            }
+            caps |= cap::SSL;
+            let mut req = Vec::with_capacity(32);
+            req.extend_from_slice(&caps.to_le_bytes());
+            req.extend_from_slice(&(1u32 << 30).to_le_bytes());
+            req.push(p.flavor.charset);
+            req.extend_from_slice(&[0; 23]);
+            self.send(seq, &req).await?;
+            seq = seq.wrapping_add(1);
+            let plain = std::mem::replace(&mut self.stream, Stream::Detached);
+            self.stream = plain
+                .connect_tls(tls.config.clone(), tls.name.clone())
+                .await
+                .map_err(|e| BackendError::Tls {
+                    addr: self.addr.to_string(),
+                    reason: e.to_string(),
+                })?;
+        }
         let resp = HandshakeResponse {
             capabilities: caps,
             max_packet: 1 << 30,
@@ -193,9 +227,9 @@ impl BackendConn {
         };
         let mut payload = Vec::with_capacity(128);
         resp.encode(&mut payload);
-        let mut seq = seq.wrapping_add(1);
         self.send(seq, &payload).await?;
         let mut plugin = plugin.to_string();
+        let mut nonce = hs.nonce;
         loop {
             let (s, pkt) = self.read_packet().await?;
             seq = s.wrapping_add(1);
@@ -226,28 +260,44 @@ impl BackendConn {
                         });
                     }
                     plugin = new_plugin;
-                    let r = scramble(&plugin, p.password.as_bytes(), &data);
+                    nonce = data;
+                    let r = scramble(&plugin, p.password.as_bytes(), &nonce);
                     self.send(seq, &r).await?;
                 }
                 Some(0x01) if plugin == CACHING_SHA2_PASSWORD => match pkt.get(1) {
                     // Fast authentication succeeded; the OK follows.
                     Some(3) => {}
+                    // Full authentication: the server has no cached entry
+                    // for the account and wants the password itself.
                     Some(4) => {
-                        return Err(BackendError::Auth {
-                            addr: self.addr.to_string(),
-                            user: p.user.to_string(),
-                            code: 0,
-                            message: "the server wants caching_sha2_password full authentication, \
-                                      which needs TLS or RSA key exchange to the server (not configured); \
-                                      log in once directly so the server caches the account, or use \
-                                      mysql_native_password for sextant's backend user"
-                                .into(),
-                        })
+                        if self.stream.is_tls() {
+                            let mut pw = p.password.as_bytes().to_vec();
+                            pw.push(0);
+                            self.send(seq, &pw).await?;
+                        } else {
+                            self.send(seq, &[0x02]).await?;
+                            let (s2, key) = self.read_packet().await?;
+                            if key.first() != Some(&0x01) {
+                                return Err(self.server_error("the RSA public key request", &key));
+                            }
+                            let ct = crate::tls::sha2_rsa_encrypt(
+                                &key[1..],
+                                p.password.as_bytes(),
+                                &nonce,
+                            )
+                            .map_err(|reason| BackendError::Tls {
+                                addr: self.addr.to_string(),
+                                reason,
+                            })?;
+                            self.send(s2.wrapping_add(1), &ct).await?;
+                        }
                     }
                     _ => {
                         return Err(BackendError::Protocol {
                             addr: self.addr.to_string(),
-                            source: sextant_protocol::ProtoError::Malformed("caching_sha2 auth data"),
+                            source: sextant_protocol::ProtoError::Malformed(
+                                "caching_sha2 auth data",
+                            ),
                         })
                     }
                 },
@@ -454,7 +504,11 @@ impl BackendConn {
             return false;
         }
         let mut b = [0u8; 64];
-        matches!(self.stream.try_read(&mut b), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+        match self.stream.try_read_plain(&mut b) {
+            Some(Err(e)) => e.kind() == std::io::ErrorKind::WouldBlock,
+            Some(Ok(_)) => false,
+            None => true,
+        }
     }
 
     pub async fn ping(&mut self) -> Result<(), BackendError> {
@@ -536,10 +590,7 @@ impl BackendConn {
     }
 
     pub async fn write_raw(&mut self, bytes: &[u8]) -> Result<(), BackendError> {
-        self.stream
-            .write_all(bytes)
-            .await
-            .map_err(io_err(&self.addr))
+        self.stream.send(bytes).await.map_err(io_err(&self.addr))
     }
 
     async fn exec_internal(&mut self, sql: &str) -> Result<(), BackendError> {

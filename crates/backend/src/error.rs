@@ -38,6 +38,8 @@ pub enum BackendError {
         sql_state: String,
         message: String,
     },
+    #[error("TLS to {addr} failed: {reason}")]
+    Tls { addr: String, reason: String },
     #[error("no connection to {addr} within {ms} ms: the pool is full ({max} connections in use)")]
     PoolTimeout { addr: String, ms: u64, max: usize },
 }

@@ -7,8 +7,13 @@ mod conn;
 mod error;
 mod pool;
 mod state;
+pub mod stream;
+pub mod tls;
 
-pub use conn::{apply_session_state, BackendConn, ConnectParams, Flavor, ServerStmt, TrackFlags};
+pub use conn::{
+    apply_session_state, BackendConn, ConnectParams, Flavor, ServerStmt, TlsTarget, TrackFlags,
+};
 pub use error::BackendError;
 pub use pool::{Group, Pool, PoolSettings, PoolStats, Role, Server};
 pub use state::SessionVars;
+pub use stream::Stream;

@@ -1,7 +1,7 @@
 //! A pool of connections per server. A session borrows a connection for a
 //! statement or a transaction and gives it back; sessions never own one.
 
-use crate::conn::{BackendConn, ConnectParams, Flavor};
+use crate::conn::{BackendConn, ConnectParams, Flavor, TlsTarget};
 use crate::error::BackendError;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -35,6 +35,7 @@ pub struct PoolSettings {
     pub health_check_idle: Duration,
     pub wait: Duration,
     pub max_prepared: usize,
+    pub tls: Option<TlsTarget>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -154,6 +155,7 @@ impl Server {
             password,
             flavor,
             timeout: self.settings.connect_timeout,
+            tls: self.settings.tls.as_ref(),
         };
         match BackendConn::connect(&p).await {
             Ok(mut c) => {

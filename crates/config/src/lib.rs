@@ -64,6 +64,46 @@ pub struct Proxy {
     /// Group used by users that name none; default: the only group.
     #[serde(default)]
     pub default_group: Option<String>,
+    /// PEM certificate chain and private key for TLS to clients; with them
+    /// sextant offers TLS, without them it does not.
+    #[serde(default)]
+    pub tls_cert: Option<String>,
+    #[serde(default)]
+    pub tls_key: Option<String>,
+    /// Refuse clients that did not switch to TLS (needs tls_cert/tls_key).
+    #[serde(default)]
+    pub require_tls: bool,
+    /// The auth plugin sextant's greeting announces to clients.
+    #[serde(default)]
+    pub auth_plugin: AuthPlugin,
+    /// When caching_sha2_password clients must send their password in full
+    /// (over TLS, or RSA-encrypted) instead of the scramble alone: "never"
+    /// (sextant knows the passwords, so the scramble is proof enough),
+    /// "first" (MySQL's behaviour: once per user after start) or "always".
+    #[serde(default)]
+    pub sha2_full_auth: FullAuth,
+    /// PEM RSA private key for caching_sha2_password's key exchange without
+    /// TLS; default: a key generated at start-up when full auth is enabled.
+    #[serde(default)]
+    pub rsa_key: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum AuthPlugin {
+    #[default]
+    #[serde(rename = "mysql_native_password")]
+    NativePassword,
+    #[serde(rename = "caching_sha2_password")]
+    CachingSha2Password,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FullAuth {
+    #[default]
+    Never,
+    First,
+    Always,
 }
 
 impl Default for Proxy {
@@ -76,6 +116,12 @@ impl Default for Proxy {
             handshake_timeout_ms: default_handshake_timeout_ms(),
             server_version: None,
             default_group: None,
+            tls_cert: None,
+            tls_key: None,
+            require_tls: false,
+            auth_plugin: AuthPlugin::default(),
+            sha2_full_auth: FullAuth::default(),
+            rsa_key: None,
         }
     }
 }
@@ -102,6 +148,9 @@ pub struct User {
     pub backend_password: Option<String>,
     #[serde(default)]
     pub default_group: Option<String>,
+    /// This user must connect over TLS.
+    #[serde(default)]
+    pub require_tls: bool,
 }
 
 impl User {
@@ -142,6 +191,14 @@ pub struct Group {
     /// Server-side prepared statements kept per server connection (LRU).
     #[serde(default = "default_max_prepared")]
     pub max_prepared_per_connection: usize,
+    /// Connect to the servers with TLS.
+    #[serde(default)]
+    pub tls: bool,
+    /// PEM CA certificate(s) to verify the servers' certificates with; without
+    /// it the connection is encrypted but the server is not authenticated
+    /// (MySQL's ssl-mode=REQUIRED).
+    #[serde(default)]
+    pub tls_ca: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -388,6 +445,50 @@ impl Config {
                         format!("{} is also the primary", r.addr),
                     ));
                 }
+            }
+        }
+        match (&self.proxy.tls_cert, &self.proxy.tls_key) {
+            (Some(_), None) => {
+                return Err(err(
+                    "proxy",
+                    "tls_cert",
+                    "tls_cert is set but tls_key is not; give both".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(err(
+                    "proxy",
+                    "tls_key",
+                    "tls_key is set but tls_cert is not; give both".into(),
+                ))
+            }
+            _ => {}
+        }
+        let tls = self.proxy.tls_cert.is_some();
+        if self.proxy.require_tls && !tls {
+            return Err(err(
+                "proxy",
+                "require_tls",
+                "require_tls needs tls_cert and tls_key".into(),
+            ));
+        }
+        if let Some(u) = self.users.iter().find(|u| u.require_tls && !tls) {
+            return Err(err(
+                "users",
+                "require_tls",
+                format!(
+                    "user {:?} requires TLS, but [proxy] has no tls_cert/tls_key",
+                    u.name
+                ),
+            ));
+        }
+        for (name, g) in &self.groups {
+            if g.tls_ca.is_some() && !g.tls {
+                return Err(err(
+                    &format!("groups.{name}"),
+                    "tls_ca",
+                    "tls_ca is set but tls is not; add tls = true".into(),
+                ));
             }
         }
         if self.proxy.max_allowed_packet < 1024 {

@@ -36,13 +36,14 @@ async fn session(
     let id = shared
         .next_conn_id
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let login = match frontend::login(client, users, "8.0.0-sextant-admin", id).await {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = client.send_error(2, &e).await;
-            return Err(e);
-        }
-    };
+    let login =
+        match frontend::login(client, users, &shared.admin_auth, "8.0.0-sextant-admin", id).await {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = client.send_error(2, &e).await;
+                return Err(e);
+            }
+        };
     frontend::send_ok(client, login.seq);
     client.flush().await?;
     let deprecate_eof = login.caps & cap::DEPRECATE_EOF != 0;

@@ -2,14 +2,14 @@
 //! buffering) and writing what goes back.
 
 use crate::errors::SessionError;
+use sextant_backend::Stream;
 use sextant_protocol::codec::{parse_header, HEADER_LEN, MAX_PAYLOAD};
 use sextant_protocol::packets::write_err;
 use std::net::SocketAddr;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::AsyncReadExt;
 
 pub struct Client {
-    pub stream: TcpStream,
+    pub stream: Stream,
     pub rbuf: Vec<u8>,
     pub out: Vec<u8>,
     pub peer: SocketAddr,
@@ -19,9 +19,9 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(stream: TcpStream, peer: SocketAddr, max_packet: usize) -> Self {
+    pub fn new(stream: tokio::net::TcpStream, peer: SocketAddr, max_packet: usize) -> Self {
         Client {
-            stream,
+            stream: Stream::Plain(stream),
             rbuf: Vec::with_capacity(4096),
             out: Vec::with_capacity(4096),
             peer,
@@ -82,6 +82,51 @@ impl Client {
         }
     }
 
+    /// Reads one packet with exact reads, consuming nothing beyond it: the
+    /// first login packet may be an SSLRequest followed at once by the TLS
+    /// handshake, which must stay in the socket for the TLS layer.
+    pub async fn read_first_packet(&mut self, payload: &mut Vec<u8>) -> Result<u8, SessionError> {
+        debug_assert!(self.rbuf.is_empty());
+        let mut h = [0u8; HEADER_LEN];
+        let eof = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => SessionError::ClientClosed,
+            _ => SessionError::ClientIo(e),
+        };
+        self.stream.read_exact(&mut h).await.map_err(eof)?;
+        let hdr = parse_header(&h).ok_or(SessionError::ClientClosed)?;
+        if hdr.len >= MAX_PAYLOAD || hdr.len > self.max_packet {
+            return Err(SessionError::Handshake(format!(
+                "login packet of {} bytes",
+                hdr.len
+            )));
+        }
+        payload.clear();
+        payload.resize(hdr.len, 0);
+        self.stream.read_exact(payload).await.map_err(eof)?;
+        self.last_seq = hdr.seq;
+        Ok(hdr.seq)
+    }
+
+    /// Switches to TLS after the client's SSLRequest.
+    pub async fn start_tls(
+        &mut self,
+        config: std::sync::Arc<rustls::ServerConfig>,
+    ) -> Result<(), SessionError> {
+        if !self.rbuf.is_empty() {
+            // Bytes after the SSLRequest before the TLS handshake: a client
+            // that does not wait, or an attack on the upgrade.
+            return Err(SessionError::Handshake(
+                "data sent before the TLS handshake".into(),
+            ));
+        }
+        let plain = std::mem::replace(&mut self.stream, Stream::Detached);
+        self.stream = plain
+            .accept_tls(config)
+            .await
+            .map_err(|e| SessionError::Handshake(format!("TLS handshake failed: {e}")))?;
+        Ok(())
+    }
+
     /// Reads and drops whatever the client sends for up to `d`.
     pub async fn drain_for(&mut self, d: std::time::Duration) {
         let deadline = tokio::time::Instant::now() + d;
@@ -96,7 +141,7 @@ impl Client {
 
     pub async fn flush(&mut self) -> Result<(), SessionError> {
         if !self.out.is_empty() {
-            self.stream.write_all(&self.out).await?;
+            self.stream.send(&self.out).await?;
             self.out.clear();
         }
         Ok(())

@@ -20,6 +20,7 @@ pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
 pub const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
 pub const ER_MALFORMED_PACKET: u16 = 1835;
 pub const CR_SERVER_LOST: u16 = 2013;
+pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
 
 #[derive(Debug, Error)]
 pub enum SessionError {
@@ -39,6 +40,10 @@ pub enum SessionError {
         host: String,
         using_password: bool,
     },
+    #[error(
+        "Connections using insecure transport are prohibited: user '{0}' must connect with TLS"
+    )]
+    InsecureTransport(String),
     #[error("Bad handshake: {0}")]
     Handshake(String),
     #[error("Too many connections (sextant max_connections = {0})")]
@@ -65,6 +70,7 @@ impl SessionError {
             Malformed(_) => (ER_MALFORMED_PACKET, "HY000", msg),
             AccessDenied { .. } => (ER_ACCESS_DENIED_ERROR, "28000", msg),
             Handshake(_) => (ER_HANDSHAKE_ERROR, "08S01", msg),
+            InsecureTransport(_) => (ER_SECURE_TRANSPORT_REQUIRED, "HY000", msg),
             TooManyConnections(_) => (ER_CON_COUNT_ERROR, "08004", msg),
             UnknownCommand(_) => (ER_UNKNOWN_COM_ERROR, "08S01", msg),
             UnknownStatement { .. } => (ER_UNKNOWN_STMT_HANDLER, "HY000", msg),

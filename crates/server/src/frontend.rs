@@ -3,7 +3,10 @@
 
 use crate::client::Client;
 use crate::errors::SessionError;
+use parking_lot::Mutex;
 use rand::Rng;
+use sextant_backend::tls::RsaKeys;
+use sextant_config::FullAuth;
 use sextant_protocol::auth;
 use sextant_protocol::codec::{write_packet, Reader};
 use sextant_protocol::consts::{cap, status, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
@@ -11,6 +14,8 @@ use sextant_protocol::handshake::{
     encode_auth_switch, is_ssl_request, HandshakeResponse, InitialHandshake,
 };
 use sextant_protocol::packets::write_simple_ok;
+use std::collections::HashSet;
+use std::sync::Arc;
 
 /// What sextant offers clients. Not offered: compression, SSL (until TLS is
 /// configured), query attributes and optional metadata (they change packet
@@ -57,9 +62,35 @@ pub struct Login {
     pub seq: u8,
 }
 
-/// Looks up a user's clear password.
+/// Looks up a user's clear password and TLS requirement.
 pub trait Users {
     fn password(&self, user: &str) -> Option<&str>;
+    fn require_tls(&self, user: &str) -> bool;
+}
+
+/// How clients log in: TLS, the announced plugin, caching_sha2 policy.
+pub struct AuthSetup {
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub require_tls: bool,
+    pub plugin: &'static str,
+    pub full_auth: FullAuth,
+    pub rsa: Option<Arc<RsaKeys>>,
+    /// Users that passed caching_sha2 full authentication since start (the
+    /// "first" policy asks for it once per user, as MySQL does).
+    pub sha2_cache: Mutex<HashSet<String>>,
+}
+
+impl AuthSetup {
+    pub fn plain() -> Self {
+        AuthSetup {
+            tls: None,
+            require_tls: false,
+            plugin: NATIVE_PASSWORD,
+            full_auth: FullAuth::Never,
+            rsa: None,
+            sha2_cache: Mutex::new(HashSet::new()),
+        }
+    }
 }
 
 /// Runs the greeting and login; on success the caller sends the final OK
@@ -67,18 +98,23 @@ pub trait Users {
 pub async fn login(
     client: &mut Client,
     users: &impl Users,
+    auth: &AuthSetup,
     server_version: &str,
     connection_id: u32,
 ) -> Result<Login, SessionError> {
     let nonce = new_nonce();
+    let mut caps_offered = SERVER_CAPS;
+    if auth.tls.is_some() {
+        caps_offered |= cap::SSL;
+    }
     let hs = InitialHandshake {
         server_version: server_version.to_string(),
         connection_id,
         nonce: nonce.to_vec(),
-        capabilities: SERVER_CAPS,
+        capabilities: caps_offered,
         charset: DEFAULT_CHARSET,
         status: status::AUTOCOMMIT,
-        auth_plugin: NATIVE_PASSWORD.into(),
+        auth_plugin: auth.plugin.into(),
     };
     let mut p = Vec::with_capacity(128);
     hs.encode(&mut p);
@@ -86,16 +122,23 @@ pub async fn login(
     client.flush().await?;
 
     let mut payload = Vec::new();
-    let seq = client.read_packet(&mut payload).await?;
+    client.read_first_packet(&mut payload).await?;
     if is_ssl_request(&payload) {
-        return Err(SessionError::Handshake(
-            "the client asked for TLS, which is not configured on this sextant listener".into(),
-        ));
+        let Some(cfg) = &auth.tls else {
+            return Err(SessionError::Handshake(
+                "the client asked for TLS, which is not configured on this sextant listener".into(),
+            ));
+        };
+        client.start_tls(cfg.clone()).await?;
+        client.read_packet(&mut payload).await?;
     }
     let resp = HandshakeResponse::parse(&payload).map_err(SessionError::Malformed)?;
-    let caps = resp.capabilities & (SERVER_CAPS | cap::SSL);
-    let mut seq = seq.wrapping_add(1);
-    let plugin = resp.auth_plugin.as_deref().unwrap_or(NATIVE_PASSWORD);
+    let tls = client.stream.is_tls();
+    if !tls && (auth.require_tls || users.require_tls(&resp.user)) {
+        return Err(SessionError::InsecureTransport(resp.user));
+    }
+    let caps = resp.capabilities & caps_offered;
+    let mut seq = client.last_seq.wrapping_add(1);
     let host = client_host(client);
     let denied = |using_password| SessionError::AccessDenied {
         user: resp.user.clone(),
@@ -105,34 +148,29 @@ pub async fn login(
     let Some(password) = users.password(&resp.user) else {
         return Err(denied(!resp.auth_response.is_empty()));
     };
-    let ok = match plugin {
-        NATIVE_PASSWORD => check_native(password, &nonce, &resp.auth_response),
-        CACHING_SHA2_PASSWORD => {
-            let good = if password.is_empty() {
-                resp.auth_response.is_empty()
-            } else {
-                auth::verify_sha2(password.as_bytes(), &nonce, &resp.auth_response)
-            };
-            if good {
-                // "fast authentication succeeded"; the OK follows.
-                write_packet(&mut client.out, seq, &[0x01, 0x03]);
-                seq = seq.wrapping_add(1);
-            }
-            good
-        }
-        _ => {
-            // Any other plugin: ask the client to switch to native.
-            let mut sw = Vec::new();
-            encode_auth_switch(&mut sw, NATIVE_PASSWORD, &nonce);
-            write_packet(&mut client.out, seq, &sw);
-            client.flush().await?;
-            let s = client.read_packet(&mut payload).await?;
-            seq = s.wrapping_add(1);
-            check_native(password, &nonce, &payload)
-        }
+    let mut plugin = resp.auth_plugin.as_deref().unwrap_or(NATIVE_PASSWORD);
+    let mut response = resp.auth_response.clone();
+    if plugin != NATIVE_PASSWORD && plugin != CACHING_SHA2_PASSWORD {
+        // Any other plugin: ask the client to switch to ours.
+        let mut sw = Vec::new();
+        encode_auth_switch(&mut sw, auth.plugin, &nonce);
+        write_packet(&mut client.out, seq, &sw);
+        client.flush().await?;
+        client.read_packet(&mut payload).await?;
+        seq = client.last_seq.wrapping_add(1);
+        plugin = auth.plugin;
+        response = payload.clone();
+    }
+    let ok = if plugin == CACHING_SHA2_PASSWORD {
+        sha2_login(
+            client, auth, &resp.user, password, &nonce, &response, &mut seq,
+        )
+        .await?
+    } else {
+        check_native(password, &nonce, &response)
     };
     if !ok {
-        return Err(denied(!resp.auth_response.is_empty()));
+        return Err(denied(!response.is_empty()));
     }
     Ok(Login {
         user: resp.user,
@@ -142,6 +180,67 @@ pub async fn login(
         nonce,
         seq,
     })
+}
+
+/// caching_sha2_password: the scramble, then (by policy) the password
+/// itself, in clear over TLS or RSA-encrypted with sextant's key.
+async fn sha2_login(
+    client: &mut Client,
+    auth: &AuthSetup,
+    user: &str,
+    password: &str,
+    nonce: &[u8],
+    response: &[u8],
+    seq: &mut u8,
+) -> Result<bool, SessionError> {
+    let fast_ok = if password.is_empty() {
+        response.is_empty()
+    } else {
+        auth::verify_sha2(password.as_bytes(), nonce, response)
+    };
+    if !fast_ok {
+        return Ok(false);
+    }
+    let full = !password.is_empty()
+        && match auth.full_auth {
+            FullAuth::Never => false,
+            FullAuth::Always => true,
+            FullAuth::First => !auth.sha2_cache.lock().contains(user),
+        };
+    if !full {
+        // "fast authentication succeeded"; the OK follows.
+        write_packet(&mut client.out, *seq, &[0x01, 0x03]);
+        *seq = seq.wrapping_add(1);
+        return Ok(true);
+    }
+    // "perform full authentication"
+    write_packet(&mut client.out, *seq, &[0x01, 0x04]);
+    client.flush().await?;
+    let mut p = Vec::new();
+    client.read_packet(&mut p).await?;
+    let given: Vec<u8> = if client.stream.is_tls() {
+        p.strip_suffix(&[0]).unwrap_or(&p).to_vec()
+    } else {
+        let Some(rsa) = &auth.rsa else {
+            return Err(SessionError::Handshake(
+                "caching_sha2_password full authentication without TLS needs an RSA key, and none is configured".into(),
+            ));
+        };
+        if p == [0x02] {
+            let mut key = vec![0x01];
+            key.extend_from_slice(rsa.public_pem.as_bytes());
+            write_packet(&mut client.out, client.last_seq.wrapping_add(1), &key);
+            client.flush().await?;
+            client.read_packet(&mut p).await?;
+        }
+        rsa.decrypt_password(&p, nonce).unwrap_or_default()
+    };
+    *seq = client.last_seq.wrapping_add(1);
+    let ok = auth::ct_eq(&given, password.as_bytes());
+    if ok {
+        auth.sha2_cache.lock().insert(user.to_string());
+    }
+    Ok(ok)
 }
 
 fn check_native(password: &str, nonce: &[u8], response: &[u8]) -> bool {

@@ -148,10 +148,27 @@ fn raise_fd_limit() {
     }
 }
 
-fn build_pool(config: &Config) -> Pool {
+fn build_pool(config: &Config) -> Result<Pool, String> {
     let mut pool = Pool::default();
     for (name, g) in &config.groups {
-        let settings = PoolSettings {
+        let tls = if g.tls {
+            Some(
+                sextant_backend::tls::client_config(g.tls_ca.as_deref())
+                    .map_err(|e| format!("groups.{name}: {e}"))?,
+            )
+        } else {
+            None
+        };
+        let target = |addr: &str| -> Result<Option<sextant_backend::TlsTarget>, String> {
+            match &tls {
+                Some(config) => Ok(Some(sextant_backend::TlsTarget {
+                    config: config.clone(),
+                    name: sextant_backend::tls::server_name(addr)?,
+                })),
+                None => Ok(None),
+            }
+        };
+        let mut settings = PoolSettings {
             max: g.pool_max,
             min: g.pool_min,
             connect_timeout: Duration::from_millis(g.connect_timeout_ms),
@@ -160,7 +177,9 @@ fn build_pool(config: &Config) -> Pool {
             health_check_idle: Duration::from_millis(g.health_check_idle_ms),
             wait: Duration::from_millis(g.pool_wait_ms),
             max_prepared: g.max_prepared_per_connection,
+            tls: None,
         };
+        settings.tls = target(&g.primary.0)?;
         let primary = Arc::new(Server::new(
             &g.primary.0,
             name,
@@ -168,19 +187,17 @@ fn build_pool(config: &Config) -> Pool {
             1,
             settings.clone(),
         ));
-        let replicas = g
-            .replicas
-            .iter()
-            .map(|r| {
-                Arc::new(Server::new(
-                    &r.addr.0,
-                    name,
-                    Role::Replica,
-                    r.weight,
-                    settings.clone(),
-                ))
-            })
-            .collect();
+        let mut replicas = Vec::new();
+        for r in &g.replicas {
+            settings.tls = target(&r.addr.0)?;
+            replicas.push(Arc::new(Server::new(
+                &r.addr.0,
+                name,
+                Role::Replica,
+                r.weight,
+                settings.clone(),
+            )));
+        }
         pool.groups.insert(
             name.clone(),
             Arc::new(Group {
@@ -190,11 +207,49 @@ fn build_pool(config: &Config) -> Pool {
             }),
         );
     }
-    pool
+    Ok(pool)
+}
+
+fn build_auth(config: &Config) -> Result<frontend::AuthSetup, String> {
+    let p = &config.proxy;
+    let tls = match (&p.tls_cert, &p.tls_key) {
+        (Some(cert), Some(key)) => Some(sextant_backend::tls::server_config(cert, key)?),
+        _ => None,
+    };
+    let plugin = match p.auth_plugin {
+        sextant_config::AuthPlugin::NativePassword => sextant_protocol::consts::NATIVE_PASSWORD,
+        sextant_config::AuthPlugin::CachingSha2Password => {
+            sextant_protocol::consts::CACHING_SHA2_PASSWORD
+        }
+    };
+    let rsa = match (&p.rsa_key, p.sha2_full_auth) {
+        (Some(path), _) => {
+            let pem = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read rsa_key {path}: {e}"))?;
+            Some(Arc::new(
+                sextant_backend::tls::RsaKeys::from_pem(&pem)
+                    .map_err(|e| format!("{path}: {e}"))?,
+            ))
+        }
+        (None, sextant_config::FullAuth::Never) => None,
+        (None, _) => {
+            tracing::info!("generating a 2048-bit RSA key for caching_sha2_password (set [proxy] rsa_key to use your own)");
+            Some(Arc::new(sextant_backend::tls::RsaKeys::generate(2048)?))
+        }
+    };
+    Ok(frontend::AuthSetup {
+        tls,
+        require_tls: p.require_tls,
+        plugin,
+        full_auth: p.sha2_full_auth,
+        rsa,
+        sha2_cache: Default::default(),
+    })
 }
 
 async fn run(config: Config) -> Result<(), String> {
-    let pool = build_pool(&config);
+    let pool = build_pool(&config)?;
+    let auth = build_auth(&config)?;
     let mut users = HashMap::new();
     for u in &config.users {
         let gname = config.group_for(u).to_string();
@@ -208,6 +263,7 @@ async fn run(config: Config) -> Result<(), String> {
             Arc::new(UserEntry {
                 name: u.name.clone(),
                 password: u.password.clone(),
+                require_tls: u.require_tls,
                 backend_user: u.backend_user().to_string(),
                 backend_password: u.backend_password().to_string(),
                 group,
@@ -242,6 +298,8 @@ async fn run(config: Config) -> Result<(), String> {
         counters: Default::default(),
         server_version,
         next_conn_id: AtomicU32::new(1),
+        auth,
+        admin_auth: frontend::AuthSetup::plain(),
     });
     if let Some((l, users)) = admin {
         tracing::info!(

@@ -12,7 +12,7 @@ use sextant_protocol::codec::{parse_header, HEADER_LEN};
 use sextant_protocol::packets::{parse_ok, write_ok};
 use sextant_protocol::tracker::{Expect, Packet, Tracker};
 use sextant_protocol::ProtoError;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 
 /// Frames up to this size reach the client only whole, so that if the server
 /// fails mid-response the client stream is at a packet boundary and can be
@@ -182,7 +182,7 @@ pub async fn relay(
                     pos = 0;
                     client
                         .stream
-                        .write_all(&client.out)
+                        .send(&client.out)
                         .await
                         .map_err(RelayError::Client)?;
                     client.out.clear();
@@ -201,7 +201,7 @@ pub async fn relay(
         if !client.out.is_empty() {
             client
                 .stream
-                .write_all(&client.out)
+                .send(&client.out)
                 .await
                 .map_err(RelayError::Client)?;
             client.out.clear();
@@ -258,7 +258,7 @@ async fn send_infile(client: &mut Client, be: &mut BackendConn) -> Result<(), Re
             continue;
         };
         be.stream
-            .write_all(&client.rbuf[..HEADER_LEN])
+            .send(&client.rbuf[..HEADER_LEN])
             .await
             .map_err(server_err)?;
         client.rbuf.drain(..HEADER_LEN);
@@ -269,7 +269,7 @@ async fn send_infile(client: &mut Client, be: &mut BackendConn) -> Result<(), Re
             }
             let n = left.min(client.rbuf.len());
             be.stream
-                .write_all(&client.rbuf[..n])
+                .send(&client.rbuf[..n])
                 .await
                 .map_err(server_err)?;
             client.rbuf.drain(..n);

@@ -41,7 +41,9 @@ mod pin {
 struct ClientStmt {
     sql: Arc<[u8]>,
     params: u16,
-    read_only: bool,
+    /// Where the statement goes when the session is free (hints, locking
+    /// and read-only-ness decided once, at prepare).
+    target: Target,
     /// Parameter types from the last execute that sent them; replayed to a
     /// server connection that has not seen them yet.
     types: Vec<u8>,
@@ -88,7 +90,13 @@ impl Session {
         let timeout = Duration::from_millis(shared.config.proxy.handshake_timeout_ms);
         let login = match tokio::time::timeout(
             timeout,
-            frontend::login(&mut client, &*shared, &shared.server_version, conn_id),
+            frontend::login(
+                &mut client,
+                &*shared,
+                &shared.auth,
+                &shared.server_version,
+                conn_id,
+            ),
         )
         .await
         {
@@ -103,7 +111,10 @@ impl Session {
                     .counters
                     .client_errors
                     .fetch_add(1, Ordering::Relaxed);
-                let _ = client.send_error(2, &e).await;
+                // The error follows the last packet the client sent (after
+                // an SSLRequest or an auth switch that is not 1).
+                let seq = client.last_seq.wrapping_add(1);
+                let _ = client.send_error(seq, &e).await;
                 return;
             }
             Err(_) => {
@@ -173,9 +184,13 @@ impl Session {
         loop {
             if let Some(deadline) = self.hold_until {
                 if self.client.rbuf.is_empty() {
+                    // fill() is cancel-safe (read_buf), for TLS too: bytes
+                    // are either in rbuf or still in the stream.
                     tokio::select! {
-                        r = self.client.stream.readable() => {
-                            if r.is_err() { return; }
+                        r = self.client.fill() => {
+                            if r.is_err() {
+                                return;
+                            }
                         }
                         _ = tokio::time::sleep_until(deadline) => {
                             self.release();
@@ -635,7 +650,7 @@ impl Session {
     async fn prepare(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let sql: Arc<[u8]> = Arc::from(&p[1..]);
         let c = classify(&sql);
-        let read_only = c.read_only && !c.needs_previous_connection() && !c.pins_session();
+        let target = decide(&c, SessionFacts::default()).target;
         let d = decide(&c, self.facts());
         let id = self.next_stmt_id;
         let Some(res) = self.forward(d.target, p, Expect::Prepare, Some(id)).await? else {
@@ -657,7 +672,7 @@ impl Session {
                 ClientStmt {
                     sql,
                     params,
-                    read_only,
+                    target,
                     types: Vec::new(),
                 },
             );
@@ -678,10 +693,10 @@ impl Session {
                 .await?;
             return Ok(None);
         };
-        let target = if st.read_only && !self.pinned() && !self.in_transaction() {
-            Target::Replica
-        } else {
+        let target = if self.pinned() || self.in_transaction() {
             Target::Primary
+        } else {
+            st.target
         };
         let sql = st.sql.clone();
         if let Err(e) = self.attach(target).await {
@@ -753,7 +768,7 @@ impl Session {
         write_packet(&mut framed, 0, body);
         self.scratch = framed;
         let sql = st.sql.clone();
-        if !st.read_only {
+        if st.target == Target::Primary {
             self.primary_reads_until = Some(Instant::now() + self.hold);
         }
         if let Some(a) = self.backend.as_mut() {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 pub struct UserEntry {
     pub name: String,
     pub password: String,
+    pub require_tls: bool,
     pub backend_user: String,
     pub backend_password: String,
     pub group: Arc<Group>,
@@ -23,11 +24,16 @@ pub struct Shared {
     pub counters: Counters,
     pub server_version: String,
     pub next_conn_id: AtomicU32,
+    pub auth: crate::frontend::AuthSetup,
+    pub admin_auth: crate::frontend::AuthSetup,
 }
 
 impl Users for Shared {
     fn password(&self, user: &str) -> Option<&str> {
         self.users.get(user).map(|u| u.password.as_str())
+    }
+    fn require_tls(&self, user: &str) -> bool {
+        self.users.get(user).is_some_and(|u| u.require_tls)
     }
 }
 
@@ -40,5 +46,8 @@ pub struct AdminUsers {
 impl Users for AdminUsers {
     fn password(&self, user: &str) -> Option<&str> {
         (user == self.user).then_some(self.password.as_str())
+    }
+    fn require_tls(&self, _: &str) -> bool {
+        false
     }
 }

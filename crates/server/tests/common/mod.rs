@@ -19,6 +19,10 @@ pub struct Lab {
     pub dir: PathBuf,
     pub primary: u16,
     pub replicas: Vec<u16>,
+    /// CA, certificate and key (for 127.0.0.1) the lab's servers use.
+    pub tls_ca: String,
+    pub tls_cert: String,
+    pub tls_key: String,
 }
 
 static LAB: OnceLock<Lab> = OnceLock::new();
@@ -74,9 +78,26 @@ pub fn lab() -> &'static Lab {
                 .split_whitespace()
                 .map(|p| p.parse().expect("port"))
                 .collect(),
+            tls_ca: get("LAB_TLS_CA"),
+            tls_cert: get("LAB_TLS_CERT"),
+            tls_key: get("LAB_TLS_KEY"),
             dir,
         }
     })
+}
+
+/// What a test adds to the generated sextant config.
+#[derive(Default)]
+pub struct Setup<'a> {
+    /// Keys for [proxy].
+    pub proxy: &'a str,
+    /// More [[users]] entries (or keys for the last built-in user).
+    pub users: &'a str,
+    /// Keys for [groups.main], then any further tables.
+    pub group: &'a str,
+    /// A port to use instead of the lab's primary.
+    pub primary: Option<u16>,
+    pub no_replicas: bool,
 }
 
 pub fn free_port() -> u16 {
@@ -112,6 +133,18 @@ impl Proxy {
         primary: Option<u16>,
         with_replicas: bool,
     ) -> Proxy {
+        Self::setup(Setup {
+            proxy: extra_proxy,
+            group: extra,
+            primary,
+            no_replicas: !with_replicas,
+            ..Default::default()
+        })
+    }
+
+    pub fn setup(s: Setup<'_>) -> Proxy {
+        let (extra_proxy, extra, primary, with_replicas, extra_users) =
+            (s.proxy, s.group, s.primary, !s.no_replicas, s.users);
         let lab = lab();
         let port = free_port();
         let admin_port = free_port();
@@ -144,6 +177,7 @@ name = "other"
 password = "otherpass"
 backend_user = "app"
 backend_password = "apppass"
+{extra_users}
 
 [groups.main]
 primary = "127.0.0.1:{primary}"

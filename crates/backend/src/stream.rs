@@ -1,0 +1,119 @@
+//! A connection that is plain TCP or TLS over TCP, for either side of the
+//! proxy.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+pub enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::TlsStream<TcpStream>>),
+    /// Moved out for an upgrade to TLS; any I/O is an error.
+    Detached,
+}
+
+fn detached() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "connection is being upgraded to TLS",
+    )
+}
+
+impl Stream {
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
+    }
+
+    /// Writes all of `bytes` and flushes (TLS buffers records until then).
+    pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.write_all(bytes).await?;
+        if let Stream::Tls(_) = self {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// A non-blocking read on plain TCP; None for TLS (a TLS record may hold
+    /// no application data, so a read proves nothing without blocking).
+    pub fn try_read_plain(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        match self {
+            Stream::Plain(s) => Some(s.try_read(buf)),
+            Stream::Tls(_) | Stream::Detached => None,
+        }
+    }
+
+    /// Upgrades a plain connection to TLS as its client.
+    pub async fn connect_tls(
+        self,
+        config: Arc<rustls::ClientConfig>,
+        server_name: rustls::pki_types::ServerName<'static>,
+    ) -> io::Result<Stream> {
+        match self {
+            Stream::Plain(tcp) => {
+                let s = tokio_rustls::TlsConnector::from(config)
+                    .connect(server_name, tcp)
+                    .await?;
+                Ok(Stream::Tls(Box::new(tokio_rustls::TlsStream::Client(s))))
+            }
+            Stream::Detached => Err(detached()),
+            tls => Ok(tls),
+        }
+    }
+
+    /// Upgrades a plain connection to TLS as its server.
+    pub async fn accept_tls(self, config: Arc<rustls::ServerConfig>) -> io::Result<Stream> {
+        match self {
+            Stream::Plain(tcp) => {
+                let s = tokio_rustls::TlsAcceptor::from(config).accept(tcp).await?;
+                Ok(Stream::Tls(Box::new(tokio_rustls::TlsStream::Server(s))))
+            }
+            Stream::Detached => Err(detached()),
+            tls => Ok(tls),
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Detached => Poll::Ready(Err(detached())),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Detached => Poll::Ready(Err(detached())),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Detached => Poll::Ready(Err(detached())),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Detached => Poll::Ready(Err(detached())),
+        }
+    }
+}
