@@ -203,7 +203,12 @@ impl<'a> SessionChanges<'a> {
                 StateChange::SystemVariable { name, value }
             }
             track::SCHEMA => StateChange::Schema(d.lenenc_bytes("schema")?),
-            track::STATE_CHANGE => StateChange::StateChanged(d.lenenc_bytes("state")? == b"1"),
+            // Servers send the flag as the bare byte '1' (the documented
+            // nested length-encoded string is accepted too).
+            track::STATE_CHANGE => StateChange::StateChanged(match data {
+                [b] => *b == b'1',
+                _ => d.lenenc_bytes("state")? == b"1",
+            }),
             track::GTIDS => {
                 d.u8("gtid encoding")?;
                 StateChange::Gtids(d.lenenc_bytes("gtids")?)
@@ -344,6 +349,32 @@ mod tests {
         let mut out = Vec::new();
         encode_ok_payload(&mut out, &ok, false);
         assert_eq!(parse_ok(&out, false).unwrap().info, b"Rows matched: 1");
+    }
+
+    #[test]
+    fn state_change_as_mariadb_sends_it() {
+        // SET @a = 1 on MariaDB 10.11: type 2, length 1, '1'.
+        let block = [
+            track::STATE_CHANGE,
+            0x01,
+            b'1',
+            track::SCHEMA,
+            0x04,
+            0x03,
+            b'd',
+            b'b',
+            b'1',
+        ];
+        let changes: Vec<_> = session_changes(&block).collect::<Result<_, _>>().unwrap();
+        assert_eq!(
+            changes,
+            vec![StateChange::StateChanged(true), StateChange::Schema(b"db1")]
+        );
+        let documented = [track::STATE_CHANGE, 0x02, 0x01, b'1'];
+        assert_eq!(
+            session_changes(&documented).next().unwrap().unwrap(),
+            StateChange::StateChanged(true)
+        );
     }
 
     #[test]

@@ -98,13 +98,24 @@ pub struct Setup<'a> {
     /// A port to use instead of the lab's primary.
     pub primary: Option<u16>,
     pub no_replicas: bool,
+    pub attempt: u32,
 }
 
+/// A port that is free now, below the kernel's ephemeral range (32768 and
+/// up), so outgoing connections cannot take it before sextant binds it.
+/// Labs use 20000-29999; proxies 10000-19999.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let seed = (std::process::id() as u16).wrapping_mul(7919) % 10_000;
+    for _ in 0..10_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 10_000 + (seed.wrapping_add(n.wrapping_mul(13)) % 10_000);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 10000-19999")
 }
 
 pub struct Proxy {
@@ -212,7 +223,15 @@ replicas = [{replicas}]
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Ok(Some(st)) = p.child.try_wait() {
-                panic!("sextant exited with {st}: {}", p.logs());
+                let logs = p.logs();
+                if logs.contains("cannot listen") && s.attempt < 3 {
+                    // Another process took the port in between: new ports.
+                    return Self::setup(Setup {
+                        attempt: s.attempt + 1,
+                        ..s
+                    });
+                }
+                panic!("sextant exited with {st}: {logs}");
             }
             assert!(
                 Instant::now() < deadline,
@@ -392,7 +411,19 @@ impl Raw {
     }
 
     pub fn login(port: u16, user: &str, pass: &str, db: Option<&str>) -> Raw {
+        Self::login_with(port, user, pass, db, CAPS, vec![])
+    }
+
+    pub fn login_with(
+        port: u16,
+        user: &str,
+        pass: &str,
+        db: Option<&str>,
+        caps: u32,
+        attrs: Vec<(String, String)>,
+    ) -> Raw {
         let mut r = Raw::connect(port);
+        r.caps = caps;
         let (_, greeting) = r.read().expect("greeting");
         let hs = sextant_protocol::handshake::InitialHandshake::parse(&greeting)
             .expect("greeting parses");
@@ -404,7 +435,7 @@ impl Raw {
             auth_response: sextant_protocol::auth::native_scramble(pass.as_bytes(), &hs.nonce),
             database: db.map(|d| d.into()),
             auth_plugin: Some("mysql_native_password".into()),
-            attrs: vec![],
+            attrs,
         };
         let mut p = Vec::new();
         resp.encode(&mut p);
@@ -443,10 +474,12 @@ impl Raw {
     /// Reads packets until an OK/EOF without MORE_RESULTS or an ERR, for
     /// simple result sets; returns them.
     pub fn read_response(&mut self) -> Vec<Vec<u8>> {
-        let mut t = sextant_protocol::tracker::Tracker::new(
-            sextant_protocol::tracker::Expect::Query,
-            false,
-        );
+        self.read_response_as(sextant_protocol::tracker::Expect::Query)
+    }
+
+    pub fn read_response_as(&mut self, expect: sextant_protocol::tracker::Expect) -> Vec<Vec<u8>> {
+        let deprecate = self.caps & (1 << 24) != 0;
+        let mut t = sextant_protocol::tracker::Tracker::new(expect, deprecate);
         let mut v = Vec::new();
         while !t.is_done() {
             let (_, p) = self.read().expect("response packet");
