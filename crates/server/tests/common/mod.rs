@@ -283,9 +283,18 @@ replicas = [{replicas}]
 
     /// Resident set size of the sextant process, in KiB.
     pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// Peak resident set size of the sextant process, in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
         let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
         s.lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.split_whitespace().next())
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
@@ -487,6 +496,37 @@ impl Raw {
             v.push(p);
         }
         v
+    }
+}
+
+impl Raw {
+    /// Reads a whole text result (no DEPRECATE_EOF) through a large buffer,
+    /// counting rows and bytes without keeping them.
+    pub fn drain_result(&mut self) -> (u64, u64) {
+        let mut rd = std::io::BufReader::with_capacity(1 << 20, self.s.try_clone().expect("clone"));
+        let mut t = sextant_protocol::tracker::Tracker::new(
+            sextant_protocol::tracker::Expect::Query,
+            false,
+        );
+        let (mut packets, mut bytes) = (0u64, 0u64);
+        let mut payload = Vec::new();
+        while !t.is_done() {
+            let mut h = [0u8; 4];
+            rd.read_exact(&mut h).expect("frame header");
+            let len = h[0] as usize | (h[1] as usize) << 8 | (h[2] as usize) << 16;
+            payload.resize(len, 0);
+            rd.read_exact(&mut payload).expect("frame");
+            let kind = t.feed(len, &payload).expect("valid response");
+            assert_ne!(
+                kind,
+                sextant_protocol::tracker::Packet::Err,
+                "{}",
+                String::from_utf8_lossy(&payload)
+            );
+            packets += 1;
+            bytes += len as u64 + 4;
+        }
+        (packets, bytes)
     }
 }
 
