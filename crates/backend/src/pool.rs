@@ -281,6 +281,20 @@ pub struct GroupServers {
     pub name: Arc<str>,
     pub primary: Arc<Server>,
     pub replicas: Vec<Arc<Server>>,
+    /// The replicas' weights, in order (kept here so picking a replica
+    /// allocates nothing).
+    pub replica_weights: Vec<u32>,
+}
+
+impl GroupServers {
+    pub fn new(name: &str, primary: Arc<Server>, replicas: Vec<Arc<Server>>) -> Self {
+        GroupServers {
+            name: name.into(),
+            replica_weights: replicas.iter().map(|r| r.weight).collect(),
+            primary,
+            replicas,
+        }
+    }
 }
 
 /// Every server sextant knows, by group.

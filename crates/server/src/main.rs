@@ -198,14 +198,8 @@ fn build_pool(config: &Config) -> Result<Pool, String> {
                 settings.clone(),
             )));
         }
-        pool.groups.insert(
-            name.clone(),
-            Arc::new(Group {
-                name: name.as_str().into(),
-                primary,
-                replicas,
-            }),
-        );
+        pool.groups
+            .insert(name.clone(), Arc::new(Group::new(name, primary, replicas)));
     }
     Ok(pool)
 }

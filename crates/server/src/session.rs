@@ -468,9 +468,8 @@ impl Session {
         let server = match target {
             Target::Primary => group.primary.clone(),
             Target::Replica => {
-                let weights: Vec<u32> = group.replicas.iter().map(|r| r.weight).collect();
                 match pick_weighted(
-                    &weights,
+                    &group.replica_weights,
                     |i| group.replicas[i].reachable.load(Ordering::Relaxed),
                     &mut self.rr_cursor,
                 ) {
@@ -733,11 +732,12 @@ impl Session {
             sextant_protocol::ProtoError::Truncated("execute flags"),
         ))?;
         // Layout: cmd, id(4), flags(1), iterations(4), null bitmap,
-        // new-params-bound(1), types(2n), values.
+        // new-params-bound(1), types(2n), values. The packet is rebuilt in
+        // the session's scratch buffer with the server's statement id, and
+        // with the parameter types if this server statement never got them.
         let n = st.params as usize;
         let bitmap_end = 10 + n.div_ceil(8);
-        let mut body: &[u8] = p;
-        self.scratch.clear();
+        let mut inject_types = false;
         let mut sent_types = false;
         if n > 0 && p.len() > bitmap_end {
             let bound = p[bitmap_end];
@@ -747,26 +747,38 @@ impl Session {
                     .extend_from_slice(&p[bitmap_end + 1..bitmap_end + 1 + 2 * n]);
                 sent_types = true;
             } else if bound == 0 && !types_sent && st.types.len() == 2 * n {
-                // This server statement never got the types the client
-                // sent to another connection: send them now.
-                let mut q = Vec::with_capacity(p.len() + 2 * n);
+                inject_types = true;
+                sent_types = true;
+            }
+        }
+        let len = p.len() + if inject_types { 2 * n } else { 0 };
+        self.scratch.clear();
+        if len < sextant_protocol::codec::MAX_PAYLOAD {
+            let at = sextant_protocol::codec::begin_packet(&mut self.scratch);
+            if inject_types {
+                self.scratch.extend_from_slice(&p[..bitmap_end]);
+                self.scratch.push(1);
+                self.scratch.extend_from_slice(&st.types);
+                self.scratch.extend_from_slice(&p[bitmap_end + 1..]);
+            } else {
+                self.scratch.extend_from_slice(p);
+            }
+            self.scratch[at + 5..at + 9].copy_from_slice(&server_id.to_le_bytes());
+            sextant_protocol::codec::finish_packet(&mut self.scratch, at, 0);
+        } else {
+            // 16 MiB and more: rare enough to build the payload separately.
+            let mut q = Vec::with_capacity(len);
+            if inject_types {
                 q.extend_from_slice(&p[..bitmap_end]);
                 q.push(1);
                 q.extend_from_slice(&st.types);
                 q.extend_from_slice(&p[bitmap_end + 1..]);
-                self.scratch = q;
-                sent_types = true;
+            } else {
+                q.extend_from_slice(p);
             }
+            q[1..5].copy_from_slice(&server_id.to_le_bytes());
+            write_packet(&mut self.scratch, 0, &q);
         }
-        let mut owned = std::mem::take(&mut self.scratch);
-        if owned.is_empty() {
-            owned.extend_from_slice(body);
-        }
-        owned[1..5].copy_from_slice(&server_id.to_le_bytes());
-        body = &owned;
-        let mut framed = Vec::with_capacity(body.len() + 8);
-        write_packet(&mut framed, 0, body);
-        self.scratch = framed;
         let sql = st.sql.clone();
         if st.target == Target::Primary {
             self.primary_reads_until = Some(Instant::now() + self.hold);
