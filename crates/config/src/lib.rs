@@ -151,6 +151,10 @@ pub struct User {
     /// This user must connect over TLS.
     #[serde(default)]
     pub require_tls: bool,
+    /// Routing keys for this user's sessions (e.g. a reporting user that
+    /// always reads from replicas).
+    #[serde(default)]
+    pub routing: RoutingOverride,
 }
 
 impl User {
@@ -191,6 +195,12 @@ pub struct Group {
     /// Server-side prepared statements kept per server connection (LRU).
     #[serde(default = "default_max_prepared")]
     pub max_prepared_per_connection: usize,
+    /// The primary's weight in read balancing. 0 (the default): the primary
+    /// takes reads only by read_primary_percent or when no replica can;
+    /// N > 0: it takes part in balancing like a replica of weight N, so
+    /// reads scale with every node of the group.
+    #[serde(default)]
+    pub primary_weight: u32,
     /// Connect to the servers with TLS.
     #[serde(default)]
     pub tls: bool,
@@ -246,14 +256,131 @@ pub struct Routing {
     /// (Cetus: 256 ms), so back-to-back statements reuse it.
     #[serde(default = "default_hold_ms")]
     pub hold_ms: u64,
+    /// Send everything to the primary (Cetus: master-preferred).
+    #[serde(default, alias = "master-preferred")]
+    pub primary_preferred: bool,
+    /// Percent of reads that go to the primary, the rest to the replicas
+    /// (Cetus: read-master-percentage). 0: replicas only (the primary only
+    /// when none is available); 100: every read to the primary.
+    #[serde(
+        default,
+        alias = "read-master-percentage",
+        deserialize_with = "percent"
+    )]
+    pub read_primary_percent: u8,
+    /// How a read picks among the servers that may take it.
+    #[serde(default)]
+    pub balance: Balance,
+    /// START TRANSACTION READ ONLY runs on a replica as a whole.
+    #[serde(default = "yes")]
+    pub read_only_transactions_on_replicas: bool,
 }
 
 impl Default for Routing {
     fn default() -> Self {
+        let p = RoutingPolicy::default();
         Routing {
             hold_ms: default_hold_ms(),
+            primary_preferred: p.primary_preferred,
+            read_primary_percent: p.read_primary_percent,
+            balance: p.balance,
+            read_only_transactions_on_replicas: p.read_only_transactions_on_replicas,
         }
     }
+}
+
+impl Routing {
+    pub fn policy(&self) -> RoutingPolicy {
+        RoutingPolicy {
+            primary_preferred: self.primary_preferred,
+            read_primary_percent: self.read_primary_percent,
+            balance: self.balance,
+            read_only_transactions_on_replicas: self.read_only_transactions_on_replicas,
+        }
+    }
+}
+
+/// Where reads go: the [routing] keys, with a user's overrides applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutingPolicy {
+    pub primary_preferred: bool,
+    pub read_primary_percent: u8,
+    pub balance: Balance,
+    pub read_only_transactions_on_replicas: bool,
+}
+
+impl Default for RoutingPolicy {
+    fn default() -> Self {
+        RoutingPolicy {
+            primary_preferred: false,
+            read_primary_percent: 0,
+            balance: Balance::default(),
+            read_only_transactions_on_replicas: true,
+        }
+    }
+}
+
+/// Per-user overrides of [`RoutingPolicy`].
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingOverride {
+    #[serde(default, alias = "master-preferred")]
+    pub primary_preferred: Option<bool>,
+    #[serde(
+        default,
+        alias = "read-master-percentage",
+        deserialize_with = "opt_percent"
+    )]
+    pub read_primary_percent: Option<u8>,
+    #[serde(default)]
+    pub balance: Option<Balance>,
+    #[serde(default)]
+    pub read_only_transactions_on_replicas: Option<bool>,
+}
+
+impl RoutingPolicy {
+    pub fn with(self, o: &RoutingOverride) -> RoutingPolicy {
+        RoutingPolicy {
+            primary_preferred: o.primary_preferred.unwrap_or(self.primary_preferred),
+            read_primary_percent: o.read_primary_percent.unwrap_or(self.read_primary_percent),
+            balance: o.balance.unwrap_or(self.balance),
+            read_only_transactions_on_replicas: o
+                .read_only_transactions_on_replicas
+                .unwrap_or(self.read_only_transactions_on_replicas),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// Turns in order, each server as many turns as its weight.
+    #[default]
+    RoundRobin,
+    /// A random pick in proportion to the weights.
+    Weighted,
+    /// The server with the fewest statements in flight (per unit of weight).
+    LeastOutstanding,
+    /// The server with the lowest moving average of response time.
+    LeastLatency,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<u8, D::Error> {
+    let v = i64::deserialize(d)?;
+    if !(0..=100).contains(&v) {
+        return Err(serde::de::Error::custom(format!(
+            "expected a percentage from 0 to 100, got {v}"
+        )));
+    }
+    Ok(v as u8)
+}
+
+fn opt_percent<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    percent(d).map(Some)
 }
 
 /// A `host:port` address, checked when the file is read.
@@ -483,6 +610,13 @@ impl Config {
             ));
         }
         for (name, g) in &self.groups {
+            if g.primary_weight > 0 && self.routing.read_primary_percent > 0 {
+                return Err(err(
+                    &format!("groups.{name}"),
+                    "primary_weight",
+                    "give the primary a share of reads either by primary_weight or by [routing] read_primary_percent, not both".into(),
+                ));
+            }
             if g.tls_ca.is_some() && !g.tls {
                 return Err(err(
                     &format!("groups.{name}"),
@@ -639,6 +773,31 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
                 assert!(msg.contains(w), "message for {to:?} lacks {w:?}:\n{msg}");
             }
         }
+    }
+
+    #[test]
+    fn routing_keys_and_cetus_aliases() {
+        let t = format!(
+            "{ISSUE_EXAMPLE}\n[routing]\nread-master-percentage = 30\nmaster-preferred = true\nbalance = \"least_latency\"\n"
+        );
+        let c = Config::parse(&t, "x.toml").unwrap();
+        let p = c.routing.policy();
+        assert_eq!(p.read_primary_percent, 30);
+        assert!(p.primary_preferred);
+        assert_eq!(p.balance, Balance::LeastLatency);
+        assert!(p.read_only_transactions_on_replicas);
+        let t = format!("{ISSUE_EXAMPLE}\n[routing]\nread_primary_percent = 101\n");
+        assert!(err_of(&t).contains("0 to 100"));
+        let t = format!("{ISSUE_EXAMPLE}\n[routing]\nbalance = \"random\"\n");
+        assert!(err_of(&t).contains("round_robin"));
+        let t = ISSUE_EXAMPLE.replace(
+            "password = \"apppass\"",
+            "password = \"apppass\"\nrouting = { read_primary_percent = 100 }",
+        );
+        let c = Config::parse(&t, "x.toml").unwrap();
+        let p = c.routing.policy().with(&c.users[0].routing);
+        assert_eq!(p.read_primary_percent, 100);
+        assert!(!p.primary_preferred);
     }
 
     #[test]
