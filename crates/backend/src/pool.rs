@@ -5,7 +5,7 @@ use crate::conn::{BackendConn, ConnectParams, Flavor, TlsTarget};
 use crate::error::BackendError;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -68,6 +68,11 @@ pub struct Server {
     pub last_error: Mutex<Option<String>>,
     /// Version string of the server, once known.
     pub version: Mutex<Option<String>>,
+    /// Statements in flight (for least_outstanding balancing).
+    outstanding: AtomicU32,
+    /// Moving average of statement response time, microseconds (for
+    /// least_latency balancing); 0 until the first sample.
+    latency_us: AtomicU64,
 }
 
 impl Server {
@@ -89,6 +94,39 @@ impl Server {
             reachable: AtomicBool::new(true),
             last_error: Mutex::new(None),
             version: Mutex::new(None),
+            outstanding: AtomicU32::new(0),
+            latency_us: AtomicU64::new(0),
+        }
+    }
+
+    /// Load figures for balancing; None when the server is not usable.
+    pub fn load(&self) -> Option<sextant_routing::Load> {
+        if !self.reachable.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(sextant_routing::Load {
+            outstanding: self.outstanding.load(Ordering::Relaxed),
+            latency_us: self.latency_us.load(Ordering::Relaxed),
+        })
+    }
+
+    pub fn statement_started(&self) {
+        self.outstanding.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `elapsed_us` is None when the statement failed (no latency sample).
+    pub fn statement_finished(&self, elapsed_us: Option<u64>) {
+        self.outstanding.fetch_sub(1, Ordering::Relaxed);
+        if let Some(us) = elapsed_us {
+            // EWMA with alpha 1/8. Concurrent updates may lose a sample,
+            // which a moving average does not mind; no lock is taken.
+            let old = self.latency_us.load(Ordering::Relaxed);
+            let new = if old == 0 {
+                us.max(1)
+            } else {
+                (old * 7 + us) / 8
+            };
+            self.latency_us.store(new.max(1), Ordering::Relaxed);
         }
     }
 
@@ -281,19 +319,48 @@ pub struct GroupServers {
     pub name: Arc<str>,
     pub primary: Arc<Server>,
     pub replicas: Vec<Arc<Server>>,
-    /// The replicas' weights, in order (kept here so picking a replica
-    /// allocates nothing).
-    pub replica_weights: Vec<u32>,
+    /// The servers that take reads: the replicas, and the primary when it
+    /// has a read weight. With their weights, in the same order (kept here
+    /// so picking a server allocates nothing).
+    pub read_servers: Vec<Arc<Server>>,
+    pub read_weights: Vec<u32>,
+    pub primary_weight: u32,
 }
 
 impl GroupServers {
-    pub fn new(name: &str, primary: Arc<Server>, replicas: Vec<Arc<Server>>) -> Self {
+    pub fn new(
+        name: &str,
+        primary: Arc<Server>,
+        replicas: Vec<Arc<Server>>,
+        primary_weight: u32,
+    ) -> Self {
+        let mut read_servers = replicas.clone();
+        if primary_weight > 0 {
+            read_servers.push(primary.clone());
+        }
+        let read_weights = read_servers
+            .iter()
+            .map(|s| {
+                if s.role == Role::Primary {
+                    primary_weight
+                } else {
+                    s.weight
+                }
+            })
+            .collect();
         GroupServers {
             name: name.into(),
-            replica_weights: replicas.iter().map(|r| r.weight).collect(),
             primary,
             replicas,
+            read_servers,
+            read_weights,
+            primary_weight,
         }
+    }
+
+    /// Whether a connection to `s` may serve plain reads.
+    pub fn takes_reads(&self, s: &Server) -> bool {
+        s.role == Role::Replica || self.primary_weight > 0
     }
 }
 

@@ -198,8 +198,10 @@ fn build_pool(config: &Config) -> Result<Pool, String> {
                 settings.clone(),
             )));
         }
-        pool.groups
-            .insert(name.clone(), Arc::new(Group::new(name, primary, replicas)));
+        pool.groups.insert(
+            name.clone(),
+            Arc::new(Group::new(name, primary, replicas, g.primary_weight)),
+        );
     }
     Ok(pool)
 }
@@ -258,6 +260,7 @@ async fn run(config: Config) -> Result<(), String> {
                 name: u.name.clone(),
                 password: u.password.clone(),
                 require_tls: u.require_tls,
+                policy: config.routing.policy().with(&u.routing),
                 backend_user: u.backend_user().to_string(),
                 backend_password: u.backend_password().to_string(),
                 group,

@@ -18,7 +18,7 @@ use sextant_protocol::codec::{write_packet, Reader};
 use sextant_protocol::consts::{cap, com, cursor, status};
 use sextant_protocol::packets::{write_eof, write_ok, write_simple_ok, OkPacket};
 use sextant_protocol::tracker::Expect;
-use sextant_routing::{decide, pick_weighted, SessionFacts, Target};
+use sextant_routing::{decide, pick, Cursor, SessionFacts, Target};
 use sextant_sql::{classify, Flags, Kind};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -72,7 +72,9 @@ pub struct Session {
     pins: u32,
     stmts: HashMap<u32, ClientStmt>,
     next_stmt_id: u32,
-    rr_cursor: u64,
+    cursor: Cursor,
+    /// xorshift state for weighted random picks (per session: no lock).
+    rng: u64,
     payload: Vec<u8>,
     scratch: Vec<u8>,
     /// Status flags for answers sextant makes itself.
@@ -173,7 +175,11 @@ impl Session {
             pins: 0,
             stmts: HashMap::new(),
             next_stmt_id: 1,
-            rr_cursor: rand::random::<u32>() as u64,
+            cursor: Cursor {
+                rr: rand::random::<u32>() as u64,
+                percent_acc: 0,
+            },
+            rng: rand::random::<u64>() | 1,
             payload: Vec::with_capacity(1024),
             scratch: Vec::new(),
             status: status::AUTOCOMMIT,
@@ -302,7 +308,7 @@ impl Session {
 
     async fn query(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let c = classify(&p[1..]);
-        let d = decide(&c, self.facts());
+        let d = decide(&c, self.facts(), &self.user.policy, &mut self.cursor);
         tracing::trace!(to = ?d.target, rule = d.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[1..p.len().min(200)]));
         let res = self.forward(d.target, p, Expect::Query, None).await?;
         let Some(res) = res else { return Ok(()) };
@@ -392,7 +398,15 @@ impl Session {
             deprecate_eof: self.deprecate_eof,
             client_stmt_id,
         };
-        match relay(&mut self.client, &mut a.conn, expect, &opts).await {
+        let started = Instant::now();
+        a.server.statement_started();
+        let relayed = relay(&mut self.client, &mut a.conn, expect, &opts).await;
+        let elapsed_us = relayed
+            .as_ref()
+            .ok()
+            .map(|_| started.elapsed().as_micros() as u64);
+        a.server.statement_finished(elapsed_us);
+        match relayed {
             Ok(res) => {
                 self.status = res.status & !status::SESSION_STATE_CHANGED;
                 if res.connection_ending {
@@ -454,7 +468,7 @@ impl Session {
                     // Right after a write, reads stay on the primary
                     // connection: the session reads its own writes.
                     Target::Replica => {
-                        a.server.role == Role::Replica
+                        self.user.group.takes_reads(&a.server)
                             || self.primary_reads_until.is_some_and(|t| Instant::now() < t)
                     }
                 };
@@ -468,12 +482,17 @@ impl Session {
         let server = match target {
             Target::Primary => group.primary.clone(),
             Target::Replica => {
-                match pick_weighted(
-                    &group.replica_weights,
-                    |i| group.replicas[i].reachable.load(Ordering::Relaxed),
-                    &mut self.rr_cursor,
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 7;
+                self.rng ^= self.rng << 17;
+                match pick(
+                    self.user.policy.balance,
+                    &group.read_weights,
+                    |i| group.read_servers[i].load(),
+                    &mut self.cursor,
+                    self.rng,
                 ) {
-                    Some(i) => group.replicas[i].clone(),
+                    Some(i) => group.read_servers[i].clone(),
                     None => group.primary.clone(),
                 }
             }
@@ -649,8 +668,14 @@ impl Session {
     async fn prepare(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let sql: Arc<[u8]> = Arc::from(&p[1..]);
         let c = classify(&sql);
-        let target = decide(&c, SessionFacts::default()).target;
-        let d = decide(&c, self.facts());
+        let target = decide(
+            &c,
+            SessionFacts::default(),
+            &self.user.policy,
+            &mut Cursor::default(),
+        )
+        .target;
+        let d = decide(&c, self.facts(), &self.user.policy, &mut self.cursor);
         let id = self.next_stmt_id;
         let Some(res) = self.forward(d.target, p, Expect::Prepare, Some(id)).await? else {
             return Ok(());

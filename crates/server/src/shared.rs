@@ -12,6 +12,8 @@ pub struct UserEntry {
     pub name: String,
     pub password: String,
     pub require_tls: bool,
+    /// [routing] with this user's overrides.
+    pub policy: sextant_config::RoutingPolicy,
     pub backend_user: String,
     pub backend_password: String,
     pub group: Arc<Group>,

@@ -75,6 +75,9 @@ impl Flags {
     pub const NEXT_TRX: Flags = Flags(1 << 14);
     /// HANDLER ... OPEN/READ: a cursor on one server connection.
     pub const HANDLER: Flags = Flags(1 << 15);
+    /// Calls a function that is not built in (a stored function, which may
+    /// write).
+    pub const STORED_FUNCTION: Flags = Flags(1 << 16);
 
     #[inline]
     pub fn contains(self, f: Flags) -> bool {
@@ -231,8 +234,19 @@ pub fn classify(sql: &[u8]) -> Classification<'_> {
             }
             TokenKind::Punct => match t.text[0] {
                 b'(' => {
-                    if let Some(p) = p1.filter(|p| p.kind == TokenKind::Word) {
+                    if let Some(p) =
+                        p1.filter(|p| p.kind == TokenKind::Word || p.kind == TokenKind::QuotedIdent)
+                    {
                         function_call(p.text, &mut flags);
+                        // db.f(...) or an unknown name: a stored function.
+                        let qualified = p2.is_some_and(|t| t.is_punct(b'.'));
+                        if seg.kind == Kind::Select
+                            && (qualified
+                                || p.kind == TokenKind::QuotedIdent
+                                || !crate::builtin::is_builtin(p.text))
+                        {
+                            flags.insert(Flags::STORED_FUNCTION);
+                        }
                     }
                     seg.depth += 1;
                 }

@@ -5,6 +5,7 @@
 //!
 //! Nothing here allocates; a classification borrows from the statement text.
 
+mod builtin;
 mod classify;
 mod hints;
 mod lexer;

@@ -60,6 +60,11 @@ fn cases() -> Vec<(&'static str, Kind, bool, Flags)> {
         ("", Kind::Empty, false, NONE),
         ("/* only a comment */", Kind::Empty, false, NONE),
         ("frobnicate", Kind::Other, false, NONE),
+        ("SELECT my_func(1)", Kind::Select, true, Flags::STORED_FUNCTION),
+        ("SELECT shop.price(3)", Kind::Select, true, Flags::STORED_FUNCTION),
+        ("SELECT COUNT(*), MAX(a), IFNULL(b, 0), CAST(c AS CHAR(10)) FROM t WHERE d IN (1) AND EXISTS (SELECT 1)", Kind::Select, true, NONE),
+        ("SELECT a FROM t JOIN u USING (id) WHERE (a, b) = ROW(1, 2)", Kind::Select, true, NONE),
+        ("SELECT ROW_NUMBER() OVER (PARTITION BY a ORDER BY b) FROM t", Kind::Select, true, NONE),
     ]
 }
 
