@@ -2,6 +2,9 @@
 //! server binary speaks the protocol around them.
 
 use sextant_backend::Pool;
+use sextant_config::RoutingPolicy;
+use sextant_routing::{decide, Cursor, Rule, SessionFacts, Target};
+use sextant_sql::classify;
 use std::sync::atomic::Ordering;
 
 pub struct Table {
@@ -24,9 +27,22 @@ pub struct Counters {
     pub client_errors: std::sync::atomic::AtomicU64,
 }
 
-pub const COMMANDS: &str = "SHOW BACKENDS, SHOW STATUS, SELECT 1";
+pub const COMMANDS: &str =
+    "SHOW BACKENDS, SHOW STATUS, EXPLAIN ROUTE [FOR USER name] <statement>, SELECT 1";
 
-pub fn execute(sql: &str, pool: &Pool, counters: &Counters) -> Answer {
+/// What admin commands can see.
+pub struct Context<'a> {
+    pub pool: &'a Pool,
+    pub counters: &'a Counters,
+    /// Each user's routing policy and group.
+    pub users: Vec<(&'a str, RoutingPolicy, &'a str)>,
+}
+
+pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
+    let (pool, counters) = (ctx.pool, ctx.counters);
+    if let Some(rest) = strip_words(sql, &["EXPLAIN", "ROUTE"]) {
+        return explain_route(rest, ctx);
+    }
     let words: Vec<String> = sql
         .split(|c: char| c.is_whitespace() || c == ';')
         .filter(|w| !w.is_empty())
@@ -50,6 +66,106 @@ pub fn execute(sql: &str, pool: &Pool, counters: &Counters) -> Answer {
             "unknown admin command {sql:?}; the admin port understands: {COMMANDS}"
         )),
     }
+}
+
+/// `text` without its leading `words` (case-insensitive, any spacing).
+fn strip_words<'s>(text: &'s str, words: &[&str]) -> Option<&'s str> {
+    let mut rest = text.trim_start();
+    for w in words {
+        let head = rest.get(..w.len())?;
+        if !head.eq_ignore_ascii_case(w) {
+            return None;
+        }
+        rest = &rest[w.len()..];
+        if !rest.starts_with(char::is_whitespace) && !rest.is_empty() {
+            return None;
+        }
+        rest = rest.trim_start();
+    }
+    Some(rest)
+}
+
+/// EXPLAIN ROUTE [FOR USER name] <statement>: where the statement would go
+/// from a fresh session of that user (default: the first configured user),
+/// and by which rule.
+fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
+    let (user, stmt) = match strip_words(rest, &["FOR", "USER"]) {
+        Some(r) => {
+            let r = r.trim_start();
+            let end = r.find(char::is_whitespace).unwrap_or(r.len());
+            let name = r[..end].trim_matches(|c| c == '\'' || c == '"' || c == '`');
+            (Some(name), r[end..].trim())
+        }
+        None => (None, rest.trim()),
+    };
+    let stmt = stmt.trim_end_matches(';').trim();
+    if stmt.is_empty() {
+        return Answer::Error(
+            "EXPLAIN ROUTE needs a statement, e.g. EXPLAIN ROUTE SELECT 1".into(),
+        );
+    }
+    let entry = match user {
+        Some(u) => match ctx.users.iter().find(|(n, _, _)| *n == u) {
+            Some(e) => e,
+            None => return Answer::Error(format!("no user {u:?} in the configuration")),
+        },
+        None => match ctx.users.first() {
+            Some(e) => e,
+            None => return Answer::Error("no users configured".into()),
+        },
+    };
+    let (name, policy, group) = entry;
+    let c = classify(stmt.as_bytes());
+    let d = decide(&c, SessionFacts::default(), policy, &mut Cursor::default());
+    let g = ctx.pool.groups.get(*group);
+    let servers = match (d.target, g) {
+        (Target::Primary, Some(g)) => g.primary.addr.to_string(),
+        (Target::Replica, Some(g)) => {
+            let mut v: Vec<String> = g.read_servers.iter().map(|s| s.addr.to_string()).collect();
+            if v.is_empty() {
+                v.push(format!("{} (no replica configured)", g.primary.addr));
+            } else if g.primary_weight == 0 {
+                v.push(format!("else {}", g.primary.addr));
+            }
+            v.join(", ")
+        }
+        (_, None) => String::new(),
+    };
+    let mut note = String::new();
+    if d.rule == Rule::Read && policy.read_primary_percent > 0 {
+        note = format!(
+            "{}% of such reads go to the primary (read_primary_percent)",
+            policy.read_primary_percent
+        );
+    }
+    let target = match d.target {
+        Target::Primary => "primary",
+        Target::Replica => "replica",
+    };
+    Answer::Table(Table {
+        columns: [
+            "user",
+            "group",
+            "target",
+            "rule",
+            "servers",
+            "statement",
+            "read_only",
+            "note",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: vec![vec![
+            Some(name.to_string()),
+            Some(group.to_string()),
+            Some(target.into()),
+            Some(d.rule.name().into()),
+            Some(servers),
+            Some(format!("{:?}", c.kind)),
+            Some(c.read_only.to_string()),
+            Some(note),
+        ]],
+    })
 }
 
 /// `SELECT @@a, @@b`: what a client library asks on connect.
@@ -162,13 +278,29 @@ mod tests {
     fn unknown_commands_list_the_known_ones() {
         let pool = Pool::default();
         let c = Counters::default();
-        match execute("DROP EVERYTHING", &pool, &c) {
+        let ctx = Context {
+            pool: &pool,
+            counters: &c,
+            users: vec![("app", RoutingPolicy::default(), "main")],
+        };
+        match execute("DROP EVERYTHING", &ctx) {
             Answer::Error(m) => assert!(m.contains("SHOW BACKENDS"), "{m}"),
             _ => panic!("expected an error"),
         }
-        match execute("show backends;", &pool, &c) {
+        match execute("show backends;", &ctx) {
             Answer::Table(t) => assert_eq!(t.columns[0], "group"),
             _ => panic!("expected a table"),
+        }
+        match execute("explain route   SELECT * FROM t FOR UPDATE", &ctx) {
+            Answer::Table(t) => {
+                assert_eq!(t.rows[0][2].as_deref(), Some("primary"));
+                assert_eq!(t.rows[0][3].as_deref(), Some("locking-read"));
+            }
+            _ => panic!("expected a table"),
+        }
+        match execute("EXPLAIN ROUTE FOR USER nobody SELECT 1", &ctx) {
+            Answer::Error(m) => assert!(m.contains("nobody")),
+            _ => panic!("expected an error"),
         }
     }
 }

@@ -593,7 +593,7 @@ impl BackendConn {
         self.stream.send(bytes).await.map_err(io_err(&self.addr))
     }
 
-    async fn exec_internal(&mut self, sql: &str) -> Result<(), BackendError> {
+    pub async fn exec_internal(&mut self, sql: &str) -> Result<(), BackendError> {
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(com::QUERY);
         p.extend_from_slice(sql.as_bytes());

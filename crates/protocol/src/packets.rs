@@ -40,8 +40,16 @@ pub fn parse_ok(payload: &[u8], session_track: bool) -> Result<OkPacket<'_>, Pro
         if status & status::SESSION_STATE_CHANGED != 0 && !r.is_empty() {
             session_state = r.lenenc_bytes("session state")?;
         }
-    } else {
-        info = r.rest();
+    } else if !r.is_empty() {
+        // Documented as string<EOF>, but servers write it length-encoded
+        // (net_send_ok stores it with net_store_data) and clients parse it
+        // so; accept a plain rest-of-packet too.
+        let rest = r.rest();
+        let mut lr = Reader::new(rest);
+        info = match lr.lenenc_bytes("OK info") {
+            Ok(v) if lr.is_empty() => v,
+            _ => rest,
+        };
     }
     Ok(OkPacket {
         header,
@@ -73,8 +81,9 @@ pub fn encode_ok_payload(out: &mut Vec<u8>, ok: &OkPacket<'_>, session_track: bo
         if st & status::SESSION_STATE_CHANGED != 0 {
             write_lenenc_bytes(out, ok.session_state);
         }
-    } else {
-        out.extend_from_slice(ok.info);
+    } else if !ok.info.is_empty() {
+        // Length-encoded, as servers send it (see parse_ok).
+        write_lenenc_bytes(out, ok.info);
     }
 }
 
@@ -340,15 +349,24 @@ mod tests {
     }
 
     #[test]
-    fn ok_info_encodings_differ() {
-        // UPDATE's info string: lenenc under session tracking, EOF-string otherwise.
+    fn ok_info_is_length_encoded_either_way() {
+        // UPDATE's info string, as MariaDB and MySQL send it with and
+        // without CLIENT_SESSION_TRACK: length-encoded.
         let mut p = vec![0x00, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00];
         write_lenenc_bytes(&mut p, b"Rows matched: 1");
         let ok = parse_ok(&p, true).unwrap();
         assert_eq!(ok.info, b"Rows matched: 1");
         let mut out = Vec::new();
         encode_ok_payload(&mut out, &ok, false);
+        assert_eq!(
+            out, p,
+            "re-encoded for a non-tracking client exactly as a server would"
+        );
         assert_eq!(parse_ok(&out, false).unwrap().info, b"Rows matched: 1");
+        // The documented plain form still parses.
+        let mut plain = vec![0x00, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00];
+        plain.extend_from_slice(b"Rows matched: 1");
+        assert_eq!(parse_ok(&plain, false).unwrap().info, b"Rows matched: 1");
     }
 
     #[test]

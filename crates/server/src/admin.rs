@@ -57,7 +57,20 @@ async fn session(
             }
             Some(&com::QUERY) => {
                 let sql = String::from_utf8_lossy(&payload[1..]);
-                match execute(&sql, &shared.pool, &shared.counters) {
+                let ctx = sextant_admin::Context {
+                    pool: &shared.pool,
+                    counters: &shared.counters,
+                    users: shared
+                        .config
+                        .users
+                        .iter()
+                        .filter_map(|u| {
+                            let e = shared.users.get(&u.name)?;
+                            Some((u.name.as_str(), e.policy, &*e.group.name))
+                        })
+                        .collect(),
+                };
+                match execute(&sql, &ctx) {
                     Answer::Table(t) => {
                         let cols: Vec<(&str, u8)> = t
                             .columns

@@ -34,6 +34,8 @@ pub struct RelayResult {
     pub vars_changed: bool,
     /// (server id, columns, params) of a prepared statement.
     pub prepared: Option<(u32, u16, u16)>,
+    /// The last non-zero last_insert_id an OK packet carried.
+    pub last_insert_id: u64,
     /// The server said the connection is ending (killed, shutting down):
     /// it must not go back to the pool.
     pub connection_ending: bool,
@@ -138,6 +140,9 @@ pub async fn relay(
                     let ok = parse_ok(payload, true)
                         .map_err(|e| server_err(e.to_string(), sent_any, 0, next_seq))?;
                     res.status = ok.status;
+                    if ok.last_insert_id != 0 {
+                        res.last_insert_id = ok.last_insert_id;
+                    }
                     if !ok.session_state.is_empty() {
                         res.vars_changed |= sextant_backend::apply_session_state(
                             &mut be.vars,

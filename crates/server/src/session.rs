@@ -36,6 +36,8 @@ mod pin {
     pub const LONG_DATA: u32 = 1 << 3;
     /// SET TRANSACTION applies to the next transaction of this connection.
     pub const NEXT_TRX: u32 = 1 << 4;
+    /// SQL_CALC_FOUND_ROWS: FOUND_ROWS() must run on the same connection.
+    pub const FOUND_ROWS: u32 = 1 << 5;
 }
 
 struct ClientStmt {
@@ -79,6 +81,10 @@ pub struct Session {
     scratch: Vec<u8>,
     /// Status flags for answers sextant makes itself.
     status: u16,
+    /// The last id this session's writes generated, and the server
+    /// connection (address, id) where LAST_INSERT_ID() returns it.
+    last_insert_id: u64,
+    last_insert_conn: Option<(Arc<str>, u32)>,
 }
 
 enum Flow {
@@ -183,6 +189,8 @@ impl Session {
             payload: Vec::with_capacity(1024),
             scratch: Vec::new(),
             status: status::AUTOCOMMIT,
+            last_insert_id: 0,
+            last_insert_conn: None,
         }
     }
 
@@ -309,9 +317,27 @@ impl Session {
     async fn query(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let c = classify(&p[1..]);
         let d = decide(&c, self.facts(), &self.user.policy, &mut self.cursor);
+        if c.flags.contains(Flags::LAST_INSERT_ID) && self.last_insert_id != 0 {
+            if let Err(e) = self.attach(d.target).await {
+                return self.reply_error(e).await;
+            }
+            self.restore_last_insert_id().await;
+        }
         tracing::trace!(to = ?d.target, rule = d.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[1..p.len().min(200)]));
         let res = self.forward(d.target, p, Expect::Query, None).await?;
         let Some(res) = res else { return Ok(()) };
+        if res.last_insert_id != 0 {
+            self.last_insert_id = res.last_insert_id;
+            self.last_insert_conn = self
+                .backend
+                .as_ref()
+                .map(|a| (a.server.addr.clone(), a.conn.connection_id));
+        }
+        if c.flags.contains(Flags::FOUND_ROWS) {
+            self.pins |= pin::FOUND_ROWS;
+        } else {
+            self.pins &= !pin::FOUND_ROWS;
+        }
         if d.target == Target::Primary && !c.read_only {
             self.primary_reads_until = Some(Instant::now() + self.hold);
         }
@@ -333,10 +359,30 @@ impl Session {
         Ok(())
     }
 
+    /// LAST_INSERT_ID() is per server connection: if this statement runs
+    /// on another connection than the write that generated the id, make
+    /// that connection return it too.
+    async fn restore_last_insert_id(&mut self) {
+        let Some(a) = self.backend.as_mut() else {
+            return;
+        };
+        let here = (a.server.addr.clone(), a.conn.connection_id);
+        if self.last_insert_conn.as_ref() == Some(&here) {
+            return;
+        }
+        let sql = format!("DO LAST_INSERT_ID({})", self.last_insert_id);
+        if a.conn.exec_internal(&sql).await.is_ok() {
+            self.last_insert_conn = Some(here);
+        }
+    }
+
     fn facts(&self) -> SessionFacts {
         SessionFacts {
             pinned: self.pinned(),
-            in_transaction: self.in_transaction(),
+            // With autocommit off every statement is part of a transaction
+            // even before the server reports one open: the server's
+            // AUTOCOMMIT status flag says so.
+            in_transaction: self.in_transaction() || self.status & status::AUTOCOMMIT == 0,
         }
     }
 
@@ -615,6 +661,8 @@ impl Session {
         self.release();
         self.pins = 0;
         self.stmts.clear();
+        self.last_insert_id = 0;
+        self.last_insert_conn = None;
         let schema = self.vars.schema.take();
         self.vars = SessionVars {
             schema,
@@ -814,6 +862,13 @@ impl Session {
         let res = self.send_and_relay(Expect::Execute, None).await?;
         self.pins &= !pin::LONG_DATA;
         if let Some(res) = res {
+            if res.last_insert_id != 0 {
+                self.last_insert_id = res.last_insert_id;
+                self.last_insert_conn = self
+                    .backend
+                    .as_ref()
+                    .map(|a| (a.server.addr.clone(), a.conn.connection_id));
+            }
             if flags & cursor::READ_ONLY != 0 && res.status & status::CURSOR_EXISTS != 0 {
                 self.pins |= pin::CURSOR;
             }

@@ -98,6 +98,10 @@ pub struct Setup<'a> {
     /// A port to use instead of the lab's primary.
     pub primary: Option<u16>,
     pub no_replicas: bool,
+    /// Replica ports instead of the lab's (e.g. closed ports).
+    pub replicas_override: Option<Vec<u16>>,
+    /// Weights for the lab's replicas.
+    pub replica_weights: Option<Vec<u32>>,
     pub attempt: u32,
 }
 
@@ -159,10 +163,18 @@ impl Proxy {
         let lab = lab();
         let port = free_port();
         let admin_port = free_port();
+        let ports = s
+            .replicas_override
+            .clone()
+            .unwrap_or_else(|| lab.replicas.clone());
         let replicas: Vec<String> = if with_replicas {
-            lab.replicas
+            ports
                 .iter()
-                .map(|p| format!("\"127.0.0.1:{p}\""))
+                .enumerate()
+                .map(|(i, p)| match &s.replica_weights {
+                    Some(w) => format!("{{ addr = \"127.0.0.1:{p}\", weight = {} }}", w[i]),
+                    None => format!("\"127.0.0.1:{p}\""),
+                })
                 .collect()
         } else {
             vec![]
@@ -228,6 +240,8 @@ replicas = [{replicas}]
                     // Another process took the port in between: new ports.
                     return Self::setup(Setup {
                         attempt: s.attempt + 1,
+                        replicas_override: s.replicas_override.clone(),
+                        replica_weights: s.replica_weights.clone(),
                         ..s
                     });
                 }

@@ -1,0 +1,411 @@
+//! Every routing rule against the real lab, asserted by counting what each
+//! server executed (its Com_* status counters). Those counters are global,
+//! so the tests of this file run one at a time.
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+use std::sync::Mutex;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Persistent direct connections, so that reading the counters does not
+/// itself run SELECTs (a new connection's start-up queries would).
+struct Counters {
+    conns: Vec<mysql::Conn>,
+}
+
+impl Counters {
+    fn new() -> Self {
+        let lab = lab();
+        Counters {
+            conns: std::iter::once(lab.primary)
+                .chain(lab.replicas.iter().copied())
+                .map(direct)
+                .collect(),
+        }
+    }
+    /// [primary, replica 1, replica 2]
+    fn get(&mut self, name: &str) -> Vec<i64> {
+        self.conns
+            .iter_mut()
+            .map(|c| {
+                let r: Option<(String, i64)> = c
+                    .query_first(format!("SHOW GLOBAL STATUS LIKE '{name}'"))
+                    .unwrap();
+                r.unwrap().1
+            })
+            .collect()
+    }
+    /// Runs `f` and returns how many `name` each server counted meanwhile.
+    fn delta(&mut self, name: &str, f: impl FnOnce()) -> Vec<i64> {
+        let before = self.get(name);
+        f();
+        self.get(name)
+            .iter()
+            .zip(before)
+            .map(|(a, b)| a - b)
+            .collect()
+    }
+}
+
+fn reads(c: &mut mysql::Conn, n: usize, sql: &str) {
+    for _ in 0..n {
+        c.query_drop(sql).unwrap();
+    }
+}
+
+fn within(got: i64, want: i64, tolerance: i64, what: &str) {
+    assert!(
+        (got - want).abs() <= tolerance,
+        "{what}: got {got}, want {want} +/- {tolerance}"
+    );
+}
+
+const NO_HOLD: &str = "[routing]\nhold_ms = 0\n";
+
+#[test]
+fn reads_go_to_replicas_round_robin_evenly() {
+    let _g = serial();
+    let p = Proxy::setup(Setup {
+        group: NO_HOLD,
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let mut k = Counters::new();
+    let d = k.delta("Com_select", || reads(&mut c, 10_000, "SELECT 1"));
+    eprintln!("10,000 reads: {d:?}");
+    within(d[0], 0, 10, "primary");
+    within(d[1], 5000, 500, "replica 1");
+    within(d[2], 5000, 500, "replica 2");
+}
+
+#[test]
+fn writes_transactions_and_locking_reads_go_to_the_primary() {
+    let _g = serial();
+    let p = Proxy::setup(Setup {
+        group: NO_HOLD,
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    c.query_drop("CREATE TABLE IF NOT EXISTS r_t (id int primary key auto_increment, v int)")
+        .unwrap();
+    let mut k = Counters::new();
+    let d = k.delta("Com_insert", || {
+        reads(&mut c, 100, "INSERT INTO r_t (v) VALUES (1)")
+    });
+    within(d[0], 100, 0, "inserts on the primary");
+    for begin in ["BEGIN", "START TRANSACTION", "SET autocommit = 0"] {
+        let d = k.delta("Com_select", || {
+            c.query_drop(begin).unwrap();
+            reads(&mut c, 50, "SELECT COUNT(*) FROM r_t");
+            c.query_drop("COMMIT").unwrap();
+            c.query_drop("SET autocommit = 1").unwrap();
+        });
+        within(d[0], 50, 3, begin);
+        within(d[1] + d[2], 0, 3, begin);
+    }
+    // (FOR SHARE is MySQL 8 syntax; its classification is unit-tested.)
+    for lock in ["FOR UPDATE", "LOCK IN SHARE MODE"] {
+        let d = k.delta("Com_select", || {
+            reads(
+                &mut c,
+                50,
+                &format!("SELECT v FROM r_t WHERE id = 1 {lock}"),
+            )
+        });
+        within(d[0], 50, 3, lock);
+    }
+}
+
+#[test]
+fn read_only_transactions_run_on_a_replica() {
+    let _g = serial();
+    let p = Proxy::setup(Setup {
+        group: NO_HOLD,
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let mut k = Counters::new();
+    let d = k.delta("Com_select", || {
+        c.query_drop("START TRANSACTION READ ONLY").unwrap();
+        reads(&mut c, 50, "SELECT 1");
+        c.query_drop("COMMIT").unwrap();
+    });
+    within(d[0], 0, 3, "primary");
+    assert!(
+        d[1] == 0 || d[2] == 0,
+        "one transaction, one replica: {d:?}"
+    );
+    within(d[1] + d[2], 50, 3, "replicas");
+    // Turned off: the primary.
+    let p = Proxy::setup(Setup {
+        group: "[routing]\nhold_ms = 0\nread_only_transactions_on_replicas = false\n",
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let d = k.delta("Com_select", || {
+        c.query_drop("START TRANSACTION READ ONLY").unwrap();
+        reads(&mut c, 50, "SELECT 1");
+        c.query_drop("COMMIT").unwrap();
+    });
+    within(d[0], 50, 3, "primary");
+}
+
+#[test]
+fn primary_preferred_and_read_primary_percent() {
+    let _g = serial();
+    let mut k = Counters::new();
+    // Cetus's own key names work too.
+    let p = Proxy::setup(Setup {
+        group: "[routing]\nhold_ms = 0\nmaster-preferred = true\n",
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let d = k.delta("Com_select", || reads(&mut c, 1000, "SELECT 1"));
+    within(d[0], 1000, 10, "primary_preferred");
+    // hint > primary_preferred
+    let d = k.delta("Com_select", || {
+        reads(&mut c, 200, "/*#mode=READONLY*/ SELECT 1")
+    });
+    within(d[1] + d[2], 200, 5, "READONLY hint under primary_preferred");
+
+    let p = Proxy::setup(Setup {
+        group: "[routing]\nhold_ms = 0\nread-master-percentage = 30\n",
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let d = k.delta("Com_select", || reads(&mut c, 10_000, "SELECT 1"));
+    eprintln!("read_primary_percent = 30: {d:?}");
+    within(d[0], 3000, 300, "30% to the primary");
+    within(d[1], 3500, 350, "replica 1");
+    within(d[2], 3500, 350, "replica 2");
+    // primary_preferred > read_primary_percent
+    let p = Proxy::setup(Setup {
+        group: "[routing]\nhold_ms = 0\nread_primary_percent = 30\nprimary_preferred = true\n",
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let d = k.delta("Com_select", || reads(&mut c, 500, "SELECT 1"));
+    within(d[0], 500, 5, "primary_preferred over read_primary_percent");
+}
+
+#[test]
+fn hints() {
+    let _g = serial();
+    let mut k = Counters::new();
+    let p = Proxy::setup(Setup {
+        group: NO_HOLD,
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let d = k.delta("Com_select", || {
+        reads(&mut c, 200, "/*#mode=READWRITE*/ SELECT 1")
+    });
+    within(d[0], 200, 3, "READWRITE");
+    let d = k.delta("Com_select", || {
+        reads(&mut c, 200, "SELECT /*# mode = \"READONLY\" */ 1")
+    });
+    within(d[1] + d[2], 200, 3, "READONLY");
+    // READONLY with no replica: the primary.
+    let p = Proxy::setup(Setup {
+        group: NO_HOLD,
+        no_replicas: true,
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let d = k.delta("Com_select", || {
+        reads(&mut c, 100, "/*#mode=READONLY*/ SELECT 1")
+    });
+    within(d[0], 100, 3, "READONLY without replicas");
+}
+
+#[test]
+fn no_replica_available_reads_from_the_primary() {
+    let _g = serial();
+    let mut k = Counters::new();
+    let (d1, d2) = (free_port(), free_port());
+    let p = Proxy::setup(Setup {
+        group: "connect_timeout_ms = 300\n[routing]\nhold_ms = 0\n",
+        replicas_override: Some(vec![d1, d2]),
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let d = k.delta("Com_select", || reads(&mut c, 200, "SELECT 1"));
+    within(d[0], 200, 5, "primary serves the reads");
+}
+
+#[test]
+fn weights_primary_weight_and_balance_modes() {
+    let _g = serial();
+    let mut k = Counters::new();
+    for balance in ["round_robin", "weighted"] {
+        let p = Proxy::setup(Setup {
+            group: &format!("[routing]\nhold_ms = 0\nbalance = \"{balance}\"\n"),
+            replica_weights: Some(vec![1, 3]),
+            ..Default::default()
+        });
+        let mut c = p.conn();
+        let d = k.delta("Com_select", || reads(&mut c, 10_000, "SELECT 1"));
+        eprintln!("weights 1:3, {balance}: {d:?}");
+        within(d[1], 2500, 300, &format!("{balance}: weight 1"));
+        within(d[2], 7500, 300, &format!("{balance}: weight 3"));
+    }
+    // The primary takes part in reads with its own weight.
+    let p = Proxy::setup(Setup {
+        group: "primary_weight = 1\n[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let d = k.delta("Com_select", || reads(&mut c, 9000, "SELECT 1"));
+    eprintln!("primary_weight 1: {d:?}");
+    for (i, n) in d.iter().enumerate() {
+        within(*n, 3000, 300, &format!("server {i}"));
+    }
+    // Load-aware modes: concurrent clients, every read answered, both
+    // replicas used.
+    for balance in ["least_outstanding", "least_latency"] {
+        let p = Proxy::setup(Setup {
+            group: &format!("[routing]\nhold_ms = 0\nbalance = \"{balance}\"\n"),
+            ..Default::default()
+        });
+        let d = k.delta("Com_select", || {
+            std::thread::scope(|s| {
+                for _ in 0..4 {
+                    s.spawn(|| reads(&mut p.conn(), 500, "SELECT 1"));
+                }
+            });
+        });
+        eprintln!("{balance}: {d:?}");
+        within(d[1] + d[2], 2000, 40, balance);
+        assert!(
+            d[1] > 100 && d[2] > 100,
+            "{balance} used one replica only: {d:?}"
+        );
+    }
+    let _ = lab;
+}
+
+#[test]
+fn per_user_routing_and_explain_route() {
+    let _g = serial();
+    let mut k = Counters::new();
+    let p = Proxy::setup(Setup {
+        group: NO_HOLD,
+        users: "[[users]]\nname = \"reporting\"\npassword = \"rp\"\nbackend_user = \"app\"\nbackend_password = \"apppass\"\nrouting = { primary_preferred = true }\n",
+        ..Default::default()
+    });
+    let mut rep =
+        mysql::Conn::new(mysql::Opts::from_url(&p.url("reporting", "rp", "sextant_test")).unwrap())
+            .unwrap();
+    let d = k.delta("Com_select", || reads(&mut rep, 300, "SELECT 1"));
+    within(d[0], 300, 5, "reporting user");
+    let mut app = p.conn();
+    let d = k.delta("Com_select", || reads(&mut app, 300, "SELECT 1"));
+    within(d[1] + d[2], 300, 5, "app user");
+
+    let mut a = p.admin();
+    let row: mysql::Row = a
+        .query_first("EXPLAIN ROUTE SELECT * FROM t WHERE id = 1")
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.get::<String, _>("target").unwrap(), "replica");
+    assert_eq!(row.get::<String, _>("rule").unwrap(), "read");
+    let row: mysql::Row = a
+        .query_first("EXPLAIN ROUTE FOR USER reporting SELECT 1")
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.get::<String, _>("rule").unwrap(), "primary-preferred");
+    for (sql, rule) in [
+        ("SELECT * FROM t FOR UPDATE", "locking-read"),
+        ("/*#mode=READWRITE*/ SELECT 1", "hint"),
+        ("INSERT INTO t VALUES (1)", "write"),
+        ("SELECT LAST_INSERT_ID()", "previous-statement"),
+        ("SELECT my_function()", "stored-function"),
+        ("START TRANSACTION READ ONLY", "read-only-transaction"),
+    ] {
+        let row: mysql::Row = a
+            .query_first(format!("EXPLAIN ROUTE {sql}"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.get::<String, _>("rule").unwrap(), rule, "{sql}");
+    }
+}
+
+#[test]
+fn session_bound_statements_give_correct_results() {
+    let _g = serial();
+    let p = Proxy::setup(Setup {
+        group: "[routing]\nhold_ms = 50\n",
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let mut churn = p.conn();
+    let pause = |churn: &mut mysql::Conn| {
+        // Longer than the hold window, with other traffic meanwhile.
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        reads(churn, 5, "/*#mode=READWRITE*/ SELECT 1");
+    };
+    c.query_drop("CREATE TABLE IF NOT EXISTS sb_t (id int primary key auto_increment, v int)")
+        .unwrap();
+    // LAST_INSERT_ID() and @@identity after the window has passed.
+    c.query_drop("INSERT INTO sb_t (v) VALUES (1)").unwrap();
+    let want = c.last_insert_id();
+    pause(&mut churn);
+    churn.query_drop("INSERT INTO sb_t (v) VALUES (2)").unwrap();
+    let got: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").unwrap();
+    assert_eq!(got, Some(want), "LAST_INSERT_ID()");
+    pause(&mut churn);
+    let got: Option<u64> = c.query_first("SELECT @@identity").unwrap();
+    assert_eq!(got, Some(want), "@@identity");
+    // FOUND_ROWS() after SQL_CALC_FOUND_ROWS, however late.
+    let _: Vec<i64> = c
+        .query("SELECT SQL_CALC_FOUND_ROWS id FROM sb_t LIMIT 1")
+        .unwrap();
+    pause(&mut churn);
+    let total: Option<i64> = c.query_first("SELECT FOUND_ROWS()").unwrap();
+    let real: Option<i64> = c
+        .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM sb_t")
+        .unwrap();
+    assert_eq!(total, real, "FOUND_ROWS()");
+    // SELECT ... INTO a user variable, read later.
+    c.query_drop("SELECT MAX(id) INTO @m FROM sb_t").unwrap();
+    pause(&mut churn);
+    let m: Option<i64> = c.query_first("SELECT @m").unwrap();
+    assert_eq!(
+        m,
+        real.map(|r| r.max(0)).and_then(|_| c
+            .query_first("/*#mode=READWRITE*/ SELECT MAX(id) FROM sb_t")
+            .unwrap())
+    );
+    // A stored function that writes runs on the primary (a replica would
+    // diverge, since the lab user may write there).
+    let mut k = Counters::new();
+    c.query_drop("DROP FUNCTION IF EXISTS sb_bump").unwrap();
+    c.query_drop(
+        "CREATE FUNCTION sb_bump() RETURNS INT MODIFIES SQL DATA BEGIN INSERT INTO sb_t (v) VALUES (99); RETURN 1; END",
+    )
+    .unwrap();
+    let d = k.delta("Com_select", || {
+        let one: Option<i64> = c.query_first("SELECT sb_bump()").unwrap();
+        assert_eq!(one, Some(1));
+    });
+    within(d[0], 1, 0, "stored function on the primary");
+    // Sequences.
+    c.query_drop("CREATE SEQUENCE IF NOT EXISTS sb_seq")
+        .unwrap();
+    let a: Option<i64> = c.query_first("SELECT NEXTVAL(sb_seq)").unwrap();
+    pause(&mut churn);
+    let b: Option<i64> = c.query_first("SELECT NEXT VALUE FOR sb_seq").unwrap();
+    assert_eq!(b.unwrap(), a.unwrap() + 1);
+    // ROW_COUNT() right after a write.
+    c.query_drop("UPDATE sb_t SET v = v + 1 WHERE v = 99")
+        .unwrap();
+    let rc: Option<i64> = c.query_first("SELECT ROW_COUNT()").unwrap();
+    assert_eq!(rc, Some(1));
+    // Temporary tables and named locks: tested in sessions.rs.
+}
