@@ -70,6 +70,7 @@ pub struct Server {
     pub version: Mutex<Option<String>>,
     /// Statements in flight (for least_outstanding balancing).
     outstanding: AtomicU32,
+    probing: AtomicBool,
     /// Moving average of statement response time, microseconds (for
     /// least_latency balancing); 0 until the first sample.
     latency_us: AtomicU64,
@@ -95,8 +96,44 @@ impl Server {
             last_error: Mutex::new(None),
             version: Mutex::new(None),
             outstanding: AtomicU32::new(0),
+            probing: AtomicBool::new(false),
             latency_us: AtomicU64::new(0),
         }
+    }
+
+    /// Takes the server out of read balancing after a failure; the
+    /// maintenance loop's probe() brings it back.
+    pub fn mark_unreachable(&self, why: &str) {
+        if self.reachable.swap(false, Ordering::Relaxed) {
+            tracing::warn!(server = %self.addr, "marking server unreachable: {why}");
+        }
+        *self.last_error.lock() = Some(why.to_string());
+        // Idle connections to it are likely dead too.
+        let dead: Vec<BackendConn> = std::mem::take(&mut *self.idle.lock());
+        for c in dead {
+            self.discard(c);
+        }
+    }
+
+    /// For an unreachable server: can a TCP connection be made again? (A
+    /// stand-in for the topology monitor: it only brings servers back.)
+    pub async fn probe(&self) {
+        if self.reachable.load(Ordering::Relaxed) || self.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let ok = matches!(
+            tokio::time::timeout(
+                self.settings.connect_timeout,
+                tokio::net::TcpStream::connect(&*self.addr)
+            )
+            .await,
+            Ok(Ok(_))
+        );
+        if ok {
+            tracing::info!(server = %self.addr, "server reachable again");
+            self.reachable.store(true, Ordering::Relaxed);
+        }
+        self.probing.store(false, Ordering::Release);
     }
 
     /// Load figures for balancing; None when the server is not usable.

@@ -313,6 +313,10 @@ async fn run(config: Config) -> Result<(), String> {
                 tick.tick().await;
                 for s in shared.pool.servers() {
                     s.reap();
+                    if !s.reachable.load(Ordering::Relaxed) {
+                        let s = s.clone();
+                        tokio::spawn(async move { s.probe().await });
+                    }
                 }
             }
         });

@@ -85,6 +85,12 @@ pub struct Session {
     /// connection (address, id) where LAST_INSERT_ID() returns it.
     last_insert_id: u64,
     last_insert_conn: Option<(Arc<str>, u32)>,
+    /// Set while a statement may be retried elsewhere: a plain read that
+    /// fails before any byte of its answer reached the client is not
+    /// reported but retried (a read never fails while the primary is up).
+    retry_armed: bool,
+    /// Set by a failure that was not reported because retry_armed was set.
+    retry_needed: bool,
 }
 
 enum Flow {
@@ -191,6 +197,8 @@ impl Session {
             status: status::AUTOCOMMIT,
             last_insert_id: 0,
             last_insert_conn: None,
+            retry_armed: false,
+            retry_needed: false,
         }
     }
 
@@ -324,7 +332,22 @@ impl Session {
             self.restore_last_insert_id().await;
         }
         tracing::trace!(to = ?d.target, rule = d.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[1..p.len().min(200)]));
-        let res = self.forward(d.target, p, Expect::Query, None).await?;
+        let facts = self.facts();
+        let retryable = d.target == Target::Replica && !facts.pinned && !facts.in_transaction;
+        let mut res = None;
+        for attempt in 0..3 {
+            self.retry_armed = retryable && attempt < 2;
+            self.retry_needed = false;
+            res = self.forward(d.target, p, Expect::Query, None).await?;
+            self.retry_armed = false;
+            if !self.retry_needed {
+                break;
+            }
+            tracing::info!(
+                attempt,
+                "read failed before any result reached the client; retrying on another server"
+            );
+        }
         let Some(res) = res else { return Ok(()) };
         if res.last_insert_id != 0 {
             self.last_insert_id = res.last_insert_id;
@@ -431,7 +454,12 @@ impl Session {
         };
         if let Err(e) = a.conn.write_raw(&self.scratch).await {
             let addr = a.server.addr.to_string();
+            a.server.mark_unreachable(&e.to_string());
             self.detach_discard();
+            if self.retry_armed {
+                self.retry_needed = true;
+                return Ok(None);
+            }
             self.reply_error(SessionError::BackendLost {
                 addr,
                 reason: e.to_string(),
@@ -489,10 +517,17 @@ impl Session {
             }) => {
                 let addr = a.server.addr.to_string();
                 tracing::warn!(server = %addr, "server connection failed during a statement: {reason}");
+                if !started {
+                    a.server.mark_unreachable(&reason);
+                }
                 // The connection's state is unknown: it is closed, and the
                 // session's server-side state (transaction, pins) is gone.
                 self.detach_discard();
                 self.pins = 0;
+                if !started && self.retry_armed {
+                    self.retry_needed = true;
+                    return Ok(None);
+                }
                 let e = SessionError::BackendLost { addr, reason };
                 if mid_packet {
                     return Err(e);

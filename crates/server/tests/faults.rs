@@ -217,3 +217,42 @@ fn full_pool_makes_statements_wait_then_fail() {
     r.query("INSERT INTO sextant_test.pool_t VALUES (2) ON DUPLICATE KEY UPDATE id = id");
     assert_eq!(r.read_response()[0][0], 0);
 }
+
+#[test]
+fn reads_survive_a_replica_dying_mid_session() {
+    let lab = lab();
+    let fwd = Forwarder::start(lab.replicas[0]);
+    let p = Proxy::setup(Setup {
+        group: "connect_timeout_ms = 300\n[routing]\nhold_ms = 0\n",
+        replicas_override: Some(vec![fwd.port, lab.replicas[1]]),
+        ..Default::default()
+    });
+    // Several clients keep connections to both replicas pooled.
+    let mut clients: Vec<_> = (0..4).map(|_| p.conn()).collect();
+    for i in 0..200 {
+        let c = &mut clients[i % 4];
+        let v: Option<i64> = c.query_first(format!("SELECT {i}")).unwrap();
+        assert_eq!(v, Some(i as i64));
+    }
+    // The replica dies: pooled connections to it fail at the next
+    // statement, new ones are refused. No read may fail.
+    fwd.cut();
+    for i in 0..400 {
+        let c = &mut clients[i % 4];
+        let v: Option<i64> = c
+            .query_first(format!("SELECT {i}"))
+            .unwrap_or_else(|e| panic!("read {i} failed after the replica died: {e}"));
+        assert_eq!(v, Some(i as i64));
+    }
+    let mut a = p.admin();
+    let rows: Vec<mysql::Row> = a.query("SHOW BACKENDS").unwrap();
+    let dead = rows
+        .iter()
+        .find(|r| {
+            r.get::<String, _>("address")
+                .unwrap()
+                .ends_with(&format!(":{}", fwd.port))
+        })
+        .unwrap();
+    assert_eq!(dead.get::<String, _>("state").unwrap(), "down");
+}

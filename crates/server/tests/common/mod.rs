@@ -555,3 +555,66 @@ pub fn err_of(p: &[u8]) -> (u16, String) {
     let e = sextant_protocol::packets::parse_err(p).expect("err packet");
     (e.code, String::from_utf8_lossy(e.message).into_owned())
 }
+
+/// A TCP forwarder in front of a lab server that a test can cut, to stand
+/// for that server dying: after cut(), every open connection is closed as
+/// soon as the next request arrives (before any answer), and new
+/// connections are refused.
+pub struct Forwarder {
+    pub port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Forwarder {
+    pub fn start(target: u16) -> Forwarder {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let port = free_port();
+        let listener = TcpListener::bind(("127.0.0.1", port)).expect("forwarder bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let cut = Arc::new(AtomicBool::new(false));
+        let flag = cut.clone();
+        std::thread::spawn(move || loop {
+            if flag.load(Ordering::Relaxed) {
+                return; // drops the listener: new connections are refused
+            }
+            match listener.accept() {
+                Ok((client, _)) => {
+                    client.set_nonblocking(false).ok();
+                    let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                        continue;
+                    };
+                    let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                    let f = flag.clone();
+                    // client -> server: stops at the first request after the cut.
+                    std::thread::spawn(move || {
+                        let (mut from, mut to) = (client, server);
+                        let mut buf = [0u8; 65536];
+                        while let Ok(n) = from.read(&mut buf) {
+                            if n == 0 || f.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                    std::thread::spawn(move || {
+                        let (mut from, mut to) = (s2, c2);
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        });
+        Forwarder { port, cut }
+    }
+
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
