@@ -181,6 +181,11 @@ pub fn pick(
                 }
             })
         }
+        Balance::LeastLatency if cur.rr % 8 == 7 => {
+            // One pick in eight explores in turn, so a server that was slow
+            // once gets new samples instead of being shunned for good.
+            pick_weighted(weights, |i| load(i).is_some(), &mut cur.rr)
+        }
         Balance::LeastOutstanding | Balance::LeastLatency => {
             // Scan from a rotating start so ties spread out.
             let start = (cur.rr % n as u64) as usize;
@@ -193,7 +198,9 @@ pub fn pick(
                 // Cost per unit of weight, compared without division.
                 let cost = match balance {
                     Balance::LeastOutstanding => (l.outstanding as u128 + 1) * 1_000_000 / w,
-                    _ => l.latency_us as u128 * 1_000 / w,
+                    // Latency scaled by the queue it would join, so that
+                    // concurrent reads do not all pile onto the fastest.
+                    _ => l.latency_us as u128 * (l.outstanding as u128 + 1) * 1_000 / w,
                 };
                 if best.is_none_or(|(_, c)| cost < c) {
                     best = Some((i, cost));
