@@ -43,6 +43,28 @@ pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
     if let Some(rest) = strip_words(sql, &["EXPLAIN", "ROUTE"]) {
         return explain_route(rest, ctx);
     }
+    for (words, on) in [
+        (["SET", "MAINTENANCE", "ON"], true),
+        (["SET", "MAINTENANCE", "OFF"], false),
+    ] {
+        if let Some(rest) = strip_words(sql, &words) {
+            let addr = rest
+                .trim()
+                .trim_end_matches(';')
+                .trim()
+                .trim_matches(|c| c == '\'' || c == '"');
+            let mut found = false;
+            for s in pool.servers().filter(|s| &*s.addr == addr) {
+                s.maintenance.store(on, Ordering::Relaxed);
+                found = true;
+            }
+            return if found {
+                Answer::Ok
+            } else {
+                Answer::Error(format!("no server {addr:?}; SHOW BACKENDS lists them"))
+            };
+        }
+    }
     let words: Vec<String> = sql
         .split(|c: char| c.is_whitespace() || c == ';')
         .filter(|w| !w.is_empty())
@@ -210,7 +232,9 @@ fn backends(pool: &Pool) -> Table {
             Some(s.addr.to_string()),
             Some(s.weight.to_string()),
             Some(
-                if s.reachable.load(Ordering::Relaxed) {
+                if s.maintenance.load(Ordering::Relaxed) {
+                    "maintenance"
+                } else if s.reachable.load(Ordering::Relaxed) {
                     "up"
                 } else {
                     "down"

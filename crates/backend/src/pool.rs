@@ -71,6 +71,8 @@ pub struct Server {
     /// Statements in flight (for least_outstanding balancing).
     outstanding: AtomicU32,
     probing: AtomicBool,
+    /// Set by an operator: no new reads are balanced to this server.
+    pub maintenance: AtomicBool,
     /// Moving average of statement response time, microseconds (for
     /// least_latency balancing); 0 until the first sample.
     latency_us: AtomicU64,
@@ -97,6 +99,7 @@ impl Server {
             version: Mutex::new(None),
             outstanding: AtomicU32::new(0),
             probing: AtomicBool::new(false),
+            maintenance: AtomicBool::new(false),
             latency_us: AtomicU64::new(0),
         }
     }
@@ -138,7 +141,7 @@ impl Server {
 
     /// Load figures for balancing; None when the server is not usable.
     pub fn load(&self) -> Option<sextant_routing::Load> {
-        if !self.reachable.load(Ordering::Relaxed) {
+        if !self.reachable.load(Ordering::Relaxed) || self.maintenance.load(Ordering::Relaxed) {
             return None;
         }
         Some(sextant_routing::Load {
@@ -397,7 +400,7 @@ impl GroupServers {
 
     /// Whether a connection to `s` may serve plain reads.
     pub fn takes_reads(&self, s: &Server) -> bool {
-        s.role == Role::Replica || self.primary_weight > 0
+        (s.role == Role::Replica || self.primary_weight > 0) && s.load().is_some()
     }
 }
 

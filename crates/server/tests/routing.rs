@@ -240,6 +240,42 @@ fn no_replica_available_reads_from_the_primary() {
 }
 
 #[test]
+fn replicas_in_maintenance_leave_rotation() {
+    let _g = serial();
+    let mut k = Counters::new();
+    let lab = lab();
+    let p = Proxy::setup(Setup {
+        group: NO_HOLD,
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    let mut a = p.admin();
+    a.query_drop(format!("SET MAINTENANCE ON 127.0.0.1:{}", lab.replicas[0]))
+        .unwrap();
+    let d = k.delta("Com_select", || reads(&mut c, 300, "SELECT 1"));
+    within(d[1], 0, 2, "replica in maintenance");
+    within(d[2], 300, 5, "the other replica");
+    a.query_drop(format!("SET MAINTENANCE ON 127.0.0.1:{}", lab.replicas[1]))
+        .unwrap();
+    let d = k.delta("Com_select", || reads(&mut c, 300, "SELECT 1"));
+    within(d[0], 300, 5, "all replicas in maintenance: the primary");
+    let rows: Vec<mysql::Row> = a.query("SHOW BACKENDS").unwrap();
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.get::<String, _>("state").unwrap() == "maintenance")
+            .count(),
+        2
+    );
+    for r in &lab.replicas {
+        a.query_drop(format!("SET MAINTENANCE OFF 127.0.0.1:{r}"))
+            .unwrap();
+    }
+    let d = k.delta("Com_select", || reads(&mut c, 300, "SELECT 1"));
+    within(d[1], 150, 15, "back in rotation");
+    assert!(format!("{:?}", a.query_drop("SET MAINTENANCE ON 10.0.0.1:1")).contains("no server"));
+}
+
+#[test]
 fn weights_primary_weight_and_balance_modes() {
     let _g = serial();
     let mut k = Counters::new();
