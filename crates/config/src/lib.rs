@@ -23,6 +23,9 @@ pub enum ConfigError {
         key: String,
         message: String,
     },
+    /// Several problems, one per line.
+    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+    Several(Vec<ConfigError>),
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -477,6 +480,18 @@ impl Config {
     }
 
     fn validate(&self, text: &str, path: &str) -> Result<(), ConfigError> {
+        let mut errors = Vec::new();
+        self.check(text, path, &mut errors);
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(ConfigError::Several(errors)),
+        }
+    }
+
+    /// Every problem, not just the first: a user fixing a config should
+    /// see all of them at once.
+    fn check(&self, text: &str, path: &str, errors: &mut Vec<ConfigError>) {
         let err = |table: &str, key: &str, message: String| ConfigError::Invalid {
             path: path.to_string(),
             line: locate(text, table, key),
@@ -488,14 +503,14 @@ impl Config {
             message,
         };
         if self.groups.is_empty() {
-            return Err(err(
+            errors.push(err(
                 "",
                 "groups",
                 "no server group is defined; add e.g. [groups.main] with primary = \"127.0.0.1:3306\"".into(),
             ));
         }
         if self.users.is_empty() {
-            return Err(err(
+            errors.push(err(
                 "",
                 "users",
                 "no user is defined; add a [[users]] entry with name and password".into(),
@@ -504,10 +519,10 @@ impl Config {
         let mut seen = std::collections::BTreeSet::new();
         for u in &self.users {
             if u.name.is_empty() {
-                return Err(err("users", "name", "a user name must not be empty".into()));
+                errors.push(err("users", "name", "a user name must not be empty".into()));
             }
             if !seen.insert(&u.name) {
-                return Err(err(
+                errors.push(err(
                     "users",
                     "name",
                     format!("user {:?} is defined twice", u.name),
@@ -515,7 +530,7 @@ impl Config {
             }
             if let Some(g) = &u.default_group {
                 if !self.groups.contains_key(g) {
-                    return Err(err(
+                    errors.push(err(
                         "users",
                         "default_group",
                         format!("user {:?} names group {g:?}, which is not defined", u.name),
@@ -525,14 +540,14 @@ impl Config {
         }
         if let Some(g) = &self.proxy.default_group {
             if !self.groups.contains_key(g) {
-                return Err(err(
+                errors.push(err(
                     "proxy",
                     "default_group",
                     format!("group {g:?} is not defined"),
                 ));
             }
         } else if self.groups.len() > 1 {
-            return Err(err(
+            errors.push(err(
                 "proxy",
                 "default_group",
                 "several groups are defined, so [proxy] default_group must say which one users get"
@@ -542,21 +557,21 @@ impl Config {
         for (name, g) in &self.groups {
             let t = format!("groups.{name}");
             if g.pool_max == 0 {
-                return Err(err(&t, "pool_max", "must be at least 1".into()));
+                errors.push(err(&t, "pool_max", "must be at least 1".into()));
             }
             if g.pool_min > g.pool_max {
-                return Err(err(
+                errors.push(err(
                     &t,
                     "pool_min",
                     format!("{} is more than pool_max ({})", g.pool_min, g.pool_max),
                 ));
             }
             if g.connect_timeout_ms == 0 {
-                return Err(err(&t, "connect_timeout_ms", "must be more than 0".into()));
+                errors.push(err(&t, "connect_timeout_ms", "must be more than 0".into()));
             }
             for r in &g.replicas {
                 if r.weight == 0 {
-                    return Err(err(
+                    errors.push(err(
                         &t,
                         "replicas",
                         format!(
@@ -566,7 +581,7 @@ impl Config {
                     ));
                 }
                 if r.addr == g.primary {
-                    return Err(err(
+                    errors.push(err(
                         &t,
                         "replicas",
                         format!("{} is also the primary", r.addr),
@@ -575,32 +590,28 @@ impl Config {
             }
         }
         match (&self.proxy.tls_cert, &self.proxy.tls_key) {
-            (Some(_), None) => {
-                return Err(err(
-                    "proxy",
-                    "tls_cert",
-                    "tls_cert is set but tls_key is not; give both".into(),
-                ))
-            }
-            (None, Some(_)) => {
-                return Err(err(
-                    "proxy",
-                    "tls_key",
-                    "tls_key is set but tls_cert is not; give both".into(),
-                ))
-            }
+            (Some(_), None) => errors.push(err(
+                "proxy",
+                "tls_cert",
+                "tls_cert is set but tls_key is not; give both".into(),
+            )),
+            (None, Some(_)) => errors.push(err(
+                "proxy",
+                "tls_key",
+                "tls_key is set but tls_cert is not; give both".into(),
+            )),
             _ => {}
         }
         let tls = self.proxy.tls_cert.is_some();
         if self.proxy.require_tls && !tls {
-            return Err(err(
+            errors.push(err(
                 "proxy",
                 "require_tls",
                 "require_tls needs tls_cert and tls_key".into(),
             ));
         }
         if let Some(u) = self.users.iter().find(|u| u.require_tls && !tls) {
-            return Err(err(
+            errors.push(err(
                 "users",
                 "require_tls",
                 format!(
@@ -611,14 +622,14 @@ impl Config {
         }
         for (name, g) in &self.groups {
             if g.primary_weight > 0 && self.routing.read_primary_percent > 0 {
-                return Err(err(
+                errors.push(err(
                     &format!("groups.{name}"),
                     "primary_weight",
                     "give the primary a share of reads either by primary_weight or by [routing] read_primary_percent, not both".into(),
                 ));
             }
             if g.tls_ca.is_some() && !g.tls {
-                return Err(err(
+                errors.push(err(
                     &format!("groups.{name}"),
                     "tls_ca",
                     "tls_ca is set but tls is not; add tls = true".into(),
@@ -626,13 +637,12 @@ impl Config {
             }
         }
         if self.proxy.max_allowed_packet < 1024 {
-            return Err(err(
+            errors.push(err(
                 "proxy",
                 "max_allowed_packet",
                 "must be at least 1024 bytes".into(),
             ));
         }
-        Ok(())
     }
 
     /// The group a user's statements go to.
@@ -798,6 +808,21 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
         let p = c.routing.policy().with(&c.users[0].routing);
         assert_eq!(p.read_primary_percent, 100);
         assert!(!p.primary_preferred);
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let t = ISSUE_EXAMPLE
+            .replace(
+                "[groups.main]",
+                "[groups.main]\npool_max = 0\nconnect_timeout_ms = 0",
+            )
+            .replace("[proxy]", "[proxy]\nrequire_tls = true");
+        let msg = err_of(&t);
+        for want in ["pool_max", "connect_timeout_ms", "require_tls"] {
+            assert!(msg.contains(want), "{want} missing from:\n{msg}");
+        }
+        assert_eq!(msg.lines().count(), 3, "{msg}");
     }
 
     #[test]

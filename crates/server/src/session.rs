@@ -283,6 +283,7 @@ impl Session {
                     _ => Expect::Single,
                 };
                 self.forward(Target::Primary, p, expect, None).await?;
+                self.after_statement();
             }
             com::SET_OPTION => {
                 let mut r = Reader::new(p);

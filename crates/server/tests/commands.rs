@@ -267,3 +267,46 @@ fn command_line() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_file(bad);
 }
+
+#[test]
+fn connections_go_back_after_every_kind_of_command() {
+    let p = Proxy::start("", "");
+    let used = |p: &Proxy| -> u64 {
+        let rows: Vec<mysql::Row> = p.admin().query("SHOW BACKENDS").unwrap();
+        rows.iter()
+            .map(|r| {
+                r.get::<String, _>("conn_used")
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .sum()
+    };
+    let mut r = Raw::login(p.port, "app", "apppass", None);
+    for (what, payload, expect) in [
+        ("COM_INIT_DB", b"\x02sextant_test".to_vec(), Expect::Single),
+        (
+            "COM_FIELD_LIST",
+            b"\x04fl_t\x00".to_vec(),
+            Expect::FieldList,
+        ),
+        ("COM_STATISTICS", b"\x09".to_vec(), Expect::Single),
+        ("COM_QUERY", b"\x03SELECT 1".to_vec(), Expect::Query),
+        (
+            "COM_STMT_PREPARE",
+            b"\x16SELECT 1".to_vec(),
+            Expect::Prepare,
+        ),
+    ] {
+        r.send(0, &payload);
+        r.read_response_as(expect);
+        // The hold window is 256 ms: after it, nothing may stay borrowed by
+        // an idle client.
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        assert_eq!(
+            used(&p),
+            0,
+            "a server connection stayed with an idle client after {what}"
+        );
+    }
+}
