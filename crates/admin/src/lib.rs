@@ -234,6 +234,10 @@ fn backends(pool: &Pool) -> Table {
             Some(
                 if s.maintenance.load(Ordering::Relaxed) {
                     "maintenance"
+                } else if !s.reachable.load(Ordering::Relaxed) {
+                    "down"
+                } else if s.lagging.load(Ordering::Relaxed) {
+                    "lagging"
                 } else if s.reachable.load(Ordering::Relaxed) {
                     "up"
                 } else {
@@ -249,6 +253,7 @@ fn backends(pool: &Pool) -> Table {
             Some(st.connects.to_string()),
             Some(st.connect_failures.to_string()),
             s.version.lock().clone(),
+            Some(s.lag_ms.load(Ordering::Relaxed).to_string()),
             s.last_error.lock().clone(),
         ]);
     }
@@ -267,6 +272,7 @@ fn backends(pool: &Pool) -> Table {
             "connects",
             "connect_errors",
             "version",
+            "lag_ms",
             "last_error",
         ]
         .map(String::from)

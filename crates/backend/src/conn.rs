@@ -626,12 +626,22 @@ impl BackendConn {
         &mut self,
         sql: &str,
     ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
+        Ok(self.query_named(sql).await?.1)
+    }
+
+    /// Like [`BackendConn::query_internal`], with the column names.
+    #[allow(clippy::type_complexity)]
+    pub async fn query_named(
+        &mut self,
+        sql: &str,
+    ) -> Result<(Vec<String>, Vec<Vec<Option<String>>>), BackendError> {
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(com::QUERY);
         p.extend_from_slice(sql.as_bytes());
         self.send(0, &p).await?;
         let mut t = Tracker::new(Expect::Query, self.flavor.deprecate_eof());
         let mut rows = Vec::new();
+        let mut names = Vec::new();
         let mut in_rows = false;
         let mut cols = 0u64;
         let mut seen_cols = 0u64;
@@ -646,11 +656,25 @@ impl BackendConn {
                 })?;
             match kind {
                 Packet::ColumnCount(n) => {
+                    names.clear();
+                    rows.clear();
                     cols = n;
                     seen_cols = 0;
                     in_rows = false;
                 }
                 Packet::Data if !in_rows => {
+                    // Column definition: catalog, schema, table, org_table,
+                    // name, ...
+                    let mut r = Reader::new(&pkt);
+                    let mut name = String::new();
+                    for i in 0..5 {
+                        if let Ok(v) = r.lenenc_bytes("column definition") {
+                            if i == 4 {
+                                name = String::from_utf8_lossy(v).into_owned();
+                            }
+                        }
+                    }
+                    names.push(name);
                     seen_cols += 1;
                     in_rows = seen_cols == cols && self.flavor.deprecate_eof();
                 }
@@ -684,7 +708,7 @@ impl BackendConn {
         if let Some(e) = err {
             return Err(self.server_error(sql, &e));
         }
-        Ok(rows)
+        Ok((names, rows))
     }
 
     fn server_error(&self, what: &str, pkt: &[u8]) -> BackendError {

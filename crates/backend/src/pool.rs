@@ -73,6 +73,12 @@ pub struct Server {
     probing: AtomicBool,
     /// Set by an operator: no new reads are balanced to this server.
     pub maintenance: AtomicBool,
+    /// Set by the monitor: the replica is behind by more than its group's
+    /// max_replica_lag_ms, or its replication is stopped.
+    pub lagging: AtomicBool,
+    /// Last measured replication lag, milliseconds (-1: not a replica or
+    /// unknown).
+    pub lag_ms: std::sync::atomic::AtomicI64,
     /// Moving average of statement response time, microseconds (for
     /// least_latency balancing); 0 until the first sample.
     latency_us: AtomicU64,
@@ -100,6 +106,8 @@ impl Server {
             outstanding: AtomicU32::new(0),
             probing: AtomicBool::new(false),
             maintenance: AtomicBool::new(false),
+            lagging: AtomicBool::new(false),
+            lag_ms: std::sync::atomic::AtomicI64::new(-1),
             latency_us: AtomicU64::new(0),
         }
     }
@@ -141,7 +149,10 @@ impl Server {
 
     /// Load figures for balancing; None when the server is not usable.
     pub fn load(&self) -> Option<sextant_routing::Load> {
-        if !self.reachable.load(Ordering::Relaxed) || self.maintenance.load(Ordering::Relaxed) {
+        if !self.reachable.load(Ordering::Relaxed)
+            || self.maintenance.load(Ordering::Relaxed)
+            || self.lagging.load(Ordering::Relaxed)
+        {
             return None;
         }
         Some(sextant_routing::Load {
@@ -365,6 +376,9 @@ pub struct GroupServers {
     pub read_servers: Vec<Arc<Server>>,
     pub read_weights: Vec<u32>,
     pub primary_weight: u32,
+    /// The newest heartbeat (microseconds since the epoch, sextant's clock)
+    /// the monitor wrote on the primary; 0 before the first.
+    pub heartbeat_us: std::sync::atomic::AtomicI64,
 }
 
 impl GroupServers {
@@ -395,6 +409,7 @@ impl GroupServers {
             read_servers,
             read_weights,
             primary_weight,
+            heartbeat_us: std::sync::atomic::AtomicI64::new(0),
         }
     }
 

@@ -41,6 +41,46 @@ pub struct Config {
     pub groups: BTreeMap<String, Group>,
     #[serde(default)]
     pub routing: Routing,
+    #[serde(default)]
+    pub monitor: Monitor,
+}
+
+/// The topology monitor: one check per server every interval.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Monitor {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "default_monitor_interval_ms")]
+    pub interval_ms: u64,
+    /// Account the monitor logs in with (default: the first user's server
+    /// account). It needs REPLICATION CLIENT (or SLAVE MONITOR) for
+    /// replication status, and to write the heartbeat: CREATE and INSERT on
+    /// the `sextant` database of the primary.
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+    /// Measure lag with a heartbeat row written on the primary every
+    /// interval (millisecond precision); without it, Seconds_Behind_Master.
+    #[serde(default = "yes")]
+    pub heartbeat: bool,
+}
+
+impl Default for Monitor {
+    fn default() -> Self {
+        Monitor {
+            enabled: true,
+            interval_ms: default_monitor_interval_ms(),
+            user: None,
+            password: None,
+            heartbeat: true,
+        }
+    }
+}
+
+fn default_monitor_interval_ms() -> u64 {
+    500
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -204,6 +244,10 @@ pub struct Group {
     /// reads scale with every node of the group.
     #[serde(default)]
     pub primary_weight: u32,
+    /// A replica further behind than this leaves read balancing until it
+    /// catches up (0: lag is not a reason).
+    #[serde(default = "default_max_lag_ms")]
+    pub max_replica_lag_ms: u64,
     /// Connect to the servers with TLS.
     #[serde(default)]
     pub tls: bool,
@@ -455,6 +499,9 @@ fn default_pool_wait_ms() -> u64 {
 fn default_max_prepared() -> usize {
     256
 }
+fn default_max_lag_ms() -> u64 {
+    1_000
+}
 fn default_hold_ms() -> u64 {
     256
 }
@@ -635,6 +682,16 @@ impl Config {
                     "tls_ca is set but tls is not; add tls = true".into(),
                 ));
             }
+        }
+        if self.monitor.interval_ms < 50 {
+            errors.push(err("monitor", "interval_ms", "must be at least 50".into()));
+        }
+        if self.monitor.user.is_some() != self.monitor.password.is_some() {
+            errors.push(err(
+                "monitor",
+                "user",
+                "give both user and password, or neither".into(),
+            ));
         }
         if self.proxy.max_allowed_packet < 1024 {
             errors.push(err(

@@ -315,6 +315,10 @@ async fn run(config: Config) -> Result<(), String> {
         );
         tokio::spawn(admin::serve(l, shared.clone(), users));
     }
+    let monitor_on = shared.config.monitor.enabled;
+    if monitor_on {
+        start_monitors(&shared);
+    }
     {
         let shared = shared.clone();
         tokio::spawn(async move {
@@ -323,7 +327,9 @@ async fn run(config: Config) -> Result<(), String> {
                 tick.tick().await;
                 for s in shared.pool.servers() {
                     s.reap();
-                    if !s.reachable.load(Ordering::Relaxed) {
+                    // Without the monitor, a TCP probe is what brings a
+                    // failed server back.
+                    if !monitor_on && !s.reachable.load(Ordering::Relaxed) {
                         let s = s.clone();
                         tokio::spawn(async move { s.probe().await });
                     }
@@ -377,6 +383,38 @@ async fn run(config: Config) -> Result<(), String> {
         _ = tokio::signal::ctrl_c() => {
             tracing::info!("interrupted, shutting down");
             Ok(())
+        }
+    }
+}
+
+fn start_monitors(shared: &Shared) {
+    let m = &shared.config.monitor;
+    let (user, password) = match (&m.user, &m.password, shared.config.users.first()) {
+        (Some(u), Some(p), _) => (u.clone(), p.clone()),
+        (_, _, Some(u)) => (
+            u.backend_user().to_string(),
+            u.backend_password().to_string(),
+        ),
+        _ => return,
+    };
+    let instance_id = sextant_monitor::instance_id();
+    for (name, g) in &shared.pool.groups {
+        let max_lag_ms = shared
+            .config
+            .groups
+            .get(name)
+            .map(|c| c.max_replica_lag_ms)
+            .unwrap_or(0);
+        for s in std::iter::once(&g.primary).chain(g.replicas.iter()) {
+            let settings = sextant_monitor::Settings {
+                interval: Duration::from_millis(m.interval_ms),
+                user: user.clone(),
+                password: password.clone(),
+                heartbeat: m.heartbeat,
+                max_lag_ms,
+                instance_id,
+            };
+            tokio::spawn(sextant_monitor::watch(s.clone(), g.clone(), settings));
         }
     }
 }
