@@ -150,7 +150,7 @@ impl BackendConn {
         stream.set_nodelay(true).map_err(io_err(p.addr))?;
         let mut c = BackendConn {
             stream: Stream::Plain(stream),
-            rbuf: Vec::with_capacity(16 * 1024),
+            rbuf: Vec::with_capacity(8 * 1024),
             addr: p.addr.into(),
             user: p.user.into(),
             flavor: p.flavor,

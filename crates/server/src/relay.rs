@@ -19,6 +19,10 @@ use tokio::io::AsyncReadExt;
 /// sent a clean error. Larger frames stream in pieces to bound memory.
 const WHOLE_FRAME_MAX: usize = 256 * 1024;
 
+/// Buffers above this size are given back after a response.
+const IDLE_BUFFER_MAX: usize = 32 * 1024;
+const IDLE_BUFFER: usize = 8 * 1024;
+
 pub struct RelayOpts {
     pub session_track: bool,
     pub deprecate_eof: bool,
@@ -214,6 +218,14 @@ pub async fn relay(
         }
         if t.is_done() && body_left == 0 {
             be.status = res.status;
+            // A large result grew the buffers; idle connections and
+            // sessions should not keep that memory (thousands of them).
+            if be.rbuf.is_empty() && be.rbuf.capacity() > IDLE_BUFFER_MAX {
+                be.rbuf = Vec::with_capacity(IDLE_BUFFER);
+            }
+            if client.out.capacity() > IDLE_BUFFER_MAX {
+                client.out = Vec::with_capacity(IDLE_BUFFER);
+            }
             return Ok(res);
         }
         if be.rbuf.capacity() - be.rbuf.len() < 8192 {
