@@ -186,15 +186,9 @@ pub async fn relay(
                 }
                 Packet::LocalInfile => {
                     client.out.extend_from_slice(&be.rbuf[start..end]);
-                    pos = end;
-                    be.rbuf.drain(..pos);
+                    be.rbuf.drain(..end);
                     pos = 0;
-                    client
-                        .stream
-                        .send(&client.out)
-                        .await
-                        .map_err(RelayError::Client)?;
-                    client.out.clear();
+                    flush(client).await?;
                     sent_any = true;
                     send_infile(client, be).await?;
                     t.infile_sent();
@@ -208,12 +202,7 @@ pub async fn relay(
             be.rbuf.drain(..pos);
         }
         if !client.out.is_empty() {
-            client
-                .stream
-                .send(&client.out)
-                .await
-                .map_err(RelayError::Client)?;
-            client.out.clear();
+            flush(client).await?;
             sent_any = true;
         }
         if t.is_done() && body_left == 0 {
@@ -251,6 +240,16 @@ pub async fn relay(
             }
         }
     }
+}
+
+async fn flush(client: &mut Client) -> Result<(), RelayError> {
+    client
+        .stream
+        .send(&client.out)
+        .await
+        .map_err(RelayError::Client)?;
+    client.out.clear();
+    Ok(())
 }
 
 /// LOAD DATA LOCAL INFILE: copies the client's file packets to the server

@@ -350,13 +350,7 @@ impl Session {
             );
         }
         let Some(res) = res else { return Ok(()) };
-        if res.last_insert_id != 0 {
-            self.last_insert_id = res.last_insert_id;
-            self.last_insert_conn = self
-                .backend
-                .as_ref()
-                .map(|a| (a.server.addr.clone(), a.conn.connection_id));
-        }
+        self.note_insert_id(&res);
         if c.flags.contains(Flags::FOUND_ROWS) {
             self.pins |= pin::FOUND_ROWS;
         } else {
@@ -381,6 +375,18 @@ impl Session {
         }
         self.after_statement();
         Ok(())
+    }
+
+    /// Remembers the id a write generated, and on which connection
+    /// LAST_INSERT_ID() returns it.
+    fn note_insert_id(&mut self, res: &RelayResult) {
+        if res.last_insert_id != 0 {
+            self.last_insert_id = res.last_insert_id;
+            self.last_insert_conn = self
+                .backend
+                .as_ref()
+                .map(|a| (a.server.addr.clone(), a.conn.connection_id));
+        }
     }
 
     /// LAST_INSERT_ID() is per server connection: if this statement runs
@@ -898,13 +904,7 @@ impl Session {
         let res = self.send_and_relay(Expect::Execute, None).await?;
         self.pins &= !pin::LONG_DATA;
         if let Some(res) = res {
-            if res.last_insert_id != 0 {
-                self.last_insert_id = res.last_insert_id;
-                self.last_insert_conn = self
-                    .backend
-                    .as_ref()
-                    .map(|a| (a.server.addr.clone(), a.conn.connection_id));
-            }
+            self.note_insert_id(&res);
             if flags & cursor::READ_ONLY != 0 && res.status & status::CURSOR_EXISTS != 0 {
                 self.pins |= pin::CURSOR;
             }
