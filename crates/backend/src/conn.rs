@@ -84,6 +84,9 @@ pub struct TrackFlags {
     pub opaque: bool,
     /// character_set_connection changed: collation_connection must be read.
     pub charset_changed: bool,
+    /// The GTID of the last write on this connection (MariaDB reports it
+    /// as the last_gtid variable), not yet taken by the session.
+    pub last_gtid: Option<crate::gtid::Gtid>,
 }
 
 /// A statement prepared on this connection.
@@ -758,6 +761,11 @@ pub fn apply_session_state(vars: &mut SessionVars, track: &mut TrackFlags, block
                 );
                 if name.eq_ignore_ascii_case(b"character_set_connection") {
                     track.charset_changed = true;
+                }
+                if name.eq_ignore_ascii_case(b"last_gtid") && !value.is_empty() {
+                    track.last_gtid = std::str::from_utf8(value)
+                        .ok()
+                        .and_then(crate::gtid::Gtid::parse);
                 }
                 changed |= vars.set_var(name, value);
             }

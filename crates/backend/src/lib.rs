@@ -5,6 +5,7 @@
 
 mod conn;
 mod error;
+pub mod gtid;
 mod pool;
 mod state;
 pub mod stream;

@@ -76,6 +76,9 @@ pub struct Server {
     /// Set by the monitor: the replica is behind by more than its group's
     /// max_replica_lag_ms, or its replication is stopped.
     pub lagging: AtomicBool,
+    /// GTID positions this server has applied, packed (see gtid.rs), one
+    /// slot per replication domain (up to four); set by the monitor.
+    pub applied: [AtomicU64; 4],
     /// Last measured replication lag, milliseconds (-1: not a replica or
     /// unknown).
     pub lag_ms: std::sync::atomic::AtomicI64,
@@ -107,6 +110,7 @@ impl Server {
             probing: AtomicBool::new(false),
             maintenance: AtomicBool::new(false),
             lagging: AtomicBool::new(false),
+            applied: Default::default(),
             lag_ms: std::sync::atomic::AtomicI64::new(-1),
             latency_us: AtomicU64::new(0),
         }
@@ -159,6 +163,27 @@ impl Server {
             outstanding: self.outstanding.load(Ordering::Relaxed),
             latency_us: self.latency_us.load(Ordering::Relaxed),
         })
+    }
+
+    /// Whether the monitor has seen this server apply the write `g`.
+    pub fn has_applied(&self, g: crate::gtid::Packed) -> bool {
+        let d = crate::gtid::domain(g);
+        self.applied.iter().any(|a| {
+            let v = a.load(Ordering::Relaxed);
+            v != 0 && crate::gtid::domain(v) == d && crate::gtid::seq(v) >= crate::gtid::seq(g)
+        })
+    }
+
+    /// Records the positions the monitor read (e.g. @@gtid_slave_pos).
+    pub fn set_applied(&self, list: &str) {
+        let mut slot = 0;
+        for g in crate::gtid::parse_list(list).take(self.applied.len()) {
+            self.applied[slot].store(g.pack().max(1), Ordering::Relaxed);
+            slot += 1;
+        }
+        for a in &self.applied[slot..] {
+            a.store(0, Ordering::Relaxed);
+        }
     }
 
     pub fn statement_started(&self) {

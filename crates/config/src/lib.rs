@@ -321,6 +321,38 @@ pub struct Routing {
     /// START TRANSACTION READ ONLY runs on a replica as a whole.
     #[serde(default = "yes")]
     pub read_only_transactions_on_replicas: bool,
+    /// What a read is guaranteed to see (docs/consistency.md).
+    #[serde(default)]
+    pub consistency: Consistency,
+    /// Whose writes read_your_writes covers: the session's, or every
+    /// session's of the same user on this sextant.
+    #[serde(default)]
+    pub consistency_scope: ConsistencyScope,
+    /// With read_your_writes, how long a read may wait on a replica for a
+    /// write it must see (MASTER_GTID_WAIT) before it goes to the primary;
+    /// 0: go to the primary at once.
+    #[serde(default)]
+    pub causal_wait_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Consistency {
+    /// Any available replica within max_replica_lag_ms.
+    Eventual,
+    /// After a write, reads only from servers that have applied it.
+    #[default]
+    ReadYourWrites,
+    /// Every read from the primary.
+    Strong,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConsistencyScope {
+    Session,
+    #[default]
+    User,
 }
 
 impl Default for Routing {
@@ -332,6 +364,9 @@ impl Default for Routing {
             read_primary_percent: p.read_primary_percent,
             balance: p.balance,
             read_only_transactions_on_replicas: p.read_only_transactions_on_replicas,
+            consistency: p.consistency,
+            consistency_scope: p.consistency_scope,
+            causal_wait_ms: p.causal_wait_ms,
         }
     }
 }
@@ -343,6 +378,9 @@ impl Routing {
             read_primary_percent: self.read_primary_percent,
             balance: self.balance,
             read_only_transactions_on_replicas: self.read_only_transactions_on_replicas,
+            consistency: self.consistency,
+            consistency_scope: self.consistency_scope,
+            causal_wait_ms: self.causal_wait_ms,
         }
     }
 }
@@ -354,6 +392,9 @@ pub struct RoutingPolicy {
     pub read_primary_percent: u8,
     pub balance: Balance,
     pub read_only_transactions_on_replicas: bool,
+    pub consistency: Consistency,
+    pub consistency_scope: ConsistencyScope,
+    pub causal_wait_ms: u64,
 }
 
 impl Default for RoutingPolicy {
@@ -363,6 +404,9 @@ impl Default for RoutingPolicy {
             read_primary_percent: 0,
             balance: Balance::default(),
             read_only_transactions_on_replicas: true,
+            consistency: Consistency::default(),
+            consistency_scope: ConsistencyScope::default(),
+            causal_wait_ms: 0,
         }
     }
 }
@@ -383,6 +427,12 @@ pub struct RoutingOverride {
     pub balance: Option<Balance>,
     #[serde(default)]
     pub read_only_transactions_on_replicas: Option<bool>,
+    #[serde(default)]
+    pub consistency: Option<Consistency>,
+    #[serde(default)]
+    pub consistency_scope: Option<ConsistencyScope>,
+    #[serde(default)]
+    pub causal_wait_ms: Option<u64>,
 }
 
 impl RoutingPolicy {
@@ -394,6 +444,9 @@ impl RoutingPolicy {
             read_only_transactions_on_replicas: o
                 .read_only_transactions_on_replicas
                 .unwrap_or(self.read_only_transactions_on_replicas),
+            consistency: o.consistency.unwrap_or(self.consistency),
+            consistency_scope: o.consistency_scope.unwrap_or(self.consistency_scope),
+            causal_wait_ms: o.causal_wait_ms.unwrap_or(self.causal_wait_ms),
         }
     }
 }

@@ -141,6 +141,12 @@ async fn check(
                     }
                 }
             }
+            // What this replica has applied, for read-your-writes routing.
+            if let Ok(rows) = c.query_internal("SELECT @@gtid_slave_pos").await {
+                if let Some(Some(pos)) = rows.first().and_then(|r| r.first()) {
+                    server.set_applied(pos);
+                }
+            }
             let lag = lag_ms.unwrap_or(-1);
             let lagging = !running || (s.max_lag_ms > 0 && (lag < 0 || lag as u64 > s.max_lag_ms));
             if lagging != server.lagging.load(Ordering::Relaxed) {

@@ -271,6 +271,8 @@ async fn run(config: Config) -> Result<(), String> {
                 password: u.password.clone(),
                 require_tls: u.require_tls,
                 policy: config.routing.policy().with(&u.routing),
+                latest_write: Default::default(),
+                latest_write_server: Default::default(),
                 backend_user: u.backend_user().to_string(),
                 backend_password: u.backend_password().to_string(),
                 group,

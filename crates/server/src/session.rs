@@ -13,7 +13,9 @@ use crate::errors::SessionError;
 use crate::frontend::{self, Login};
 use crate::relay::{relay, RelayError, RelayOpts, RelayResult};
 use crate::shared::{Shared, UserEntry};
+use sextant_backend::gtid::Gtid;
 use sextant_backend::{BackendConn, Flavor, Role, Server, SessionVars};
+use sextant_config::{Consistency, ConsistencyScope};
 use sextant_protocol::codec::{write_packet, Reader};
 use sextant_protocol::consts::{cap, com, cursor, status};
 use sextant_protocol::packets::{write_eof, write_ok, write_simple_ok, OkPacket};
@@ -91,6 +93,11 @@ pub struct Session {
     retry_armed: bool,
     /// Set by a failure that was not reported because retry_armed was set.
     retry_needed: bool,
+    /// The GTID of this session's last write.
+    last_write: Option<Gtid>,
+    /// While a statement is being placed: the write its read must see
+    /// (read_your_writes), if any.
+    need: Option<Gtid>,
 }
 
 enum Flow {
@@ -199,6 +206,8 @@ impl Session {
             last_insert_conn: None,
             retry_armed: false,
             retry_needed: false,
+            last_write: None,
+            need: None,
         }
     }
 
@@ -325,7 +334,14 @@ impl Session {
 
     async fn query(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let c = classify(&p[1..]);
-        let d = decide(&c, self.facts(), &self.user.policy, &mut self.cursor);
+        let mut d = decide(&c, self.facts(), &self.user.policy, &mut self.cursor);
+        if d.target == Target::Replica {
+            let (strong, need) = self.read_requirement(&c.hints);
+            if strong {
+                d.target = Target::Primary;
+            }
+            self.need = need;
+        }
         if c.flags.contains(Flags::LAST_INSERT_ID) && self.last_insert_id != 0 {
             if let Err(e) = self.attach(d.target).await {
                 return self.reply_error(e).await;
@@ -349,6 +365,7 @@ impl Session {
                 "read failed before any result reached the client; retrying on another server"
             );
         }
+        self.need = None;
         let Some(res) = res else { return Ok(()) };
         self.note_insert_id(&res);
         if c.flags.contains(Flags::FOUND_ROWS) {
@@ -375,6 +392,55 @@ impl Session {
         }
         self.after_statement();
         Ok(())
+    }
+
+    /// For a read headed to a replica: must it go to the primary (strong),
+    /// and which write must the replica have applied (read_your_writes)?
+    fn read_requirement(&self, hints: &sextant_sql::Hints<'_>) -> (bool, Option<Gtid>) {
+        let p = &self.user.policy;
+        let consistency = match hints.get("consistency") {
+            Some(v) if v.eq_ignore_ascii_case(b"eventual") => Consistency::Eventual,
+            Some(v) if v.eq_ignore_ascii_case(b"strong") => Consistency::Strong,
+            Some(v) if v.eq_ignore_ascii_case(b"read_your_writes") => Consistency::ReadYourWrites,
+            _ => p.consistency,
+        };
+        match consistency {
+            Consistency::Eventual => (false, None),
+            Consistency::Strong => (true, None),
+            Consistency::ReadYourWrites => match p.consistency_scope {
+                ConsistencyScope::Session => (false, self.last_write),
+                ConsistencyScope::User => {
+                    let packed = self.user.latest_write.load(Ordering::Acquire);
+                    if packed == 0 {
+                        return (false, self.last_write);
+                    }
+                    let g = Gtid {
+                        domain: sextant_backend::gtid::domain(packed) as u32,
+                        server: self.user.latest_write_server.load(Ordering::Relaxed),
+                        seq: sextant_backend::gtid::seq(packed),
+                    };
+                    (false, Some(g))
+                }
+            },
+        }
+    }
+
+    /// Records the GTID of a write the server just reported.
+    fn note_write(&mut self, g: Gtid) {
+        self.last_write = Some(g);
+        let packed = g.pack();
+        let u = &self.user;
+        // Keep the newest per user: concurrent sessions may report out of
+        // order.
+        let _ = u
+            .latest_write
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                let newer = old == 0
+                    || sextant_backend::gtid::domain(old) != sextant_backend::gtid::domain(packed)
+                    || sextant_backend::gtid::seq(packed) > sextant_backend::gtid::seq(old);
+                newer.then_some(packed)
+            });
+        u.latest_write_server.store(g.server, Ordering::Relaxed);
     }
 
     /// Remembers the id a write generated, and on which connection
@@ -503,8 +569,12 @@ impl Session {
                 if res.vars_changed {
                     self.vars.clone_from(&a.conn.vars);
                 }
+                let wrote = a.conn.track.last_gtid.take();
                 if a.conn.track.opaque {
                     self.pins |= pin::OPAQUE;
+                }
+                if let Some(g) = wrote {
+                    self.note_write(g);
                 }
                 Ok(Some(res))
             }
@@ -556,7 +626,10 @@ impl Session {
                     // Right after a write, reads stay on the primary
                     // connection: the session reads its own writes.
                     Target::Replica => {
-                        self.user.group.takes_reads(&a.server)
+                        let fresh = self.need.is_none_or(|g| {
+                            a.server.role == Role::Primary || a.server.has_applied(g.pack())
+                        });
+                        (self.user.group.takes_reads(&a.server) && fresh)
                             || self.primary_reads_until.is_some_and(|t| Instant::now() < t)
                     }
                 };
@@ -573,15 +646,28 @@ impl Session {
                 self.rng ^= self.rng << 13;
                 self.rng ^= self.rng >> 7;
                 self.rng ^= self.rng << 17;
-                match pick(
+                let need = self.need.map(|g| g.pack());
+                let fresh = pick(
                     self.user.policy.balance,
                     &group.read_weights,
-                    |i| group.read_servers[i].load(),
+                    |i| {
+                        let s = &group.read_servers[i];
+                        s.load().filter(|_| {
+                            need.is_none_or(|g| s.role == Role::Primary || s.has_applied(g))
+                        })
+                    },
                     &mut self.cursor,
                     self.rng,
-                ) {
-                    Some(i) => group.read_servers[i].clone(),
-                    None => group.primary.clone(),
+                );
+                match (fresh, self.need) {
+                    (Some(i), _) => group.read_servers[i].clone(),
+                    (None, Some(g)) if self.user.policy.causal_wait_ms > 0 => {
+                        if self.wait_on_replica(&group, g).await {
+                            return Ok(());
+                        }
+                        group.primary.clone()
+                    }
+                    (None, _) => group.primary.clone(),
                 }
             }
         };
@@ -613,6 +699,48 @@ impl Session {
         tracing::trace!(server = %server.addr, "attached");
         self.backend = Some(Attached { server, conn });
         self.sync_attached().await
+    }
+
+    /// read_your_writes with causal_wait_ms: no replica is known to have
+    /// the write yet, so wait on one (MASTER_GTID_WAIT) for up to
+    /// causal_wait_ms. True when it caught up and is now attached.
+    async fn wait_on_replica(&mut self, group: &Arc<sextant_backend::Group>, g: Gtid) -> bool {
+        let Some(i) = pick(
+            self.user.policy.balance,
+            &group.read_weights,
+            |i| {
+                group.read_servers[i]
+                    .load()
+                    .filter(|_| group.read_servers[i].role == Role::Replica)
+            },
+            &mut self.cursor,
+            self.rng,
+        ) else {
+            return false;
+        };
+        let server = group.read_servers[i].clone();
+        let Ok(mut conn) = server
+            .acquire(
+                &self.user.backend_user,
+                &self.user.backend_password,
+                self.flavor,
+            )
+            .await
+        else {
+            return false;
+        };
+        let secs = self.user.policy.causal_wait_ms as f64 / 1000.0;
+        let sql = format!("SELECT MASTER_GTID_WAIT('{}', {secs})", g.to_sql());
+        let caught_up = matches!(
+            conn.query_internal(&sql).await.as_deref(),
+            Ok([row]) if row.first().and_then(|v| v.as_deref()) == Some("0")
+        );
+        if caught_up {
+            self.backend = Some(Attached { server, conn });
+            return self.sync_attached().await.is_ok();
+        }
+        server.release(conn);
+        false
     }
 
     async fn sync_attached(&mut self) -> Result<(), SessionError> {

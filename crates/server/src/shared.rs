@@ -17,6 +17,10 @@ pub struct UserEntry {
     pub backend_user: String,
     pub backend_password: String,
     pub group: Arc<Group>,
+    /// The newest write of any session of this user (packed GTID, and its
+    /// server id), for read_your_writes with scope "user".
+    pub latest_write: std::sync::atomic::AtomicU64,
+    pub latest_write_server: AtomicU32,
 }
 
 pub struct Shared {

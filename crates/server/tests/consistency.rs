@@ -1,0 +1,196 @@
+//! Read-your-writes against real replicas made to lag (MASTER_DELAY), as in
+//! seed 003: a row written and read back at once must be there, on the same
+//! connection and on another one of the same user. (Its own test binary:
+//! it changes the lab's replication.)
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+use std::sync::Mutex;
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+struct Delay;
+
+impl Delay {
+    fn set(secs: u32) -> Delay {
+        for &r in &lab().replicas {
+            let mut d = direct(r);
+            d.query_drop("STOP SLAVE").unwrap();
+            d.query_drop(format!("CHANGE MASTER TO MASTER_DELAY = {secs}"))
+                .unwrap();
+            d.query_drop("START SLAVE").unwrap();
+        }
+        Delay
+    }
+}
+
+impl Drop for Delay {
+    fn drop(&mut self) {
+        for &r in &lab().replicas {
+            let mut d = direct(r);
+            let _ = d.query_drop("STOP SLAVE");
+            let _ = d.query_drop("CHANGE MASTER TO MASTER_DELAY = 0");
+            let _ = d.query_drop("START SLAVE");
+        }
+        sync_replicas();
+    }
+}
+
+/// Lag is no reason to leave rotation here (max_replica_lag_ms = 0), so
+/// the delayed replicas stay in use and only the consistency rule can keep
+/// stale reads away.
+fn proxy(routing: &str) -> Proxy {
+    Proxy::setup(Setup {
+        group: &format!("max_replica_lag_ms = 0\n[routing]\nhold_ms = 0\n{routing}\n"),
+        ..Default::default()
+    })
+}
+
+fn table(c: &mut mysql::Conn, name: &str) {
+    c.query_drop(format!(
+        "CREATE TABLE IF NOT EXISTS {name} (id INT PRIMARY KEY, v INT)"
+    ))
+    .unwrap();
+    c.query_drop(format!("DELETE FROM {name}")).unwrap();
+}
+
+/// `rounds` of: insert on `w`, read it back at once on `r`. Returns how
+/// many reads did not see their row.
+fn stale_reads(w: &mut mysql::Conn, r: Option<&mut mysql::Conn>, name: &str, rounds: i32) -> usize {
+    let mut stale = 0;
+    let mut r = r;
+    for i in 0..rounds {
+        w.query_drop(format!("INSERT INTO {name} VALUES ({i}, {i})"))
+            .unwrap();
+        let reader: &mut mysql::Conn = match r.as_deref_mut() {
+            Some(c) => c,
+            None => &mut *w,
+        };
+        let v: Option<i32> = reader
+            .query_first(format!("SELECT v FROM {name} WHERE id = {i}"))
+            .unwrap();
+        if v != Some(i) {
+            stale += 1;
+        }
+    }
+    stale
+}
+
+#[test]
+fn eventual_reads_are_stale_on_lagging_replicas() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The test setup can see staleness at all: without the guarantee,
+    // writes read back at once from delayed replicas are missing.
+    let p = proxy("consistency = \"eventual\"");
+    let mut c = p.conn();
+    table(&mut c, "ev_t");
+    let _delay = Delay::set(2);
+    let stale = stale_reads(&mut c, None, "ev_t", 50);
+    eprintln!("eventual: {stale} of 50 reads stale");
+    assert!(
+        stale > 40,
+        "expected stale reads with eventual consistency, got {stale}"
+    );
+}
+
+#[test]
+fn read_your_writes_on_one_connection_and_across_connections() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The default: read_your_writes for all sessions of the user.
+    let p = proxy("");
+    let mut a = p.conn();
+    let mut b = p.conn();
+    table(&mut a, "ryw_t");
+    table(&mut a, "ryw_u");
+    sync_replicas();
+    let delay = Delay::set(2);
+    let stale = stale_reads(&mut a, None, "ryw_t", 1000);
+    assert_eq!(stale, 0, "stale reads on the writing connection");
+    let stale = stale_reads(&mut a, Some(&mut b), "ryw_u", 1000);
+    assert_eq!(
+        stale, 0,
+        "stale reads on another connection of the same user"
+    );
+    // Once the replicas have caught up, reads go to them again.
+    drop(delay);
+    std::thread::sleep(Duration::from_millis(1500));
+    let lab = lab();
+    let before: i64 = lab
+        .replicas
+        .iter()
+        .map(|&r| status_counter(r, "Com_select") as i64)
+        .sum();
+    for _ in 0..200 {
+        let _: Option<i32> = b.query_first("SELECT v FROM ryw_u WHERE id = 1").unwrap();
+    }
+    let after: i64 = lab
+        .replicas
+        .iter()
+        .map(|&r| status_counter(r, "Com_select") as i64)
+        .sum();
+    assert!(
+        after - before >= 190,
+        "reads did not return to the replicas: {}",
+        after - before
+    );
+}
+
+#[test]
+fn session_scope_and_statement_hints() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = proxy("consistency_scope = \"session\"");
+    let mut a = p.conn();
+    let mut b = p.conn();
+    table(&mut a, "ss_t");
+    sync_replicas();
+    let _delay = Delay::set(2);
+    assert_eq!(stale_reads(&mut a, None, "ss_t", 100), 0, "own writes");
+    // Scope session: another connection is not covered, and reads stale.
+    a.query_drop("INSERT INTO ss_t VALUES (5000, 1)").unwrap();
+    let v: Option<i32> = b.query_first("SELECT v FROM ss_t WHERE id = 5000").unwrap();
+    assert_eq!(v, None, "scope session does not cover other sessions");
+    // A statement can ask for more, or less.
+    let v: Option<i32> = b
+        .query_first("/*# consistency=strong */ SELECT v FROM ss_t WHERE id = 5000")
+        .unwrap();
+    assert_eq!(v, Some(1));
+    a.query_drop("INSERT INTO ss_t VALUES (5001, 1)").unwrap();
+    let v: Option<i32> = a
+        .query_first("/*# consistency=eventual */ SELECT v FROM ss_t WHERE id = 5001")
+        .unwrap();
+    assert_eq!(v, None, "an eventual hint reads the (stale) replica");
+}
+
+#[test]
+fn causal_wait_reads_from_a_replica_once_it_has_the_write() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = proxy("causal_wait_ms = 3000");
+    let mut c = p.conn();
+    table(&mut c, "cw_t");
+    sync_replicas();
+    let _delay = Delay::set(1);
+    let lab = lab();
+    let before: i64 = lab
+        .replicas
+        .iter()
+        .map(|&r| status_counter(r, "Com_select") as i64)
+        .sum();
+    let primary_before = status_counter(lab.primary, "Com_select") as i64;
+    assert_eq!(stale_reads(&mut c, None, "cw_t", 3), 0);
+    let after: i64 = lab
+        .replicas
+        .iter()
+        .map(|&r| status_counter(r, "Com_select") as i64)
+        .sum();
+    let primary_after = status_counter(lab.primary, "Com_select") as i64;
+    // Each read waited on a replica (MASTER_GTID_WAIT is a SELECT too)
+    // and ran there, not on the primary.
+    assert!(after - before >= 6, "replica selects: {}", after - before);
+    assert!(
+        primary_after - primary_before <= 1,
+        "primary selects: {}",
+        primary_after - primary_before
+    );
+}
