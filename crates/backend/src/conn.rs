@@ -369,6 +369,10 @@ impl BackendConn {
         if let Some(s) = self.stmts.get(&**sql) {
             return Ok(*s);
         }
+        Box::pin(self.prepare_here(sql)).await
+    }
+
+    async fn prepare_here(&mut self, sql: &Arc<[u8]>) -> Result<ServerStmt, BackendError> {
         if self.stmts.len() >= self.max_prepared.max(1) {
             if let Some(victim) = self
                 .stmts

@@ -271,7 +271,9 @@ impl Server {
             timeout: self.settings.connect_timeout,
             tls: self.settings.tls.as_ref(),
         };
-        match BackendConn::connect(&p).await {
+        // Boxed: connecting is rare, and its large future would otherwise
+        // be part of every session's state machine.
+        match Box::pin(BackendConn::connect(&p)).await {
             Ok(mut c) => {
                 c.max_prepared = self.settings.max_prepared;
                 self.connects.fetch_add(1, Ordering::Relaxed);

@@ -22,8 +22,10 @@ impl Client {
     pub fn new(stream: tokio::net::TcpStream, peer: SocketAddr, max_packet: usize) -> Self {
         Client {
             stream: Stream::Plain(stream),
-            rbuf: Vec::with_capacity(4096),
-            out: Vec::with_capacity(4096),
+            // Small to start: most sessions are idle most of the time, and
+            // buffers grow when a statement needs it.
+            rbuf: Vec::with_capacity(2048),
+            out: Vec::new(),
             peer,
             max_packet,
             last_seq: 0,
@@ -130,7 +132,8 @@ impl Client {
     /// Reads and drops whatever the client sends for up to `d`.
     pub async fn drain_for(&mut self, d: std::time::Duration) {
         let deadline = tokio::time::Instant::now() + d;
-        let mut sink = [0u8; 16384];
+        // On the heap: an array here would sit in every session's future.
+        let mut sink = vec![0u8; 16384];
         while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, self.stream.read(&mut sink)).await {
             if n == 0 {
                 break;

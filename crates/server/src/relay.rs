@@ -190,7 +190,7 @@ pub async fn relay(
                     pos = 0;
                     flush(client).await?;
                     sent_any = true;
-                    send_infile(client, be).await?;
+                    Box::pin(send_infile(client, be)).await?;
                     t.infile_sent();
                     continue;
                 }

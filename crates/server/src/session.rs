@@ -111,13 +111,13 @@ impl Session {
         let timeout = Duration::from_millis(shared.config.proxy.handshake_timeout_ms);
         let login = match tokio::time::timeout(
             timeout,
-            frontend::login(
+            Box::pin(frontend::login(
                 &mut client,
                 &*shared,
                 &shared.auth,
                 &shared.server_version,
                 conn_id,
-            ),
+            )),
         )
         .await
         {
@@ -199,7 +199,7 @@ impl Session {
                 percent_acc: 0,
             },
             rng: rand::random::<u64>() | 1,
-            payload: Vec::with_capacity(1024),
+            payload: Vec::with_capacity(256),
             scratch: Vec::new(),
             status: status::AUTOCOMMIT,
             last_insert_id: 0,
@@ -310,11 +310,11 @@ impl Session {
                 self.local_eof().await?;
             }
             com::RESET_CONNECTION => {
-                self.reset_session().await;
+                Box::pin(self.reset_session()).await;
                 write_simple_ok(&mut self.client.out, 1, self.status);
                 self.client.flush().await?;
             }
-            com::CHANGE_USER => self.change_user(p).await?,
+            com::CHANGE_USER => Box::pin(self.change_user(p)).await?,
             com::STMT_PREPARE => self.prepare(p).await?,
             com::STMT_EXECUTE => self.execute(p).await?,
             com::STMT_SEND_LONG_DATA => self.long_data(p).await?,
@@ -346,7 +346,7 @@ impl Session {
             if let Err(e) = self.attach(d.target).await {
                 return self.reply_error(e).await;
             }
-            self.restore_last_insert_id().await;
+            Box::pin(self.restore_last_insert_id()).await;
         }
         tracing::trace!(to = ?d.target, rule = d.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[1..p.len().min(200)]));
         let facts = self.facts();
@@ -562,7 +562,9 @@ impl Session {
                     self.pins = 0;
                     return Ok(Some(res));
                 }
-                if a.conn.track.charset_changed && a.conn.refresh_collation().await.is_err() {
+                if a.conn.track.charset_changed
+                    && Box::pin(a.conn.refresh_collation()).await.is_err()
+                {
                     self.detach_discard();
                     return Ok(Some(res));
                 }
@@ -662,7 +664,7 @@ impl Session {
                 match (fresh, self.need) {
                     (Some(i), _) => group.read_servers[i].clone(),
                     (None, Some(g)) if self.user.policy.causal_wait_ms > 0 => {
-                        if self.wait_on_replica(&group, g).await {
+                        if Box::pin(self.wait_on_replica(&group, g)).await {
                             return Ok(());
                         }
                         group.primary.clone()
@@ -748,7 +750,7 @@ impl Session {
             return Ok(());
         };
         if a.conn.vars != self.vars {
-            if let Err(e) = a.conn.sync_to(&self.vars).await {
+            if let Err(e) = Box::pin(a.conn.sync_to(&self.vars)).await {
                 self.detach_discard();
                 return Err(e.into());
             }
@@ -860,7 +862,7 @@ impl Session {
             self.client.send_error(1, &e).await?;
             return Err(SessionError::ClientClosed);
         };
-        self.reset_session().await;
+        Box::pin(self.reset_session()).await;
         self.user = user;
         if let Some(cs) = cu.charset {
             self.flavor.charset = cs;
