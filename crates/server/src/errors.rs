@@ -10,6 +10,10 @@ use thiserror::Error;
 /// "the proxy could not reach a server").
 pub const ER_SEXTANT_NO_BACKEND: u16 = 9001;
 pub const ER_SEXTANT_STATE_RESTORE: u16 = 9002;
+/// The server connection died during a statement. Not 2013: that is a
+/// client-side code, and client libraries that receive it from a server
+/// drop their own (healthy) connection to sextant.
+pub const ER_SEXTANT_BACKEND_LOST: u16 = 9003;
 
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
 pub const ER_HANDSHAKE_ERROR: u16 = 1043;
@@ -54,7 +58,7 @@ pub enum SessionError {
     UnknownStatement { id: u32, command: &'static str },
     #[error(transparent)]
     Backend(#[from] BackendError),
-    #[error("Lost connection to server {addr} during query: {reason}")]
+    #[error("sextant lost its connection to server {addr} during the statement ({reason}); it may or may not have run, and was not retried")]
     BackendLost { addr: String, reason: String },
 }
 
@@ -74,7 +78,7 @@ impl SessionError {
             TooManyConnections(_) => (ER_CON_COUNT_ERROR, "08004", msg),
             UnknownCommand(_) => (ER_UNKNOWN_COM_ERROR, "08S01", msg),
             UnknownStatement { .. } => (ER_UNKNOWN_STMT_HANDLER, "HY000", msg),
-            BackendLost { .. } => (CR_SERVER_LOST, "HY000", msg),
+            BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
             Backend(b) => match b {
                 // A server's own answer to a statement sextant sent for the
                 // client (restoring its database, say) keeps the server's

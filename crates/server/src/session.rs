@@ -966,6 +966,32 @@ impl Session {
 
     async fn execute(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let id = stmt_id(p)?;
+        // A plain read is retried on another server if its server fails
+        // before any byte of the answer reached the client.
+        let facts = self.facts();
+        let retryable = !facts.pinned
+            && !facts.in_transaction
+            && self
+                .stmts
+                .get(&id)
+                .is_some_and(|st| st.target == Target::Replica);
+        for attempt in 0..3 {
+            self.retry_armed = retryable && attempt < 2;
+            self.retry_needed = false;
+            let r = self.execute_once(id, p).await;
+            self.retry_armed = false;
+            if r.is_err() || !self.retry_needed {
+                return r;
+            }
+            tracing::info!(
+                attempt,
+                "execute failed before any result reached the client; retrying on another server"
+            );
+        }
+        Ok(())
+    }
+
+    async fn execute_once(&mut self, id: u32, p: &[u8]) -> Result<(), SessionError> {
         let Some((server_id, types_sent)) = self.attach_for_stmt(id, "mysqld_stmt_execute").await?
         else {
             return Ok(());
