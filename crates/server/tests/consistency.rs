@@ -11,30 +11,13 @@ use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-struct Delay;
+/// Delays every replica by `secs` until dropped.
+struct Delay(#[allow(dead_code)] RestoreReplication);
 
 impl Delay {
     fn set(secs: u32) -> Delay {
-        for &r in &lab().replicas {
-            let mut d = direct(r);
-            d.query_drop("STOP SLAVE").unwrap();
-            d.query_drop(format!("CHANGE MASTER TO MASTER_DELAY = {secs}"))
-                .unwrap();
-            d.query_drop("START SLAVE").unwrap();
-        }
-        Delay
-    }
-}
-
-impl Drop for Delay {
-    fn drop(&mut self) {
-        for &r in &lab().replicas {
-            let mut d = direct(r);
-            let _ = d.query_drop("STOP SLAVE");
-            let _ = d.query_drop("CHANGE MASTER TO MASTER_DELAY = 0");
-            let _ = d.query_drop("START SLAVE");
-        }
-        sync_replicas();
+        set_replica_delay(secs);
+        Delay(RestoreReplication)
     }
 }
 

@@ -8,27 +8,6 @@ use mysql::prelude::Queryable;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn state_of(p: &Proxy, port: u16) -> String {
-    let rows: Vec<mysql::Row> = p.admin().query("SHOW BACKENDS").unwrap();
-    rows.iter()
-        .find(|r| r.get::<String, _>("address").unwrap() == format!("127.0.0.1:{port}"))
-        .map(|r| r.get::<String, _>("state").unwrap())
-        .unwrap()
-}
-
-fn wait_state(p: &Proxy, port: u16, want: &str, within: Duration) -> Duration {
-    let t = Instant::now();
-    while state_of(p, port) != want {
-        assert!(
-            t.elapsed() < within,
-            "{port} not {want} within {within:?} (is {})",
-            state_of(p, port)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    t.elapsed()
-}
-
 #[test]
 // The restarted server belongs to the lab, which stops it by its pid file
 // when the test binary exits; the test does not wait for it.
@@ -61,7 +40,7 @@ fn replica_killed_under_sysbench_read_load() {
     );
     sync_replicas();
     let victim = lab.replicas[0];
-    wait_state(&p, victim, "up", Duration::from_secs(5));
+    p.wait_state(victim, "up", Duration::from_secs(5));
 
     // 16 threads of point selects through sextant for 8 s; the replica is
     // killed 2 s in. sysbench stops at the first error it does not ignore.
@@ -116,7 +95,7 @@ fn replica_killed_under_sysbench_read_load() {
         .unwrap_or(u64::MAX);
     assert_eq!(errors, 0, "{text}");
     assert_eq!(
-        state_of(&p, victim),
+        p.state_of(victim),
         "down",
         "the killed replica should be out of rotation"
     );
@@ -137,7 +116,7 @@ fn replica_killed_under_sysbench_read_load() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("restart mariadbd");
-    let took = wait_state(&p, victim, "up", Duration::from_secs(30));
+    let took = p.wait_state(victim, "up", Duration::from_secs(30));
     eprintln!("restarted replica back in rotation after {took:?}");
     sync_replicas();
     let before = status_counter(victim, "Com_select");

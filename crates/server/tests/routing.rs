@@ -451,47 +451,6 @@ fn session_bound_statements_give_correct_results() {
     // Temporary tables and named locks: tested in sessions.rs.
 }
 
-/// Puts replication back as the lab had it, whatever happened.
-struct RestoreReplication;
-
-impl Drop for RestoreReplication {
-    fn drop(&mut self) {
-        for &r in &lab().replicas {
-            let mut d = direct(r);
-            let _ = d.query_drop("STOP SLAVE");
-            let _ = d.query_drop("CHANGE MASTER TO MASTER_DELAY = 0");
-            let _ = d.query_drop("START SLAVE");
-        }
-        sync_replicas();
-    }
-}
-
-fn state_of(p: &Proxy, port: u16) -> String {
-    let rows: Vec<mysql::Row> = p.admin().query("SHOW BACKENDS").unwrap();
-    rows.iter()
-        .find(|r| r.get::<String, _>("address").unwrap() == format!("127.0.0.1:{port}"))
-        .map(|r| r.get::<String, _>("state").unwrap())
-        .unwrap()
-}
-
-fn wait_state(
-    p: &Proxy,
-    port: u16,
-    want: &str,
-    within: std::time::Duration,
-) -> std::time::Duration {
-    let t = std::time::Instant::now();
-    while state_of(p, port) != want {
-        assert!(
-            t.elapsed() < within,
-            "{port} not {want} within {within:?} (is {})",
-            state_of(p, port)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    t.elapsed()
-}
-
 #[test]
 fn lagging_replicas_leave_rotation_and_come_back() {
     let _g = serial();
@@ -503,14 +462,14 @@ fn lagging_replicas_leave_rotation_and_come_back() {
         ..Default::default()
     });
     let secs = std::time::Duration::from_secs;
-    wait_state(&p, r1, "up", secs(5));
-    wait_state(&p, r2, "up", secs(5));
+    p.wait_state(r1, "up", secs(5));
+    p.wait_state(r2, "up", secs(5));
     let mut c = p.conn();
     let mut k = Counters::new();
 
     // Replication stopped on replica 1: out of rotation within a second.
     direct(r1).query_drop("STOP SLAVE SQL_THREAD").unwrap();
-    let took = wait_state(&p, r1, "lagging", secs(5));
+    let took = p.wait_state(r1, "lagging", secs(5));
     eprintln!("stopped replica out of rotation after {took:?}");
     assert!(took < secs(2), "took {took:?}");
     let d = k.delta("Com_select", || reads(&mut c, 300, "SELECT 1"));
@@ -523,7 +482,7 @@ fn lagging_replicas_leave_rotation_and_come_back() {
     d2.query_drop("STOP SLAVE").unwrap();
     d2.query_drop("CHANGE MASTER TO MASTER_DELAY = 2").unwrap();
     d2.query_drop("START SLAVE").unwrap();
-    wait_state(&p, r2, "lagging", secs(6));
+    p.wait_state(r2, "lagging", secs(6));
     let d = k.delta("Com_select", || reads(&mut c, 300, "SELECT 1"));
     within(d[0], 300, 5, "all replicas lagging: the primary");
 
@@ -532,8 +491,8 @@ fn lagging_replicas_leave_rotation_and_come_back() {
     d2.query_drop("STOP SLAVE").unwrap();
     d2.query_drop("CHANGE MASTER TO MASTER_DELAY = 0").unwrap();
     d2.query_drop("START SLAVE").unwrap();
-    wait_state(&p, r1, "up", secs(6));
-    wait_state(&p, r2, "up", secs(8));
+    p.wait_state(r1, "up", secs(6));
+    p.wait_state(r2, "up", secs(8));
     let d = k.delta("Com_select", || reads(&mut c, 300, "SELECT 1"));
     within(d[1] + d[2], 300, 5, "replicas back");
     assert!(d[1] > 50 && d[2] > 50, "{d:?}");

@@ -618,3 +618,51 @@ impl Forwarder {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+impl Proxy {
+    /// A server's state in SHOW BACKENDS (up, down, lagging, maintenance).
+    pub fn state_of(&self, port: u16) -> String {
+        use mysql::prelude::Queryable;
+        let rows: Vec<mysql::Row> = self.admin().query("SHOW BACKENDS").unwrap();
+        rows.iter()
+            .find(|r| r.get::<String, _>("address").unwrap() == format!("127.0.0.1:{port}"))
+            .map(|r| r.get::<String, _>("state").unwrap())
+            .unwrap_or_else(|| panic!("no server 127.0.0.1:{port} in SHOW BACKENDS"))
+    }
+
+    /// Waits until a server reaches `want`; returns how long it took.
+    pub fn wait_state(&self, port: u16, want: &str, within: Duration) -> Duration {
+        let t = Instant::now();
+        while self.state_of(port) != want {
+            assert!(
+                t.elapsed() < within,
+                "{port} not {want} within {within:?} (is {})",
+                self.state_of(port)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        t.elapsed()
+    }
+}
+
+/// Sets a replication delay on every lab replica (0: none).
+pub fn set_replica_delay(secs: u32) {
+    use mysql::prelude::Queryable;
+    for &r in &lab().replicas {
+        let mut d = direct(r);
+        let _ = d.query_drop("STOP SLAVE");
+        let _ = d.query_drop(format!("CHANGE MASTER TO MASTER_DELAY = {secs}"));
+        let _ = d.query_drop("START SLAVE");
+    }
+}
+
+/// Puts the lab's replication back as it was (no delay, all threads
+/// running, caught up) when dropped, whatever the test did.
+pub struct RestoreReplication;
+
+impl Drop for RestoreReplication {
+    fn drop(&mut self) {
+        set_replica_delay(0);
+        sync_replicas();
+    }
+}
