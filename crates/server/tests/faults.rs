@@ -256,3 +256,35 @@ fn reads_survive_a_replica_dying_mid_session() {
         .unwrap();
     assert_eq!(dead.get::<String, _>("state").unwrap(), "down");
 }
+
+#[test]
+fn a_transaction_whose_server_dies_gets_a_clear_error_and_the_session_goes_on() {
+    let p = Proxy::start("", "");
+    let mut c = p.conn();
+    c.query_drop("CREATE TABLE IF NOT EXISTS txd_t (id int primary key)")
+        .unwrap();
+    c.query_drop("DELETE FROM txd_t").unwrap();
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("INSERT INTO txd_t VALUES (1)").unwrap();
+    let backend_id: u64 = c.query_first("SELECT CONNECTION_ID()").unwrap().unwrap();
+    // The server side of the transaction's connection dies.
+    direct(lab().primary)
+        .query_drop(format!("KILL {backend_id}"))
+        .unwrap();
+    let e = c
+        .query_drop("INSERT INTO txd_t VALUES (2)")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("9003") || e.contains("1927"), "{e}");
+    // The session is usable, the transaction is gone (nothing committed),
+    // and the failed statement was not run again.
+    let n: Option<i64> = c
+        .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM txd_t")
+        .unwrap();
+    assert_eq!(n, Some(0));
+    c.query_drop("INSERT INTO txd_t VALUES (3)").unwrap();
+    let n: Option<i64> = c
+        .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM txd_t")
+        .unwrap();
+    assert_eq!(n, Some(1));
+}
