@@ -141,13 +141,27 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
     let d = decide(&c, SessionFacts::default(), policy, &mut Cursor::default());
     let g = ctx.pool.groups.get(*group);
     let servers = match (d.target, g) {
-        (Target::Primary, Some(g)) => g.primary.addr.to_string(),
+        (Target::Primary, Some(g)) => g
+            .primary()
+            .map(|p| p.addr.to_string())
+            .unwrap_or_else(|| "(no primary known)".into()),
         (Target::Replica, Some(g)) => {
-            let mut v: Vec<String> = g.read_servers.iter().map(|s| s.addr.to_string()).collect();
+            let primary = g
+                .primary()
+                .map(|p| p.addr.to_string())
+                .unwrap_or_else(|| "(no primary known)".into());
+            let mut v: Vec<String> = (0..g.members.len())
+                .filter(|&i| {
+                    g.read_weight(i) > 0
+                        && (g.members[i].role() == sextant_backend::Role::Replica
+                            || g.primary_weight > 0)
+                })
+                .map(|i| g.members[i].addr.to_string())
+                .collect();
             if v.is_empty() {
-                v.push(format!("{} (no replica configured)", g.primary.addr));
+                v.push(format!("{primary} (no replica configured)"));
             } else if g.primary_weight == 0 {
-                v.push(format!("else {}", g.primary.addr));
+                v.push(format!("else {primary}"));
             }
             v.join(", ")
         }
@@ -228,7 +242,7 @@ fn backends(pool: &Pool) -> Table {
         let st = s.stats();
         rows.push(vec![
             Some(s.group.to_string()),
-            Some(s.role.to_string()),
+            Some(s.role().to_string()),
             Some(s.addr.to_string()),
             Some(s.weight.to_string()),
             Some(

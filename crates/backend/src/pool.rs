@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Role {
-    Primary,
-    Replica,
+    Primary = 0,
+    Replica = 1,
 }
 
 impl std::fmt::Display for Role {
@@ -52,7 +53,10 @@ pub struct PoolStats {
 pub struct Server {
     pub addr: Arc<str>,
     pub group: Arc<str>,
-    pub role: Role,
+    /// Primary or replica; changes when the monitor follows a switchover.
+    role: std::sync::atomic::AtomicU8,
+    /// Set by the monitor: the server accepts writes (read_only = OFF).
+    pub writable: AtomicBool,
     pub weight: u32,
     pub settings: PoolSettings,
     idle: Mutex<Vec<BackendConn>>,
@@ -92,7 +96,8 @@ impl Server {
         Server {
             addr: addr.into(),
             group: group.into(),
-            role,
+            role: std::sync::atomic::AtomicU8::new(role as u8),
+            writable: AtomicBool::new(role == Role::Primary),
             weight,
             settings,
             idle: Mutex::new(Vec::new()),
@@ -114,6 +119,18 @@ impl Server {
             lag_ms: std::sync::atomic::AtomicI64::new(-1),
             latency_us: AtomicU64::new(0),
         }
+    }
+
+    pub fn role(&self) -> Role {
+        if self.role.load(Ordering::Relaxed) == Role::Primary as u8 {
+            Role::Primary
+        } else {
+            Role::Replica
+        }
+    }
+
+    pub fn set_role(&self, r: Role) {
+        self.role.store(r as u8, Ordering::Relaxed);
     }
 
     /// Takes the server out of read balancing after a failure; the
@@ -392,21 +409,27 @@ impl Server {
     }
 }
 
-/// A server group: one primary and its replicas.
+/// A server group: a primary and its replicas. Which member is the primary
+/// can change (the monitor follows switchovers with topology =
+/// "replication"); the index is an atomic so that routing reads it without
+/// a lock.
 pub struct GroupServers {
     pub name: Arc<str>,
-    pub primary: Arc<Server>,
-    pub replicas: Vec<Arc<Server>>,
-    /// The servers that take reads: the replicas, and the primary when it
-    /// has a read weight. With their weights, in the same order (kept here
-    /// so picking a server allocates nothing).
-    pub read_servers: Vec<Arc<Server>>,
-    pub read_weights: Vec<u32>,
+    /// Every server of the group: the configured primary first.
+    pub members: Vec<Arc<Server>>,
+    primary_idx: AtomicUsize,
+    /// The primary's weight in read balancing (0: it takes no plain reads).
     pub primary_weight: u32,
+    /// Follow which member is writable (topology = "replication").
+    pub follow_primary: bool,
+    /// How long a write waits for a primary when none is known.
+    pub primary_wait: Duration,
     /// The newest heartbeat (microseconds since the epoch, sextant's clock)
     /// the monitor wrote on the primary; 0 before the first.
     pub heartbeat_us: std::sync::atomic::AtomicI64,
 }
+
+const NO_PRIMARY: usize = usize::MAX;
 
 impl GroupServers {
     pub fn new(
@@ -415,34 +438,99 @@ impl GroupServers {
         replicas: Vec<Arc<Server>>,
         primary_weight: u32,
     ) -> Self {
-        let mut read_servers = replicas.clone();
-        if primary_weight > 0 {
-            read_servers.push(primary.clone());
-        }
-        let read_weights = read_servers
-            .iter()
-            .map(|s| {
-                if s.role == Role::Primary {
-                    primary_weight
-                } else {
-                    s.weight
-                }
-            })
-            .collect();
-        GroupServers {
-            name: name.into(),
+        Self::with_topology(
+            name,
             primary,
             replicas,
-            read_servers,
-            read_weights,
             primary_weight,
+            false,
+            Duration::ZERO,
+        )
+    }
+
+    pub fn with_topology(
+        name: &str,
+        primary: Arc<Server>,
+        replicas: Vec<Arc<Server>>,
+        primary_weight: u32,
+        follow_primary: bool,
+        primary_wait: Duration,
+    ) -> Self {
+        let mut members = vec![primary];
+        members.extend(replicas);
+        GroupServers {
+            name: name.into(),
+            members,
+            primary_idx: AtomicUsize::new(0),
+            primary_weight,
+            follow_primary,
+            primary_wait,
             heartbeat_us: std::sync::atomic::AtomicI64::new(0),
+        }
+    }
+
+    /// The current primary; None while none is known (or two claim it).
+    pub fn primary(&self) -> Option<&Arc<Server>> {
+        self.members.get(self.primary_idx.load(Ordering::Acquire))
+    }
+
+    /// Makes member `idx` the primary (None: no primary), and every other
+    /// member a replica. Returns whether anything changed.
+    pub fn set_primary(&self, idx: Option<usize>) -> bool {
+        let new = idx.unwrap_or(NO_PRIMARY);
+        let old = self.primary_idx.swap(new, Ordering::AcqRel);
+        for (i, m) in self.members.iter().enumerate() {
+            m.set_role(if i == new {
+                Role::Primary
+            } else {
+                Role::Replica
+            });
+        }
+        old != new
+    }
+
+    /// After the monitor updated members' `writable`: the one writable,
+    /// reachable member is the primary; none, or several (split brain),
+    /// means no primary, so no writes go anywhere.
+    pub fn follow_writable(&self) {
+        let writable: Vec<usize> = (0..self.members.len())
+            .filter(|&i| {
+                let m = &self.members[i];
+                m.writable.load(Ordering::Relaxed) && m.reachable.load(Ordering::Relaxed)
+            })
+            .collect();
+        let new = match writable.as_slice() {
+            [one] => Some(*one),
+            [] => None,
+            several => {
+                let addrs: Vec<&str> = several.iter().map(|&i| &*self.members[i].addr).collect();
+                tracing::error!(group = %self.name, "several writable servers ({}): split brain; refusing writes until one is read-only", addrs.join(", "));
+                None
+            }
+        };
+        if self.set_primary(new) {
+            match new {
+                Some(i) => {
+                    tracing::warn!(group = %self.name, primary = %self.members[i].addr, "primary changed")
+                }
+                None => tracing::warn!(group = %self.name, "no primary"),
+            }
+        }
+    }
+
+    /// The weight of member `i` in read balancing, by its current role.
+    pub fn read_weight(&self, i: usize) -> u32 {
+        let m = &self.members[i];
+        if m.role() == Role::Primary {
+            self.primary_weight
+        } else {
+            m.weight
         }
     }
 
     /// Whether a connection to `s` may serve plain reads.
     pub fn takes_reads(&self, s: &Server) -> bool {
-        (s.role == Role::Replica || self.primary_weight > 0) && s.load().is_some()
+        (s.role() == Role::Replica || self.primary_weight > 0) && s.load().is_some()
     }
 }
 
@@ -454,9 +542,7 @@ pub struct Pool {
 
 impl Pool {
     pub fn servers(&self) -> impl Iterator<Item = &Arc<Server>> {
-        self.groups
-            .values()
-            .flat_map(|g| std::iter::once(&g.primary).chain(g.replicas.iter()))
+        self.groups.values().flat_map(|g| g.members.iter())
     }
 }
 

@@ -248,6 +248,15 @@ pub struct Group {
     /// catches up (0: lag is not a reason).
     #[serde(default = "default_max_lag_ms")]
     pub max_replica_lag_ms: u64,
+    /// "static": the configured primary takes writes; "replication": the
+    /// monitor follows which server is writable (read_only = OFF), so
+    /// switchovers and failovers done by other tools are followed.
+    #[serde(default)]
+    pub topology: Topology,
+    /// How long a write waits for a primary when none is known (0: fail
+    /// at once).
+    #[serde(default)]
+    pub primary_wait_ms: u64,
     /// Connect to the servers with TLS.
     #[serde(default)]
     pub tls: bool,
@@ -449,6 +458,14 @@ impl RoutingPolicy {
             causal_wait_ms: o.causal_wait_ms.unwrap_or(self.causal_wait_ms),
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Topology {
+    #[default]
+    Static,
+    Replication,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -668,6 +685,9 @@ impl Config {
             }
             if g.connect_timeout_ms == 0 {
                 errors.push(err(&t, "connect_timeout_ms", "must be more than 0".into()));
+            }
+            if g.replicas.len() >= 32 {
+                errors.push(err(&t, "replicas", "a group has at most 32 servers".into()));
             }
             for r in &g.replicas {
                 if r.weight == 0 {

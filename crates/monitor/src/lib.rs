@@ -62,6 +62,9 @@ pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
             conn = None;
             heartbeat_ready = false;
             server.mark_unreachable(&why);
+            if group.follow_primary {
+                group.follow_writable();
+            }
         }
     }
 }
@@ -88,7 +91,15 @@ async fn check(
         return Ok(());
     };
     c.ping().await?;
-    match server.role {
+    if group.follow_primary {
+        let rows = c.query_internal("SELECT @@read_only").await?;
+        let ro = rows.first().and_then(|r| r.first()).cloned().flatten();
+        let writable = matches!(ro.as_deref(), Some("0") | Some("OFF"));
+        server.writable.store(writable, Ordering::Relaxed);
+        server.reachable.store(true, Ordering::Relaxed);
+        group.follow_writable();
+    }
+    match server.role() {
         Role::Primary => {
             if s.heartbeat {
                 if !*heartbeat_ready {

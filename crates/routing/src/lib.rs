@@ -157,6 +157,8 @@ pub fn pick(
     cur: &mut Cursor,
     random: u64,
 ) -> Option<usize> {
+    // A server of weight 0 takes no reads.
+    let load = |i: usize| load(i).filter(|_| weights[i] > 0);
     let n = weights.len();
     if n == 0 {
         return None;

@@ -14,6 +14,7 @@ pub const ER_SEXTANT_STATE_RESTORE: u16 = 9002;
 /// client-side code, and client libraries that receive it from a server
 /// drop their own (healthy) connection to sextant.
 pub const ER_SEXTANT_BACKEND_LOST: u16 = 9003;
+pub const ER_SEXTANT_NO_PRIMARY: u16 = 9004;
 
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
 pub const ER_HANDSHAKE_ERROR: u16 = 1043;
@@ -56,6 +57,8 @@ pub enum SessionError {
     UnknownCommand(u8),
     #[error("Unknown prepared statement handler ({id}) given to {command}")]
     UnknownStatement { id: u32, command: &'static str },
+    #[error("sextant: group {group} has no primary to write to (none is writable, or several are: split brain), after waiting {waited_ms} ms")]
+    NoPrimary { group: String, waited_ms: u64 },
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error("sextant lost its connection to server {addr} during the statement ({reason}); it may or may not have run, and was not retried")]
@@ -79,6 +82,7 @@ impl SessionError {
             UnknownCommand(_) => (ER_UNKNOWN_COM_ERROR, "08S01", msg),
             UnknownStatement { .. } => (ER_UNKNOWN_STMT_HANDLER, "HY000", msg),
             BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
+            NoPrimary { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
             Backend(b) => match b {
                 // A server's own answer to a statement sextant sent for the
                 // client (restoring its database, say) keeps the server's

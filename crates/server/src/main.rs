@@ -210,7 +210,14 @@ fn build_pool(config: &Config) -> Result<Pool, String> {
         }
         pool.groups.insert(
             name.clone(),
-            Arc::new(Group::new(name, primary, replicas, g.primary_weight)),
+            Arc::new(Group::with_topology(
+                name,
+                primary,
+                replicas,
+                g.primary_weight,
+                g.topology == sextant_config::Topology::Replication,
+                Duration::from_millis(g.primary_wait_ms),
+            )),
         );
     }
     Ok(pool)
@@ -407,7 +414,7 @@ fn start_monitors(shared: &Shared) {
             .get(name)
             .map(|c| c.max_replica_lag_ms)
             .unwrap_or(0);
-        for s in std::iter::once(&g.primary).chain(g.replicas.iter()) {
+        for s in &g.members {
             let settings = sextant_monitor::Settings {
                 interval: Duration::from_millis(m.interval_ms),
                 user: user.clone(),
@@ -432,14 +439,16 @@ async fn probe_version(config: &Config, pool: &Pool) -> String {
         return FALLBACK.into();
     };
     let flavor = sextant_backend::Flavor::new(0, frontend::DEFAULT_CHARSET);
-    match g
-        .primary
+    let Some(primary) = g.primary() else {
+        return FALLBACK.into();
+    };
+    match primary
         .acquire(u.backend_user(), u.backend_password(), flavor)
         .await
     {
         Ok(c) => {
             let v = c.server_version.clone();
-            g.primary.release(c);
+            primary.release(c);
             v
         }
         Err(e) => {

@@ -624,12 +624,12 @@ impl Session {
         if let Some(a) = &self.backend {
             let fits = self.pinned()
                 || match target {
-                    Target::Primary => a.server.role == Role::Primary,
+                    Target::Primary => a.server.role() == Role::Primary,
                     // Right after a write, reads stay on the primary
                     // connection: the session reads its own writes.
                     Target::Replica => {
                         let fresh = self.need.is_none_or(|g| {
-                            a.server.role == Role::Primary || a.server.has_applied(g.pack())
+                            a.server.role() == Role::Primary || a.server.has_applied(g.pack())
                         });
                         (self.user.group.takes_reads(&a.server) && fresh)
                             || self.primary_reads_until.is_some_and(|t| Instant::now() < t)
@@ -643,33 +643,34 @@ impl Session {
         }
         let group = self.user.group.clone();
         let server = match target {
-            Target::Primary => group.primary.clone(),
+            Target::Primary => self.primary_of(&group).await?,
             Target::Replica => {
                 self.rng ^= self.rng << 13;
                 self.rng ^= self.rng >> 7;
                 self.rng ^= self.rng << 17;
                 let need = self.need.map(|g| g.pack());
+                let (weights, n) = read_weights(&group);
                 let fresh = pick(
                     self.user.policy.balance,
-                    &group.read_weights,
+                    &weights[..n],
                     |i| {
-                        let s = &group.read_servers[i];
+                        let s = &group.members[i];
                         s.load().filter(|_| {
-                            need.is_none_or(|g| s.role == Role::Primary || s.has_applied(g))
+                            need.is_none_or(|g| s.role() == Role::Primary || s.has_applied(g))
                         })
                     },
                     &mut self.cursor,
                     self.rng,
                 );
                 match (fresh, self.need) {
-                    (Some(i), _) => group.read_servers[i].clone(),
+                    (Some(i), _) => group.members[i].clone(),
                     (None, Some(g)) if self.user.policy.causal_wait_ms > 0 => {
                         if Box::pin(self.wait_on_replica(&group, g)).await {
                             return Ok(());
                         }
-                        group.primary.clone()
+                        self.primary_of(&group).await?
                     }
-                    (None, _) => group.primary.clone(),
+                    (None, _) => self.primary_of(&group).await?,
                 }
             }
         };
@@ -682,10 +683,10 @@ impl Session {
             .await
         {
             Ok(c) => c,
-            Err(e) if target == Target::Replica && server.role == Role::Replica => {
+            Err(e) if target == Target::Replica && server.role() == Role::Replica => {
                 // A read never fails while the primary is up.
                 tracing::info!(server = %server.addr, "replica unavailable, reading from the primary: {e}");
-                let p = group.primary.clone();
+                let p = self.primary_of(&group).await?;
                 let c = p
                     .acquire(
                         &self.user.backend_user,
@@ -707,20 +708,21 @@ impl Session {
     /// the write yet, so wait on one (MASTER_GTID_WAIT) for up to
     /// causal_wait_ms. True when it caught up and is now attached.
     async fn wait_on_replica(&mut self, group: &Arc<sextant_backend::Group>, g: Gtid) -> bool {
+        let (weights, n) = read_weights(group);
         let Some(i) = pick(
             self.user.policy.balance,
-            &group.read_weights,
+            &weights[..n],
             |i| {
-                group.read_servers[i]
+                group.members[i]
                     .load()
-                    .filter(|_| group.read_servers[i].role == Role::Replica)
+                    .filter(|_| group.members[i].role() == Role::Replica)
             },
             &mut self.cursor,
             self.rng,
         ) else {
             return false;
         };
-        let server = group.read_servers[i].clone();
+        let server = group.members[i].clone();
         let Ok(mut conn) = server
             .acquire(
                 &self.user.backend_user,
@@ -743,6 +745,28 @@ impl Session {
         }
         server.release(conn);
         false
+    }
+
+    /// The group's primary, waiting up to its primary_wait_ms when none is
+    /// known (switchover in progress, split brain).
+    async fn primary_of(
+        &self,
+        group: &Arc<sextant_backend::Group>,
+    ) -> Result<Arc<Server>, SessionError> {
+        if let Some(p) = group.primary() {
+            return Ok(p.clone());
+        }
+        let deadline = Instant::now() + group.primary_wait;
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if let Some(p) = group.primary() {
+                return Ok(p.clone());
+            }
+        }
+        Err(SessionError::NoPrimary {
+            group: group.name.to_string(),
+            waited_ms: group.primary_wait.as_millis() as u64,
+        })
     }
 
     async fn sync_attached(&mut self) -> Result<(), SessionError> {
@@ -1162,4 +1186,17 @@ fn stmt_id(p: &[u8]) -> Result<u32, SessionError> {
     let mut r = Reader::new(p);
     r.u8("command").map_err(SessionError::Malformed)?;
     r.u32("statement id").map_err(SessionError::Malformed)
+}
+
+/// Most servers a group may have (weights for balancing live on the stack).
+pub const MAX_GROUP_SERVERS: usize = 32;
+
+/// Each member's read weight by its current role.
+fn read_weights(group: &sextant_backend::Group) -> ([u32; MAX_GROUP_SERVERS], usize) {
+    let mut w = [0u32; MAX_GROUP_SERVERS];
+    let n = group.members.len().min(MAX_GROUP_SERVERS);
+    for (i, slot) in w.iter_mut().enumerate().take(n) {
+        *slot = group.read_weight(i);
+    }
+    (w, n)
 }
