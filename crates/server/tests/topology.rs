@@ -1,0 +1,111 @@
+//! topology = "replication": sextant follows which server is writable, as
+//! after a switchover done by another tool, and refuses writes while two
+//! servers are writable. (Its own test binary: it rearranges the lab.)
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+use std::time::{Duration, Instant};
+
+fn sql(port: u16, stmt: &str) {
+    direct(port)
+        .query_drop(stmt)
+        .unwrap_or_else(|e| panic!("{port}: {stmt}: {e}"));
+}
+
+fn primary_of(p: &Proxy) -> String {
+    let rows: Vec<mysql::Row> = p.admin().query("SHOW BACKENDS").unwrap();
+    rows.iter()
+        .filter(|r| r.get::<String, _>("role").unwrap() == "primary")
+        .map(|r| r.get::<String, _>("address").unwrap())
+        .next()
+        .unwrap_or_default()
+}
+
+#[test]
+fn switchover_is_followed_and_split_brain_refuses_writes() {
+    let lab = lab();
+    let (old, new) = (lab.primary, lab.replicas[0]);
+    let p = Proxy::setup(Setup {
+        group: "topology = \"replication\"\nprimary_wait_ms = 3000\n[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    });
+    let mut c = p.conn();
+    c.query_drop("CREATE TABLE IF NOT EXISTS sw_t (id INT PRIMARY KEY AUTO_INCREMENT, src INT)")
+        .unwrap();
+    c.query_drop("INSERT INTO sw_t (src) VALUES (@@server_id)")
+        .unwrap();
+    assert_eq!(primary_of(&p), format!("127.0.0.1:{old}"));
+    sync_replicas();
+
+    // A switchover as a DBA (or orchestrator) does it: the old primary
+    // read-only, the replica stops replicating and becomes writable.
+    sql(old, "SET GLOBAL read_only = 1");
+    sql(new, "STOP SLAVE");
+    let switched = Instant::now();
+    sql(new, "SET GLOBAL read_only = 0");
+    // Writes keep coming while it happens; each runs where it is allowed.
+    let mut rows_on_old_after = 0;
+    loop {
+        c.query_drop("INSERT INTO sw_t (src) VALUES (@@server_id)")
+            .unwrap();
+        let id = c.last_insert_id();
+        let (src,): (u32,) = c
+            .query_first(format!(
+                "/*#mode=READWRITE*/ SELECT src FROM sw_t WHERE id = {id}"
+            ))
+            .unwrap()
+            .unwrap();
+        if src == 2 {
+            break; // server 2 is replica 1 in the lab
+        }
+        rows_on_old_after += 1;
+        assert!(
+            switched.elapsed() < Duration::from_secs(2),
+            "writes did not follow within 2 s"
+        );
+    }
+    eprintln!(
+        "writes followed the switchover after {:?} ({rows_on_old_after} writes before)",
+        switched.elapsed()
+    );
+    assert_eq!(primary_of(&p), format!("127.0.0.1:{new}"));
+    // No write went to the read-only old primary after the monitor saw it:
+    // the app account may write there (SUPER), so count its inserts.
+    let before = status_counter(old, "Com_insert");
+    for _ in 0..50 {
+        c.query_drop("INSERT INTO sw_t (src) VALUES (@@server_id)")
+            .unwrap();
+    }
+    assert_eq!(
+        status_counter(old, "Com_insert"),
+        before,
+        "a write went to the read-only old primary"
+    );
+
+    // Split brain: both writable. Writes wait primary_wait_ms and fail.
+    sql(old, "SET GLOBAL read_only = 0");
+    let t = Instant::now();
+    while primary_of(&p) != "" {
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "split brain not detected"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t = Instant::now();
+    let e = c
+        .query_drop("INSERT INTO sw_t (src) VALUES (0)")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("9004") && e.contains("split brain"), "{e}");
+    assert!(
+        t.elapsed() >= Duration::from_millis(2500),
+        "did not wait primary_wait_ms"
+    );
+    // Resolved: writes resume on the one writable server.
+    sql(old, "SET GLOBAL read_only = 1");
+    c.query_drop("INSERT INTO sw_t (src) VALUES (@@server_id)")
+        .unwrap();
+    assert_eq!(primary_of(&p), format!("127.0.0.1:{new}"));
+}
