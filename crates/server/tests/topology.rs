@@ -46,18 +46,17 @@ fn switchover_is_followed_and_split_brain_refuses_writes() {
     sql(new, "SET GLOBAL read_only = 0");
     // Writes keep coming while it happens; each runs where it is allowed.
     let mut rows_on_old_after = 0;
+    let mut on_new = direct(new);
     loop {
         c.query_drop("INSERT INTO sw_t (src) VALUES (@@server_id)")
             .unwrap();
-        let id = c.last_insert_id();
-        let (src,): (u32,) = c
-            .query_first(format!(
-                "/*#mode=READWRITE*/ SELECT src FROM sw_t WHERE id = {id}"
-            ))
-            .unwrap()
+        // Where did it land? Ask the new primary directly (server 2 is
+        // replica 1 in the lab), so the check does not race the routing.
+        let n: Option<i64> = on_new
+            .query_first("SELECT COUNT(*) FROM sw_t WHERE src = 2")
             .unwrap();
-        if src == 2 {
-            break; // server 2 is replica 1 in the lab
+        if n.unwrap_or(0) > 0 {
+            break;
         }
         rows_on_old_after += 1;
         assert!(
