@@ -545,13 +545,15 @@ impl Session {
             deprecate_eof: self.deprecate_eof,
             client_stmt_id,
         };
-        let started = Instant::now();
+        // Response times feed only least_latency balancing: no clock reads
+        // per statement otherwise.
+        let started = (self.user.policy.balance == sextant_config::Balance::LeastLatency)
+            .then(std::time::Instant::now);
         a.server.statement_started();
         let relayed = relay(&mut self.client, &mut a.conn, expect, &opts).await;
-        let elapsed_us = relayed
-            .as_ref()
-            .ok()
-            .map(|_| started.elapsed().as_micros() as u64);
+        let elapsed_us = started
+            .filter(|_| relayed.is_ok())
+            .map(|t| t.elapsed().as_micros() as u64);
         a.server.statement_finished(elapsed_us);
         match relayed {
             Ok(res) => {

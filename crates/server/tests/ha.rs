@@ -17,25 +17,11 @@ fn replica_killed_under_sysbench_read_load() {
     let p = Proxy::start("", "[routing]\nhold_ms = 0\n");
     // (The monitor notices within an interval; reads in flight before that
     // are retried on another server.)
-    let sb = |args: &[&str]| {
-        Command::new("sysbench")
-            .args([
-                "--db-driver=mysql",
-                "--mysql-host=127.0.0.1",
-                "--mysql-user=app",
-                "--mysql-password=apppass",
-            ])
-            .args(["--mysql-db=sbtest", "--tables=2", "--table-size=2000"])
-            .args(args)
-            .output()
-            .expect("sysbench")
-    };
     assert_ok(
-        &sb(&[
-            &format!("--mysql-port={}", lab.primary),
-            "oltp_read_only",
-            "prepare",
-        ]),
+        &sysbench_cmd(lab.primary, 2, 2000)
+            .args(["oltp_read_only", "prepare"])
+            .output()
+            .expect("sysbench"),
         "prepare",
     );
     sync_replicas();
@@ -46,24 +32,11 @@ fn replica_killed_under_sysbench_read_load() {
     // killed 2 s in. sysbench stops at the first error it does not ignore.
     let port = p.port;
     let load = std::thread::spawn(move || {
-        Command::new("sysbench")
-            .args([
-                "--db-driver=mysql",
-                "--mysql-host=127.0.0.1",
-                "--mysql-user=app",
-                "--mysql-password=apppass",
-            ])
-            .args([
-                "--mysql-db=sbtest",
-                "--tables=2",
-                "--table-size=2000",
-                "--threads=16",
-                "--time=8",
-            ])
+        sysbench_cmd(port, 2, 2000)
+            .args(["--threads=16", "--time=8"])
             // Server-side prepared statements (sysbench's default) and a
             // borrow per statement: the hardest case for moving on.
             .arg("--db-ps-mode=auto")
-            .arg(format!("--mysql-port={port}"))
             .args(["oltp_point_select", "run"])
             .output()
             .expect("sysbench")

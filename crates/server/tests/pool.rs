@@ -96,15 +96,7 @@ fn prepared_statements_per_connection_are_bounded() {
     );
     // Every client statement still runs: evicted ones are prepared again.
     for (k, id) in ids.iter().enumerate().rev() {
-        let mut e = vec![0x17];
-        e.extend_from_slice(&id.to_le_bytes());
-        e.push(0);
-        e.extend_from_slice(&1u32.to_le_bytes());
-        e.push(0); // null bitmap
-        e.push(1); // types follow
-        e.extend_from_slice(&[0x08, 0x00]); // LONGLONG
-        e.extend_from_slice(&100i64.to_le_bytes());
-        r.send(0, &e);
+        r.execute_one(*id, 0x08, &100i64.to_le_bytes()); // LONGLONG
         let resp = r.read_response_as(sextant_protocol::tracker::Expect::Execute);
         let row = resp
             .iter()

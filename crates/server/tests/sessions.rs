@@ -230,14 +230,7 @@ fn cursors_and_long_data() {
         l.extend_from_slice(&[b'z'; 1000]);
         r.send(0, &l);
     }
-    let mut e = vec![0x17];
-    e.extend_from_slice(&id.to_le_bytes());
-    e.push(0);
-    e.extend_from_slice(&1u32.to_le_bytes());
-    e.push(0); // null bitmap
-    e.push(1); // types follow
-    e.extend_from_slice(&[0xfc, 0]); // BLOB
-    r.send(0, &e);
+    r.execute_one(id, 0xfc, &[]); // BLOB, sent as long data
     let resp = r.read_response();
     // Binary row: header, null bitmap, LENGTH() as a 4-byte LONG.
     let row = resp

@@ -544,6 +544,39 @@ impl Raw {
     }
 }
 
+impl Raw {
+    /// COM_STMT_EXECUTE of statement `id` with one parameter of MySQL type
+    /// `ty`, sending its type, and `value` in binary form (empty when the
+    /// value was sent as long data).
+    pub fn execute_one(&mut self, id: u32, ty: u8, value: &[u8]) {
+        let mut e = vec![0x17];
+        e.extend_from_slice(&id.to_le_bytes());
+        e.push(0); // no cursor
+        e.extend_from_slice(&1u32.to_le_bytes()); // iterations
+        e.push(0); // null bitmap
+        e.push(1); // types follow
+        e.extend_from_slice(&[ty, 0]);
+        e.extend_from_slice(value);
+        self.send(0, &e);
+    }
+}
+
+/// A sysbench command against the lab's sbtest database, as the app user.
+pub fn sysbench_cmd(port: u16, tables: u32, table_size: u32) -> Command {
+    let mut c = Command::new("sysbench");
+    c.args([
+        "--db-driver=mysql",
+        "--mysql-host=127.0.0.1",
+        "--mysql-user=app",
+        "--mysql-password=apppass",
+    ])
+    .arg("--mysql-db=sbtest")
+    .arg(format!("--mysql-port={port}"))
+    .arg(format!("--tables={tables}"))
+    .arg(format!("--table-size={table_size}"));
+    c
+}
+
 /// The (errno, message) of an ERR packet payload.
 pub fn err_of(p: &[u8]) -> (u16, String) {
     assert_eq!(
