@@ -250,6 +250,9 @@ fn backends(pool: &Pool) -> Table {
                     "maintenance"
                 } else if !s.reachable.load(Ordering::Relaxed) {
                     "down"
+                } else if !s.member_ok.load(Ordering::Relaxed) {
+                    // In the cluster's own words in member_state.
+                    "excluded"
                 } else if s.lagging.load(Ordering::Relaxed) {
                     "lagging"
                 } else if s.reachable.load(Ordering::Relaxed) {
@@ -269,6 +272,7 @@ fn backends(pool: &Pool) -> Table {
             s.version.lock().clone(),
             Some(s.lag_ms.load(Ordering::Relaxed).to_string()),
             s.last_error.lock().clone(),
+            s.member_state.lock().clone(),
         ]);
     }
     Table {
@@ -288,6 +292,7 @@ fn backends(pool: &Pool) -> Table {
             "version",
             "lag_ms",
             "last_error",
+            "member_state",
         ]
         .map(String::from)
         .to_vec(),

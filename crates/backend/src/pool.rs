@@ -89,6 +89,14 @@ pub struct Server {
     /// Moving average of statement response time, microseconds (for
     /// least_latency balancing); 0 until the first sample.
     latency_us: AtomicU64,
+    /// Set by the monitor of a cluster (Group Replication, Galera): the
+    /// server is a usable member (ONLINE in the majority partition; Synced
+    /// and ready). Always true for plain replication.
+    pub member_ok: AtomicBool,
+    /// The cluster state the monitor last saw when the member is not usable
+    /// ("RECOVERING", "Donor/Desynced", "minority partition"...), for SHOW
+    /// BACKENDS.
+    pub member_state: Mutex<Option<String>>,
 }
 
 impl Server {
@@ -118,6 +126,8 @@ impl Server {
             applied: Default::default(),
             lag_ms: std::sync::atomic::AtomicI64::new(-1),
             latency_us: AtomicU64::new(0),
+            member_ok: AtomicBool::new(true),
+            member_state: Mutex::new(None),
         }
     }
 
@@ -173,6 +183,7 @@ impl Server {
         if !self.reachable.load(Ordering::Relaxed)
             || self.maintenance.load(Ordering::Relaxed)
             || self.lagging.load(Ordering::Relaxed)
+            || !self.member_ok.load(Ordering::Relaxed)
         {
             return None;
         }
@@ -409,18 +420,38 @@ impl Server {
     }
 }
 
-/// A server group: a primary and its replicas. Which member is the primary
-/// can change (the monitor follows switchovers with topology =
-/// "replication"); the index is an atomic so that routing reads it without
-/// a lock.
+/// How a group's writer is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Topology {
+    /// The configured primary, always.
+    #[default]
+    Static,
+    /// The one writable (read_only = OFF) server; none while two are.
+    Replication,
+    /// MySQL Group Replication: the PRIMARY member(s) that are ONLINE in
+    /// the majority partition; several in multi-primary mode.
+    GroupReplication,
+    /// Galera: Synced, ready members of the primary component; one of them
+    /// takes writes, or all with `multi_writer`.
+    Galera { multi_writer: bool },
+}
+
+/// A server group: a primary and its replicas, or the members of a
+/// cluster. Which members take writes can change (the monitor follows
+/// switchovers and cluster membership); the set is a bitmask and the
+/// primary an index, both atomics, so routing reads them without a lock.
 pub struct GroupServers {
     pub name: Arc<str>,
     /// Every server of the group: the configured primary first.
     pub members: Vec<Arc<Server>>,
     primary_idx: AtomicUsize,
+    /// Members taking writes (bit i: members[i]); more than one only in
+    /// multi-writer clusters.
+    writers: AtomicU64,
     /// The primary's weight in read balancing (0: it takes no plain reads).
     pub primary_weight: u32,
-    /// Follow which member is writable (topology = "replication").
+    pub topology: Topology,
+    /// Follow which member takes writes (any topology but static).
     pub follow_primary: bool,
     /// How long a write waits for a primary when none is known.
     pub primary_wait: Duration,
@@ -430,6 +461,9 @@ pub struct GroupServers {
 }
 
 const NO_PRIMARY: usize = usize::MAX;
+
+/// Most members a group may have (a bitmask of writers is a u64).
+pub const MAX_MEMBERS: usize = 64;
 
 impl GroupServers {
     pub fn new(
@@ -443,7 +477,7 @@ impl GroupServers {
             primary,
             replicas,
             primary_weight,
-            false,
+            Topology::Static,
             Duration::ZERO,
         )
     }
@@ -453,63 +487,136 @@ impl GroupServers {
         primary: Arc<Server>,
         replicas: Vec<Arc<Server>>,
         primary_weight: u32,
-        follow_primary: bool,
+        topology: Topology,
         primary_wait: Duration,
     ) -> Self {
         let mut members = vec![primary];
         members.extend(replicas);
+        members.truncate(MAX_MEMBERS);
         GroupServers {
             name: name.into(),
             members,
             primary_idx: AtomicUsize::new(0),
+            writers: AtomicU64::new(1),
             primary_weight,
-            follow_primary,
+            topology,
+            follow_primary: topology != Topology::Static,
             primary_wait,
             heartbeat_us: std::sync::atomic::AtomicI64::new(0),
         }
     }
 
-    /// The current primary; None while none is known (or two claim it).
+    /// The current primary (in a multi-writer cluster: the first writer,
+    /// which also writes the heartbeat); None while none is known (or two
+    /// claim it).
     pub fn primary(&self) -> Option<&Arc<Server>> {
         self.members.get(self.primary_idx.load(Ordering::Acquire))
+    }
+
+    /// The writer for statements on `schema`: the primary, or in a
+    /// multi-writer cluster one writer chosen by a hash of the schema over
+    /// the current writers, so that writes to one schema meet on one member
+    /// and do not fail each other's certification.
+    pub fn writer_for(&self, schema: &[u8]) -> Option<&Arc<Server>> {
+        let mask = self.writers.load(Ordering::Acquire);
+        let n = mask.count_ones();
+        if n <= 1 {
+            return self.primary();
+        }
+        let mut k = (fnv1a(schema) % n as u64) as u32;
+        let mut m = mask;
+        while k > 0 {
+            m &= m - 1;
+            k -= 1;
+        }
+        self.members.get(m.trailing_zeros() as usize)
+    }
+
+    /// Whether `s` may take writes for `schema` now.
+    pub fn is_writer_for(&self, s: &Arc<Server>, schema: &[u8]) -> bool {
+        self.writer_for(schema).is_some_and(|w| Arc::ptr_eq(w, s))
+    }
+
+    /// Number of members taking writes.
+    pub fn writer_count(&self) -> u32 {
+        self.writers.load(Ordering::Acquire).count_ones()
     }
 
     /// Makes member `idx` the primary (None: no primary), and every other
     /// member a replica. Returns whether anything changed.
     pub fn set_primary(&self, idx: Option<usize>) -> bool {
-        let new = idx.unwrap_or(NO_PRIMARY);
+        self.set_writers(idx.map_or(0, |i| 1u64 << i), idx)
+    }
+
+    /// Makes the members in `mask` writers (`primary` among them), every
+    /// other member a replica. Returns whether anything changed.
+    fn set_writers(&self, mask: u64, primary: Option<usize>) -> bool {
+        let new = primary.unwrap_or(NO_PRIMARY);
+        let mask = if new == NO_PRIMARY { 0 } else { mask };
+        let old_mask = self.writers.swap(mask, Ordering::AcqRel);
         let old = self.primary_idx.swap(new, Ordering::AcqRel);
         for (i, m) in self.members.iter().enumerate() {
-            m.set_role(if i == new {
+            m.set_role(if mask & (1 << i) != 0 {
                 Role::Primary
             } else {
                 Role::Replica
             });
         }
-        old != new
+        old != new || old_mask != mask
     }
 
-    /// After the monitor updated members' `writable`: the one writable,
-    /// reachable member is the primary; none, or several (split brain),
-    /// means no primary, so no writes go anywhere.
-    pub fn follow_writable(&self) {
-        let writable: Vec<usize> = (0..self.members.len())
-            .filter(|&i| {
-                let m = &self.members[i];
-                m.writable.load(Ordering::Relaxed) && m.reachable.load(Ordering::Relaxed)
+    /// After the monitor updated members' `writable`, `reachable` and
+    /// `member_ok`: decides which members take writes, by topology.
+    pub fn follow(&self) {
+        let candidates: u64 = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| {
+                m.writable.load(Ordering::Relaxed)
+                    && m.reachable.load(Ordering::Relaxed)
+                    && m.member_ok.load(Ordering::Relaxed)
             })
-            .collect();
-        let new = match writable.as_slice() {
-            [one] => Some(*one),
-            [] => None,
-            several => {
-                let addrs: Vec<&str> = several.iter().map(|&i| &*self.members[i].addr).collect();
-                tracing::error!(group = %self.name, "several writable servers ({}): split brain; refusing writes until one is read-only", addrs.join(", "));
-                None
+            .fold(0, |acc, (i, _)| acc | (1 << i));
+        let current = self.primary_idx.load(Ordering::Acquire);
+        let keep_current = current != NO_PRIMARY && candidates & (1 << current) != 0;
+        let first = (candidates != 0).then(|| candidates.trailing_zeros() as usize);
+        let (mask, primary) = match self.topology {
+            Topology::Static => return,
+            Topology::Replication => match candidates.count_ones() {
+                1 => (candidates, first),
+                0 => (0, None),
+                _ => {
+                    let addrs: Vec<&str> = self
+                        .members
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| candidates & (1 << i) != 0)
+                        .map(|(_, m)| &*m.addr)
+                        .collect();
+                    tracing::error!(group = %self.name, "several writable servers ({}): split brain; refusing writes until one is read-only", addrs.join(", "));
+                    (0, None)
+                }
+            },
+            // Group Replication decides the primaries itself; in
+            // multi-primary mode every ONLINE member is one.
+            Topology::GroupReplication | Topology::Galera { multi_writer: true } => {
+                (candidates, if keep_current { Some(current) } else { first })
+            }
+            // One writer, and it stays the writer while it can: moving
+            // writes between Galera nodes invites certification conflicts.
+            Topology::Galera {
+                multi_writer: false,
+            } => {
+                let p = if keep_current { Some(current) } else { first };
+                (p.map_or(0, |i| 1 << i), p)
             }
         };
-        if self.set_primary(new) {
-            match new {
+        if self.set_writers(mask, primary) {
+            match primary {
+                Some(i) if mask.count_ones() > 1 => {
+                    tracing::warn!(group = %self.name, writers = mask.count_ones(), first = %self.members[i].addr, "writers changed")
+                }
                 Some(i) => {
                     tracing::warn!(group = %self.name, primary = %self.members[i].addr, "primary changed")
                 }
@@ -534,6 +641,17 @@ impl GroupServers {
     }
 }
 
+/// FNV-1a: stable across processes and versions, so every sextant instance
+/// sends a schema's writes to the same member.
+fn fnv1a(b: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &x in b {
+        h ^= x as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
 /// Every server sextant knows, by group.
 #[derive(Default)]
 pub struct Pool {
@@ -547,3 +665,125 @@ impl Pool {
 }
 
 pub use GroupServers as Group;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> PoolSettings {
+        PoolSettings {
+            max: 1,
+            min: 0,
+            connect_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+            max_lifetime: Duration::from_secs(1),
+            health_check_idle: Duration::from_secs(1),
+            wait: Duration::from_secs(1),
+            max_prepared: 1,
+            tls: None,
+        }
+    }
+
+    fn group(topology: Topology, n: usize) -> GroupServers {
+        let s = |i: usize, r| Arc::new(Server::new(&format!("h:{i}"), "g", r, 1, settings()));
+        GroupServers::with_topology(
+            "g",
+            s(0, Role::Primary),
+            (1..n).map(|i| s(i, Role::Replica)).collect(),
+            0,
+            topology,
+            Duration::ZERO,
+        )
+    }
+
+    /// (writable, member_ok) per member, then follow().
+    fn observe(g: &GroupServers, states: &[(bool, bool)]) {
+        for (m, &(w, ok)) in g.members.iter().zip(states) {
+            m.writable.store(w, Ordering::Relaxed);
+            m.member_ok.store(ok, Ordering::Relaxed);
+        }
+        g.follow();
+    }
+
+    fn primary_addr(g: &GroupServers) -> Option<String> {
+        g.primary().map(|p| p.addr.to_string())
+    }
+
+    #[test]
+    fn replication_follows_the_one_writable_server_and_refuses_two() {
+        let g = group(Topology::Replication, 3);
+        observe(&g, &[(false, true), (true, true), (false, true)]);
+        assert_eq!(primary_addr(&g).as_deref(), Some("h:1"));
+        assert_eq!(g.members[0].role(), Role::Replica);
+        observe(&g, &[(true, true), (true, true), (false, true)]);
+        assert_eq!(primary_addr(&g), None);
+        assert!(g.writer_for(b"db").is_none());
+    }
+
+    #[test]
+    fn galera_single_writer_is_sticky_and_skips_unusable_nodes() {
+        let g = group(
+            Topology::Galera {
+                multi_writer: false,
+            },
+            3,
+        );
+        observe(&g, &[(true, true), (true, true), (true, true)]);
+        assert_eq!(primary_addr(&g).as_deref(), Some("h:0"));
+        assert_eq!(g.writer_count(), 1);
+        // The writer desyncs: another Synced node takes over...
+        observe(&g, &[(true, false), (true, true), (true, true)]);
+        assert_eq!(primary_addr(&g).as_deref(), Some("h:1"));
+        assert_eq!(g.members[0].role(), Role::Replica);
+        assert!(g.members[0].load().is_none(), "a desynced node takes no reads");
+        // ...and keeps the writes when the first node is back.
+        observe(&g, &[(true, true), (true, true), (true, true)]);
+        assert_eq!(primary_addr(&g).as_deref(), Some("h:1"));
+        // A read_only node is never the writer.
+        observe(&g, &[(true, true), (false, true), (true, true)]);
+        assert_eq!(primary_addr(&g).as_deref(), Some("h:0"));
+        observe(&g, &[(true, false), (true, false), (true, false)]);
+        assert_eq!(primary_addr(&g), None);
+    }
+
+    #[test]
+    fn multi_writer_keeps_one_schema_on_one_member() {
+        let g = group(Topology::Galera { multi_writer: true }, 3);
+        observe(&g, &[(true, true), (true, true), (true, true)]);
+        assert_eq!(g.writer_count(), 3);
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..64 {
+            let schema = format!("shop{i}");
+            let w = g.writer_for(schema.as_bytes()).unwrap().clone();
+            // Stable for a schema.
+            for _ in 0..3 {
+                assert!(Arc::ptr_eq(&w, g.writer_for(schema.as_bytes()).unwrap()));
+            }
+            assert!(g.is_writer_for(&w, schema.as_bytes()));
+            seen.insert(w.addr.to_string());
+        }
+        assert_eq!(seen.len(), 3, "schemas spread over every writer");
+        // A member leaves: its schemas move, the others' writers stay writers.
+        observe(&g, &[(true, true), (true, false), (true, true)]);
+        assert_eq!(g.writer_count(), 2);
+        for i in 0..64 {
+            let w = g.writer_for(format!("shop{i}").as_bytes()).unwrap();
+            assert_ne!(&*w.addr, "h:1");
+            assert_eq!(w.role(), Role::Primary);
+        }
+        assert_eq!(g.members[1].role(), Role::Replica);
+    }
+
+    #[test]
+    fn group_replication_takes_every_primary_member() {
+        let g = group(Topology::GroupReplication, 3);
+        // Single-primary: one PRIMARY member.
+        observe(&g, &[(false, true), (false, true), (true, true)]);
+        assert_eq!(primary_addr(&g).as_deref(), Some("h:2"));
+        assert_eq!(g.writer_count(), 1);
+        // Multi-primary: all ONLINE members are primaries; one RECOVERING.
+        observe(&g, &[(true, true), (true, false), (true, true)]);
+        assert_eq!(g.writer_count(), 2);
+        assert_eq!(primary_addr(&g).as_deref(), Some("h:2"), "kept");
+    }
+}

@@ -250,9 +250,15 @@ pub struct Group {
     pub max_replica_lag_ms: u64,
     /// "static": the configured primary takes writes; "replication": the
     /// monitor follows which server is writable (read_only = OFF), so
-    /// switchovers and failovers done by other tools are followed.
+    /// switchovers and failovers done by other tools are followed;
+    /// "group_replication": members and roles from MySQL Group
+    /// Replication; "galera": Synced nodes of a Galera cluster.
     #[serde(default)]
     pub topology: Topology,
+    /// Galera: every Synced node takes writes (writes for one schema kept
+    /// on one node); by default one node does.
+    #[serde(default)]
+    pub galera_multi_writer: bool,
     /// How long a write waits for a primary when none is known (0: fail
     /// at once).
     #[serde(default)]
@@ -466,6 +472,8 @@ pub enum Topology {
     #[default]
     Static,
     Replication,
+    GroupReplication,
+    Galera,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -685,6 +693,13 @@ impl Config {
             }
             if g.connect_timeout_ms == 0 {
                 errors.push(err(&t, "connect_timeout_ms", "must be more than 0".into()));
+            }
+            if g.galera_multi_writer && g.topology != Topology::Galera {
+                errors.push(err(
+                    &t,
+                    "galera_multi_writer",
+                    "needs topology = \"galera\"".into(),
+                ));
             }
             if g.replicas.len() >= 32 {
                 errors.push(err(&t, "replicas", "a group has at most 32 servers".into()));

@@ -11,7 +11,9 @@
 //! taking writes the replicas that have everything show no lag.
 //! Seconds_Behind_Master is the fallback when the heartbeat cannot be used.
 
-use sextant_backend::{BackendConn, BackendError, ConnectParams, Flavor, Group, Role, Server};
+use sextant_backend::{
+    BackendConn, BackendError, ConnectParams, Flavor, Group, Role, Server, Topology,
+};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -62,9 +64,7 @@ pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
             conn = None;
             heartbeat_ready = false;
             server.mark_unreachable(&why);
-            if group.follow_primary {
-                group.follow_writable();
-            }
+            group.follow();
         }
     }
 }
@@ -91,15 +91,40 @@ async fn check(
         return Ok(());
     };
     c.ping().await?;
-    if group.follow_primary {
-        let rows = c.query_internal("SELECT @@read_only").await?;
-        let ro = rows.first().and_then(|r| r.first()).cloned().flatten();
-        let writable = matches!(ro.as_deref(), Some("0") | Some("OFF"));
-        server.writable.store(writable, Ordering::Relaxed);
-        server.reachable.store(true, Ordering::Relaxed);
-        group.follow_writable();
+    let cluster = matches!(
+        group.topology,
+        Topology::GroupReplication | Topology::Galera { .. }
+    );
+    match group.topology {
+        Topology::Static => {}
+        Topology::Replication => {
+            let rows = c.query_internal("SELECT @@read_only").await?;
+            let ro = rows.first().and_then(|r| r.first()).cloned().flatten();
+            let writable = matches!(ro.as_deref(), Some("0") | Some("OFF"));
+            server.writable.store(writable, Ordering::Relaxed);
+        }
+        Topology::GroupReplication => {
+            let m = group_replication_member(c).await?;
+            set_member(server, m);
+        }
+        Topology::Galera { .. } => {
+            let m = galera_node(c).await?;
+            set_member(server, m);
+        }
     }
+    if group.follow_primary {
+        server.reachable.store(true, Ordering::Relaxed);
+        group.follow();
+    }
+    // In a multi-writer cluster several members are writers; one of them
+    // (the group's primary) writes the heartbeat, so that heartbeats do not
+    // conflict with each other.
+    let heartbeat_writer = group.primary().is_some_and(|p| std::ptr::eq(&**p, server));
     match server.role() {
+        Role::Primary if !heartbeat_writer => {
+            server.lag_ms.store(-1, Ordering::Relaxed);
+            server.lagging.store(false, Ordering::Relaxed);
+        }
         Role::Primary => {
             if s.heartbeat {
                 if !*heartbeat_ready {
@@ -136,7 +161,13 @@ async fn check(
             server.lagging.store(false, Ordering::Relaxed);
         }
         Role::Replica => {
-            let (running, seconds_behind) = replication_status(c).await?;
+            // Cluster members have no replication threads of their own to
+            // watch; their health is their member state (above).
+            let (running, seconds_behind) = if cluster {
+                (true, None)
+            } else {
+                replication_status(c).await?
+            };
             let mut lag_ms = seconds_behind.map(|s| s * 1000);
             let newest = group.heartbeat_us.load(Ordering::Relaxed);
             if s.heartbeat && newest > 0 {
@@ -153,13 +184,26 @@ async fn check(
                 }
             }
             // What this replica has applied, for read-your-writes routing.
-            if let Ok(rows) = c.query_internal("SELECT @@gtid_slave_pos").await {
+            // Galera nodes log every write set in their binlog under the
+            // cluster's GTIDs; replicas record what they applied in
+            // gtid_slave_pos.
+            let applied = if cluster {
+                "SELECT @@gtid_binlog_pos"
+            } else {
+                "SELECT @@gtid_slave_pos"
+            };
+            if let Ok(rows) = c.query_internal(applied).await {
                 if let Some(Some(pos)) = rows.first().and_then(|r| r.first()) {
                     server.set_applied(pos);
                 }
             }
             let lag = lag_ms.unwrap_or(-1);
-            let lagging = !running || (s.max_lag_ms > 0 && (lag < 0 || lag as u64 > s.max_lag_ms));
+            // A replica whose lag cannot be known is not trusted; a cluster
+            // member without a heartbeat is judged by its state alone.
+            let unknown_is_lagging = !cluster;
+            let lagging = !running
+                || (s.max_lag_ms > 0
+                    && ((lag < 0 && unknown_is_lagging) || (lag >= 0 && lag as u64 > s.max_lag_ms)));
             if lagging != server.lagging.load(Ordering::Relaxed) {
                 if lagging {
                     tracing::warn!(server = %server.addr, lag_ms = lag, running, "replica out of read rotation: lagging");
@@ -175,6 +219,122 @@ async fn check(
         tracing::info!(server = %server.addr, "server answering again");
     }
     Ok(())
+}
+
+/// What the monitor learned of a cluster member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Usable: ONLINE in the majority partition (Group Replication);
+    /// Synced, ready, in the primary component (Galera).
+    pub ok: bool,
+    /// May take writes.
+    pub writable: bool,
+    /// The state as the cluster names it, when not usable.
+    pub state: String,
+}
+
+fn set_member(server: &Server, m: Member) {
+    let was = server.member_ok.swap(m.ok, Ordering::Relaxed);
+    if was != m.ok {
+        if m.ok {
+            tracing::info!(server = %server.addr, "cluster member usable again");
+        } else {
+            tracing::warn!(server = %server.addr, state = %m.state, "cluster member out of rotation");
+        }
+    }
+    server.writable.store(m.ok && m.writable, Ordering::Relaxed);
+    *server.member_state.lock() = (!m.ok).then_some(m.state);
+}
+
+/// The member's own row of performance_schema.replication_group_members,
+/// and how many members its view has and can reach: a member that cannot
+/// reach a majority is in a minority partition and must not be used.
+pub const GROUP_REPLICATION_QUERY: &str = "SELECT MEMBER_STATE, MEMBER_ROLE, \
+     (SELECT COUNT(*) FROM performance_schema.replication_group_members \
+      WHERE MEMBER_STATE <> 'UNREACHABLE'), \
+     (SELECT COUNT(*) FROM performance_schema.replication_group_members) \
+     FROM performance_schema.replication_group_members WHERE MEMBER_ID = @@server_uuid";
+
+async fn group_replication_member(c: &mut BackendConn) -> Result<Member, BackendError> {
+    let rows = c.query_internal(GROUP_REPLICATION_QUERY).await?;
+    Ok(group_replication_verdict(rows.first().map(|r| r.as_slice())))
+}
+
+/// Judges a member from its row (None: it is not in a group).
+pub fn group_replication_verdict(row: Option<&[Option<String>]>) -> Member {
+    let Some(row) = row else {
+        return Member {
+            ok: false,
+            writable: false,
+            state: "not in a group".into(),
+        };
+    };
+    let field = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+    let state = field(0);
+    let role = field(1);
+    let reachable: u64 = field(2).parse().unwrap_or(0);
+    let total: u64 = field(3).parse().unwrap_or(0);
+    let majority = reachable * 2 > total;
+    let online = state.eq_ignore_ascii_case("ONLINE");
+    Member {
+        ok: online && majority,
+        writable: role.eq_ignore_ascii_case("PRIMARY"),
+        state: if online && !majority {
+            format!("minority partition ({reachable} of {total} members reachable)")
+        } else {
+            state
+        },
+    }
+}
+
+async fn galera_node(c: &mut BackendConn) -> Result<Member, BackendError> {
+    let (_, rows) = c
+        .query_named(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN \
+             ('wsrep_ready', 'wsrep_local_state', 'wsrep_local_state_comment', \
+              'wsrep_cluster_status')",
+        )
+        .await?;
+    let ro = c.query_internal("SELECT @@read_only").await?;
+    let read_only = ro.first().and_then(|r| r.first()).cloned().flatten();
+    let status: Vec<(String, String)> = rows
+        .into_iter()
+        .filter_map(|r| {
+            let mut it = r.into_iter();
+            Some((it.next()??, it.next()??))
+        })
+        .collect();
+    Ok(galera_verdict(&status, read_only.as_deref()))
+}
+
+/// Judges a Galera node from its wsrep status variables and read_only.
+pub fn galera_verdict(status: &[(String, String)], read_only: Option<&str>) -> Member {
+    let get = |name: &str| {
+        status
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    let ready = get("wsrep_ready").is_some_and(|v| v.eq_ignore_ascii_case("ON"));
+    let synced = get("wsrep_local_state") == Some("4");
+    let primary = get("wsrep_cluster_status").is_some_and(|v| v.eq_ignore_ascii_case("Primary"));
+    let state = if !primary {
+        format!(
+            "non-primary component ({})",
+            get("wsrep_cluster_status").unwrap_or("unknown")
+        )
+    } else if !ready {
+        "wsrep not ready".into()
+    } else {
+        get("wsrep_local_state_comment")
+            .unwrap_or("not synced")
+            .to_string()
+    };
+    Member {
+        ok: ready && synced && primary,
+        writable: matches!(read_only, Some("0") | Some("OFF")),
+        state,
+    }
 }
 
 /// (SQL thread running, Seconds_Behind_Master) from SHOW ALL SLAVES STATUS

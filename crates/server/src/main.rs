@@ -215,7 +215,18 @@ fn build_pool(config: &Config) -> Result<Pool, String> {
                 primary,
                 replicas,
                 g.primary_weight,
-                g.topology == sextant_config::Topology::Replication,
+                match g.topology {
+                    sextant_config::Topology::Static => sextant_backend::Topology::Static,
+                    sextant_config::Topology::Replication => {
+                        sextant_backend::Topology::Replication
+                    }
+                    sextant_config::Topology::GroupReplication => {
+                        sextant_backend::Topology::GroupReplication
+                    }
+                    sextant_config::Topology::Galera => sextant_backend::Topology::Galera {
+                        multi_writer: g.galera_multi_writer,
+                    },
+                },
                 Duration::from_millis(g.primary_wait_ms),
             )),
         );

@@ -626,7 +626,14 @@ impl Session {
         if let Some(a) = &self.backend {
             let fits = self.pinned()
                 || match target {
-                    Target::Primary => a.server.role() == Role::Primary,
+                    Target::Primary => {
+                        a.server.role() == Role::Primary
+                            && (self.user.group.writer_count() <= 1
+                                || self.user.group.is_writer_for(
+                                    &a.server,
+                                    self.vars.schema.as_deref().unwrap_or("").as_bytes(),
+                                ))
+                    }
                     // Right after a write, reads stay on the primary
                     // connection: the session reads its own writes.
                     Target::Replica => {
@@ -755,13 +762,14 @@ impl Session {
         &self,
         group: &Arc<sextant_backend::Group>,
     ) -> Result<Arc<Server>, SessionError> {
-        if let Some(p) = group.primary() {
+        let schema = self.vars.schema.as_deref().unwrap_or("").as_bytes();
+        if let Some(p) = group.writer_for(schema) {
             return Ok(p.clone());
         }
         let deadline = Instant::now() + group.primary_wait;
         while Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            if let Some(p) = group.primary() {
+            if let Some(p) = group.writer_for(schema) {
                 return Ok(p.clone());
             }
         }
