@@ -372,3 +372,50 @@ async fn replication_status(c: &mut BackendConn) -> Result<(bool, Option<i64>), 
 pub fn instance_id() -> u32 {
     rand::random::<u32>() | 1
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(ready: &str, state: &str, comment: &str, cluster: &str) -> Vec<(String, String)> {
+        [
+            ("wsrep_ready", ready),
+            ("wsrep_local_state", state),
+            ("wsrep_local_state_comment", comment),
+            ("wsrep_cluster_status", cluster),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .to_vec()
+    }
+
+    #[test]
+    fn galera_nodes_are_judged_by_wsrep_state() {
+        let m = galera_verdict(&status("ON", "4", "Synced", "Primary"), Some("0"));
+        assert!(m.ok && m.writable);
+        let m = galera_verdict(&status("ON", "4", "Synced", "Primary"), Some("1"));
+        assert!(m.ok && !m.writable, "read_only node: reads only");
+        let m = galera_verdict(&status("ON", "2", "Donor/Desynced", "Primary"), Some("0"));
+        assert!(!m.ok);
+        assert_eq!(m.state, "Donor/Desynced");
+        let m = galera_verdict(&status("OFF", "1", "Joining", "non-Primary"), Some("0"));
+        assert!(!m.ok);
+        assert!(m.state.starts_with("non-primary component"), "{}", m.state);
+        assert!(!galera_verdict(&[], Some("0")).ok);
+    }
+
+    #[test]
+    fn group_replication_members_need_online_and_a_majority() {
+        let row = |a: &str, b: &str, r: &str, t: &str| {
+            [a, b, r, t].map(|v| Some(v.to_string())).to_vec()
+        };
+        let m = group_replication_verdict(Some(&row("ONLINE", "PRIMARY", "3", "3")));
+        assert!(m.ok && m.writable);
+        let m = group_replication_verdict(Some(&row("ONLINE", "SECONDARY", "2", "3")));
+        assert!(m.ok && !m.writable);
+        let m = group_replication_verdict(Some(&row("ONLINE", "PRIMARY", "2", "4")));
+        assert!(!m.ok, "half is not a majority");
+        let m = group_replication_verdict(Some(&row("RECOVERING", "SECONDARY", "3", "3")));
+        assert!(!m.ok);
+        assert!(!group_replication_verdict(None).ok);
+    }
+}
