@@ -735,7 +735,10 @@ mod tests {
         observe(&g, &[(true, false), (true, true), (true, true)]);
         assert_eq!(primary_addr(&g).as_deref(), Some("h:1"));
         assert_eq!(g.members[0].role(), Role::Replica);
-        assert!(g.members[0].load().is_none(), "a desynced node takes no reads");
+        assert!(
+            g.members[0].load().is_none(),
+            "a desynced node takes no reads"
+        );
         // ...and keeps the writes when the first node is back.
         observe(&g, &[(true, true), (true, true), (true, true)]);
         assert_eq!(primary_addr(&g).as_deref(), Some("h:1"));

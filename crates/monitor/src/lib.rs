@@ -203,7 +203,8 @@ async fn check(
             let unknown_is_lagging = !cluster;
             let lagging = !running
                 || (s.max_lag_ms > 0
-                    && ((lag < 0 && unknown_is_lagging) || (lag >= 0 && lag as u64 > s.max_lag_ms)));
+                    && ((lag < 0 && unknown_is_lagging)
+                        || (lag >= 0 && lag as u64 > s.max_lag_ms)));
             if lagging != server.lagging.load(Ordering::Relaxed) {
                 if lagging {
                     tracing::warn!(server = %server.addr, lag_ms = lag, running, "replica out of read rotation: lagging");
@@ -257,7 +258,9 @@ pub const GROUP_REPLICATION_QUERY: &str = "SELECT MEMBER_STATE, MEMBER_ROLE, \
 
 async fn group_replication_member(c: &mut BackendConn) -> Result<Member, BackendError> {
     let rows = c.query_internal(GROUP_REPLICATION_QUERY).await?;
-    Ok(group_replication_verdict(rows.first().map(|r| r.as_slice())))
+    Ok(group_replication_verdict(
+        rows.first().map(|r| r.as_slice()),
+    ))
 }
 
 /// Judges a member from its row (None: it is not in a group).
@@ -405,9 +408,8 @@ mod tests {
 
     #[test]
     fn group_replication_members_need_online_and_a_majority() {
-        let row = |a: &str, b: &str, r: &str, t: &str| {
-            [a, b, r, t].map(|v| Some(v.to_string())).to_vec()
-        };
+        let row =
+            |a: &str, b: &str, r: &str, t: &str| [a, b, r, t].map(|v| Some(v.to_string())).to_vec();
         let m = group_replication_verdict(Some(&row("ONLINE", "PRIMARY", "3", "3")));
         assert!(m.ok && m.writable);
         let m = group_replication_verdict(Some(&row("ONLINE", "SECONDARY", "2", "3")));

@@ -60,11 +60,7 @@ async fn member(listener: TcpListener, script: Script, queries: Arc<Mutex<Vec<St
     }
 }
 
-async fn serve(
-    mut s: TcpStream,
-    script: Script,
-    queries: Arc<Mutex<Vec<String>>>,
-) -> Option<()> {
+async fn serve(mut s: TcpStream, script: Script, queries: Arc<Mutex<Vec<String>>>) -> Option<()> {
     let hs = InitialHandshake {
         server_version: "8.0.36-simulator".into(),
         connection_id: 7,
@@ -159,7 +155,13 @@ async fn cluster(initial: [Option<View>; 3]) -> Cluster {
         let script: Script = Arc::new(Mutex::new(v));
         tokio::spawn(member(l, script.clone(), queries.clone()));
         let role = if i == 0 { Role::Primary } else { Role::Replica };
-        servers.push(Arc::new(Server::new(&addr, "gr", role, 1, settings.clone())));
+        servers.push(Arc::new(Server::new(
+            &addr,
+            "gr",
+            role,
+            1,
+            settings.clone(),
+        )));
         scripts.push(script);
     }
     let primary = servers.remove(0);
@@ -223,7 +225,11 @@ impl Cluster {
     }
 
     fn usable(&self) -> Vec<bool> {
-        self.group.members.iter().map(|m| m.load().is_some()).collect()
+        self.group
+            .members
+            .iter()
+            .map(|m| m.load().is_some())
+            .collect()
     }
 }
 
@@ -258,7 +264,9 @@ async fn simulator_group_replication_single_primary_switch() {
         view("ONLINE", "PRIMARY", 3, 3),
         view("ONLINE", "SECONDARY", 3, 3),
     ]);
-    let took = c.until("following the new primary", primary_is(&c, 1)).await;
+    let took = c
+        .until("following the new primary", primary_is(&c, 1))
+        .await;
     assert!(took < Duration::from_secs(1), "took {took:?}");
     assert_eq!(c.group.members[0].role(), Role::Replica);
     assert_eq!(c.group.members[1].role(), Role::Primary);
@@ -290,15 +298,18 @@ async fn simulator_group_replication_recovering_member_leaves_rotation() {
         view("ERROR", "SECONDARY", 3, 3),
         None,
     ]);
-    c.until("members 1 and 2 out", |_| c.usable() == [true, false, false])
-        .await;
+    c.until("members 1 and 2 out", |_| {
+        c.usable() == [true, false, false]
+    })
+    .await;
     assert_eq!(c.primary(), Some(0));
     c.set([
         view("ONLINE", "PRIMARY", 3, 3),
         view("ONLINE", "SECONDARY", 3, 3),
         view("ONLINE", "SECONDARY", 3, 3),
     ]);
-    c.until("all back", |_| c.usable() == [true, true, true]).await;
+    c.until("all back", |_| c.usable() == [true, true, true])
+        .await;
 }
 
 #[tokio::test]
@@ -349,7 +360,12 @@ async fn simulator_group_replication_multi_primary_hashes_schemas() {
     for i in 0..300 {
         let schema = format!("tenant_{i}");
         let w = c.group.writer_for(schema.as_bytes()).unwrap();
-        let idx = c.group.members.iter().position(|m| Arc::ptr_eq(m, w)).unwrap();
+        let idx = c
+            .group
+            .members
+            .iter()
+            .position(|m| Arc::ptr_eq(m, w))
+            .unwrap();
         per_member[idx] += 1;
     }
     assert!(
@@ -364,7 +380,10 @@ async fn simulator_group_replication_multi_primary_hashes_schemas() {
     ]);
     c.until("two writers", |g| g.writer_count() == 2).await;
     for i in 0..300 {
-        let w = c.group.writer_for(format!("tenant_{i}").as_bytes()).unwrap();
+        let w = c
+            .group
+            .writer_for(format!("tenant_{i}").as_bytes())
+            .unwrap();
         assert!(!Arc::ptr_eq(w, &c.group.members[1]));
     }
 }

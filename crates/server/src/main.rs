@@ -217,9 +217,7 @@ fn build_pool(config: &Config) -> Result<Pool, String> {
                 g.primary_weight,
                 match g.topology {
                     sextant_config::Topology::Static => sextant_backend::Topology::Static,
-                    sextant_config::Topology::Replication => {
-                        sextant_backend::Topology::Replication
-                    }
+                    sextant_config::Topology::Replication => sextant_backend::Topology::Replication,
                     sextant_config::Topology::GroupReplication => {
                         sextant_backend::Topology::GroupReplication
                     }

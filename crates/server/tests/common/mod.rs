@@ -27,6 +27,10 @@ pub struct Lab {
 
 static LAB: OnceLock<Lab> = OnceLock::new();
 
+/// Extra `scripts/lab start` options for this test binary's lab (e.g.
+/// `--galera`); set before the first `lab()`.
+pub static LAB_ARGS: OnceLock<&'static [&'static str]> = OnceLock::new();
+
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -53,6 +57,7 @@ pub fn lab() -> &'static Lab {
         let out = Command::new(repo_root().join("scripts/lab"))
             .args(["start", "--base-port", "auto", "--dir"])
             .arg(&dir)
+            .args(LAB_ARGS.get().copied().unwrap_or(&[]))
             .output()
             .expect("cannot run scripts/lab");
         assert!(
