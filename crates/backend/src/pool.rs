@@ -83,6 +83,10 @@ pub struct Server {
     /// GTID positions this server has applied, packed (see gtid.rs), one
     /// slot per replication domain (up to four); set by the monitor.
     pub applied: [AtomicU64; 4],
+    /// The newest heartbeat (sextant's clock, microseconds) this server
+    /// has applied: it has everything the primary committed before then.
+    /// 0: unknown.
+    pub heartbeat_applied_us: std::sync::atomic::AtomicI64,
     /// Last measured replication lag, milliseconds (-1: not a replica or
     /// unknown).
     pub lag_ms: std::sync::atomic::AtomicI64,
@@ -124,6 +128,7 @@ impl Server {
             maintenance: AtomicBool::new(false),
             lagging: AtomicBool::new(false),
             applied: Default::default(),
+            heartbeat_applied_us: std::sync::atomic::AtomicI64::new(0),
             lag_ms: std::sync::atomic::AtomicI64::new(-1),
             latency_us: AtomicU64::new(0),
             member_ok: AtomicBool::new(true),

@@ -358,8 +358,27 @@ pub enum Consistency {
     /// After a write, reads only from servers that have applied it.
     #[default]
     ReadYourWrites,
+    /// A session never reads older data than it already has: it keeps to
+    /// one server, and moves only to a server known to be at least as far
+    /// along (by the heartbeat), else to the primary.
+    Monotonic,
     /// Every read from the primary.
     Strong,
+}
+
+impl Consistency {
+    /// The mode a `/*# consistency=... */` hint names.
+    pub fn from_hint(v: &[u8]) -> Option<Consistency> {
+        [
+            (&b"eventual"[..], Consistency::Eventual),
+            (b"read_your_writes", Consistency::ReadYourWrites),
+            (b"monotonic", Consistency::Monotonic),
+            (b"strong", Consistency::Strong),
+        ]
+        .into_iter()
+        .find(|(n, _)| v.eq_ignore_ascii_case(n))
+        .map(|(_, c)| c)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

@@ -178,6 +178,9 @@ async fn check(
                 if let Ok(rows) = c.query_internal(&sql).await {
                     if let Some(Some(v)) = rows.first().and_then(|r| r.first()) {
                         if let Ok(applied) = v.parse::<i64>() {
+                            server
+                                .heartbeat_applied_us
+                                .store(applied, Ordering::Relaxed);
                             lag_ms = Some(((newest - applied) / 1000).max(0));
                         }
                     }

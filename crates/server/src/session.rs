@@ -48,6 +48,8 @@ struct ClientStmt {
     /// Where the statement goes when the session is free (hints, locking
     /// and read-only-ness decided once, at prepare).
     target: Target,
+    /// Its `/*# consistency=... */` hint.
+    consistency: Option<Consistency>,
     /// Parameter types from the last execute that sent them; replayed to a
     /// server connection that has not seen them yet.
     types: Vec<u8>,
@@ -98,6 +100,40 @@ pub struct Session {
     /// While a statement is being placed: the write its read must see
     /// (read_your_writes), if any.
     need: Option<Gtid>,
+    /// While a statement is being placed: it must not read older data than
+    /// the session has seen (monotonic).
+    mono: bool,
+    /// monotonic: the server of the session's last read, and when (sextant's
+    /// clock, microseconds) that read ended. Whatever it saw, the primary
+    /// had committed by then; a server that has applied a later heartbeat
+    /// has it too.
+    sticky: Option<Arc<Server>>,
+    seen_us: i64,
+}
+
+/// What a read must see, by its consistency mode.
+#[derive(Clone, Copy, Default)]
+struct ReadReq {
+    strong: bool,
+    need: Option<Gtid>,
+    monotonic: bool,
+}
+
+/// monotonic: `s` may serve a read of a session that last read from
+/// `sticky` at `seen_us` if it is that server, the primary, or has applied
+/// a heartbeat written after then.
+fn mono_ok(seen_us: i64, sticky: Option<&Arc<Server>>, s: &Arc<Server>) -> bool {
+    seen_us == 0
+        || s.role() == Role::Primary
+        || sticky.is_some_and(|t| Arc::ptr_eq(t, s))
+        || s.heartbeat_applied_us.load(Ordering::Relaxed) >= seen_us
+}
+
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
 }
 
 enum Flow {
@@ -208,6 +244,9 @@ impl Session {
             retry_needed: false,
             last_write: None,
             need: None,
+            mono: false,
+            sticky: None,
+            seen_us: 0,
         }
     }
 
@@ -335,12 +374,17 @@ impl Session {
     async fn query(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let c = classify(&p[1..]);
         let mut d = decide(&c, self.facts(), &self.user.policy, &mut self.cursor);
+        let hint = c.hints.get("consistency").and_then(Consistency::from_hint);
         if d.target == Target::Replica {
-            let (strong, need) = self.read_requirement(&c.hints);
-            if strong {
+            let r = self.read_requirement(hint);
+            if r.strong {
                 d.target = Target::Primary;
             }
-            self.need = need;
+            self.need = r.need;
+            self.mono = r.monotonic;
+        } else if c.read_only {
+            // A read the rules sent to the primary still counts as seen.
+            self.mono = self.read_requirement(hint).monotonic;
         }
         if c.flags.contains(Flags::LAST_INSERT_ID) && self.last_insert_id != 0 {
             if let Err(e) = self.attach(d.target).await {
@@ -366,6 +410,9 @@ impl Session {
             );
         }
         self.need = None;
+        if std::mem::take(&mut self.mono) {
+            self.note_seen();
+        }
         let Some(res) = res else { return Ok(()) };
         self.note_insert_id(&res);
         if c.flags.contains(Flags::FOUND_ROWS) {
@@ -395,34 +442,50 @@ impl Session {
     }
 
     /// For a read headed to a replica: must it go to the primary (strong),
-    /// and which write must the replica have applied (read_your_writes)?
-    fn read_requirement(&self, hints: &sextant_sql::Hints<'_>) -> (bool, Option<Gtid>) {
+    /// which write must the replica have applied (read_your_writes), must
+    /// it not go back in time (monotonic)?
+    fn read_requirement(&self, hint: Option<Consistency>) -> ReadReq {
         let p = &self.user.policy;
-        let consistency = match hints.get("consistency") {
-            Some(v) if v.eq_ignore_ascii_case(b"eventual") => Consistency::Eventual,
-            Some(v) if v.eq_ignore_ascii_case(b"strong") => Consistency::Strong,
-            Some(v) if v.eq_ignore_ascii_case(b"read_your_writes") => Consistency::ReadYourWrites,
-            _ => p.consistency,
-        };
-        match consistency {
-            Consistency::Eventual => (false, None),
-            Consistency::Strong => (true, None),
-            Consistency::ReadYourWrites => match p.consistency_scope {
-                ConsistencyScope::Session => (false, self.last_write),
-                ConsistencyScope::User => {
-                    let packed = self.user.latest_write.load(Ordering::Acquire);
-                    if packed == 0 {
-                        return (false, self.last_write);
+        match hint.unwrap_or(p.consistency) {
+            Consistency::Eventual => ReadReq::default(),
+            Consistency::Strong => ReadReq {
+                strong: true,
+                ..Default::default()
+            },
+            Consistency::Monotonic => ReadReq {
+                monotonic: true,
+                ..Default::default()
+            },
+            Consistency::ReadYourWrites => ReadReq {
+                need: match p.consistency_scope {
+                    ConsistencyScope::Session => self.last_write,
+                    ConsistencyScope::User => {
+                        let packed = self.user.latest_write.load(Ordering::Acquire);
+                        if packed == 0 {
+                            self.last_write
+                        } else {
+                            Some(Gtid {
+                                domain: sextant_backend::gtid::domain(packed) as u32,
+                                server: self.user.latest_write_server.load(Ordering::Relaxed),
+                                seq: sextant_backend::gtid::seq(packed),
+                            })
+                        }
                     }
-                    let g = Gtid {
-                        domain: sextant_backend::gtid::domain(packed) as u32,
-                        server: self.user.latest_write_server.load(Ordering::Relaxed),
-                        seq: sextant_backend::gtid::seq(packed),
-                    };
-                    (false, Some(g))
-                }
+                },
+                ..Default::default()
             },
         }
+    }
+
+    /// monotonic: after a read, remember where and when.
+    fn note_seen(&mut self) {
+        self.sticky = self.backend.as_ref().map(|a| a.server.clone());
+        self.seen_us = now_us();
+    }
+
+    /// monotonic: may `s` serve the session's next read?
+    fn mono_ok(&self, s: &Arc<Server>) -> bool {
+        mono_ok(self.seen_us, self.sticky.as_ref(), s)
     }
 
     /// Records the GTID of a write the server just reported.
@@ -639,7 +702,7 @@ impl Session {
                     Target::Replica => {
                         let fresh = self.need.is_none_or(|g| {
                             a.server.role() == Role::Primary || a.server.has_applied(g.pack())
-                        });
+                        }) && (!self.mono || self.mono_ok(&a.server));
                         (self.user.group.takes_reads(&a.server) && fresh)
                             || self.primary_reads_until.is_some_and(|t| Instant::now() < t)
                     }
@@ -658,6 +721,8 @@ impl Session {
                 self.rng ^= self.rng >> 7;
                 self.rng ^= self.rng << 17;
                 let need = self.need.map(|g| g.pack());
+                let (mono, seen_us) = (self.mono, self.seen_us);
+                let sticky = if mono { self.sticky.clone() } else { None };
                 let (weights, n) = read_weights(&group);
                 let fresh = pick(
                     self.user.policy.balance,
@@ -666,6 +731,7 @@ impl Session {
                         let s = &group.members[i];
                         s.load().filter(|_| {
                             need.is_none_or(|g| s.role() == Role::Primary || s.has_applied(g))
+                                && (!mono || mono_ok(seen_us, sticky.as_ref(), s))
                         })
                     },
                     &mut self.cursor,
@@ -922,6 +988,7 @@ impl Session {
     async fn prepare(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let sql: Arc<[u8]> = Arc::from(&p[1..]);
         let c = classify(&sql);
+        let consistency = c.hints.get("consistency").and_then(Consistency::from_hint);
         let target = decide(
             &c,
             SessionFacts::default(),
@@ -929,9 +996,20 @@ impl Session {
             &mut Cursor::default(),
         )
         .target;
-        let d = decide(&c, self.facts(), &self.user.policy, &mut self.cursor);
+        let mut d = decide(&c, self.facts(), &self.user.policy, &mut self.cursor);
+        // Preparing needs the tables the statement names: on a replica,
+        // the same consistency rules as for running it.
+        if d.target == Target::Replica {
+            let r = self.read_requirement(consistency);
+            if r.strong {
+                d.target = Target::Primary;
+            }
+            self.need = r.need;
+        }
         let id = self.next_stmt_id;
-        let Some(res) = self.forward(d.target, p, Expect::Prepare, Some(id)).await? else {
+        let res = self.forward(d.target, p, Expect::Prepare, Some(id)).await;
+        self.need = None;
+        let Some(res) = res? else {
             return Ok(());
         };
         if let Some((server_id, columns, params)) = res.prepared {
@@ -951,6 +1029,7 @@ impl Session {
                     sql,
                     params,
                     target,
+                    consistency,
                     types: Vec::new(),
                 },
             );
@@ -971,12 +1050,20 @@ impl Session {
                 .await?;
             return Ok(None);
         };
-        let target = if self.pinned() || self.in_transaction() {
+        let mut target = if self.pinned() || self.in_transaction() {
             Target::Primary
         } else {
             st.target
         };
         let sql = st.sql.clone();
+        if target == Target::Replica {
+            let r = self.read_requirement(st.consistency);
+            if r.strong {
+                target = Target::Primary;
+            }
+            self.need = r.need;
+            self.mono = r.monotonic;
+        }
         if let Err(e) = self.attach(target).await {
             self.reply_error(e).await?;
             return Ok(None);
@@ -1015,6 +1102,10 @@ impl Session {
             let r = self.execute_once(id, p).await;
             self.retry_armed = false;
             if r.is_err() || !self.retry_needed {
+                self.need = None;
+                if std::mem::take(&mut self.mono) {
+                    self.note_seen();
+                }
                 return r;
             }
             tracing::info!(

@@ -96,6 +96,21 @@ fn read_your_writes_on_one_connection_and_across_connections() {
         stale, 0,
         "stale reads on another connection of the same user"
     );
+    // The same with server-side prepared statements (the binary protocol
+    // takes another path through sextant).
+    table(&mut a, "ryw_p");
+    let mut stale = 0;
+    for i in 0..300 {
+        a.exec_drop("INSERT INTO ryw_p VALUES (?, ?)", (i, i))
+            .unwrap();
+        let v: Option<i32> = b
+            .exec_first("SELECT v FROM ryw_p WHERE id = ?", (i,))
+            .unwrap();
+        if v != Some(i) {
+            stale += 1;
+        }
+    }
+    assert_eq!(stale, 0, "stale reads with prepared statements");
     // Once the replicas have caught up, reads go to them again.
     drop(delay);
     std::thread::sleep(Duration::from_millis(1500));
@@ -175,5 +190,107 @@ fn causal_wait_reads_from_a_replica_once_it_has_the_write() {
         primary_after - primary_before <= 1,
         "primary selects: {}",
         primary_after - primary_before
+    );
+}
+
+/// Reads a counter that a direct connection to the primary keeps raising,
+/// `reads` times through `c`, with replica 0 current and replica 1 two
+/// seconds behind (both in rotation). Halfway, replica 0 goes into
+/// maintenance. Returns how many reads saw a smaller value than the read
+/// before.
+fn backwards_reads(p: &Proxy, c: &mut mysql::Conn, reads: usize) -> usize {
+    let lab = lab();
+    let mut w = direct(lab.primary);
+    w.query_drop("CREATE TABLE IF NOT EXISTS sextant_test.mono (id INT PRIMARY KEY, n BIGINT)")
+        .unwrap();
+    w.query_drop("REPLACE INTO sextant_test.mono VALUES (1, 0)")
+        .unwrap();
+    sync_replicas();
+    let _restore = RestoreReplication;
+    let mut d = direct(lab.replicas[1]);
+    d.query_drop("STOP SLAVE").unwrap();
+    d.query_drop("CHANGE MASTER TO MASTER_DELAY = 2").unwrap();
+    d.query_drop("START SLAVE").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                w.query_drop("UPDATE sextant_test.mono SET n = n + 1 WHERE id = 1")
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    // Let the delayed replica fall behind.
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut admin = p.admin();
+    let (mut last, mut backwards) = (0i64, 0);
+    for i in 0..reads {
+        if i == reads / 2 {
+            admin
+                .query_drop(format!("SET MAINTENANCE ON 127.0.0.1:{}", lab.replicas[0]))
+                .unwrap();
+        }
+        let n: i64 = c
+            .query_first("SELECT n FROM sextant_test.mono WHERE id = 1")
+            .unwrap()
+            .unwrap();
+        if n < last {
+            backwards += 1;
+        }
+        last = n;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    admin
+        .query_drop(format!("SET MAINTENANCE OFF 127.0.0.1:{}", lab.replicas[0]))
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    backwards
+}
+
+#[test]
+fn monotonic_reads_never_go_back_in_time() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The control: spread over a current and a delayed replica, reads go
+    // back and forth in time.
+    let p = proxy("consistency = \"eventual\"");
+    let mut c = p.conn();
+    let back = backwards_reads(&p, &mut c, 300);
+    eprintln!("eventual: {back} of 300 reads went back in time");
+    assert!(back > 20, "the setup must show the anomaly: {back}");
+    drop(c);
+    drop(p);
+
+    let p = proxy("consistency = \"monotonic\"");
+    let mut c = p.conn();
+    let back = backwards_reads(&p, &mut c, 300);
+    eprintln!("monotonic: {back} of 300 reads went back in time");
+    assert_eq!(back, 0);
+
+    // Per statement, by hint, over an eventual default.
+    let p = proxy("consistency = \"eventual\"");
+    let mut c = p.conn();
+    let lab = lab();
+    let before: Vec<u64> = lab
+        .replicas
+        .iter()
+        .map(|&r| status_counter(r, "Com_select"))
+        .collect();
+    for _ in 0..100 {
+        c.query_drop("SELECT /*# consistency=monotonic */ 1")
+            .unwrap();
+    }
+    let got: Vec<u64> = lab
+        .replicas
+        .iter()
+        .zip(&before)
+        .map(|(&r, b)| status_counter(r, "Com_select") - b)
+        .collect();
+    eprintln!("hinted monotonic reads per replica: {got:?}");
+    assert!(
+        got.iter().any(|&n| n < 20),
+        "hinted reads keep to one replica (or ones as far along): {got:?}"
     );
 }
