@@ -314,13 +314,22 @@ impl BackendConn {
         }
     }
 
+    pub fn is_mariadb(&self) -> bool {
+        self.server_version.contains("MariaDB")
+    }
+
     /// Turns on the session-state reports that sextant tracks client state
     /// with, and records the connection's baseline character set.
     async fn setup(&mut self) -> Result<(), BackendError> {
-        self.exec_internal(
+        // MariaDB reports a write's GTID as the last_gtid variable; MySQL
+        // reports it on its own (session_track_gtids).
+        self.exec_internal(if self.is_mariadb() {
             "SET SESSION session_track_system_variables = '*', session_track_schema = ON, \
-             session_track_state_change = ON",
-        )
+             session_track_state_change = ON"
+        } else {
+            "SET SESSION session_track_system_variables = '*', session_track_schema = ON, \
+             session_track_state_change = ON, session_track_gtids = OWN_GTID"
+        })
         .await?;
         let rows = self
             .query_internal(
@@ -782,6 +791,18 @@ pub fn apply_session_state(vars: &mut SessionVars, track: &mut TrackFlags, block
                 }
             }
             Ok(StateChange::StateChanged(true)) => opaque = true,
+            // MySQL's session_track_gtids = OWN_GTID: the GTID(s) this
+            // session's transaction got ("uuid:n", or a set if several).
+            Ok(StateChange::Gtids(g)) => {
+                explained = true;
+                if let Some(g) = std::str::from_utf8(g)
+                    .ok()
+                    .and_then(|s| s.split(',').next_back())
+                    .and_then(crate::gtid::Gtid::parse_mysql)
+                {
+                    track.last_gtid = Some(g);
+                }
+            }
             Ok(_) => {}
             Err(_) => break,
         }

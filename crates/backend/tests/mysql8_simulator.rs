@@ -51,6 +51,7 @@ async fn fake_mysql8(
     listener: TcpListener,
     script: Script,
     password: &'static str,
+    write_after: bool,
 ) -> Result<(), String> {
     let (mut s, _) = listener.accept().await.unwrap();
     let keys = RsaKeys::from_pem(KEY).unwrap();
@@ -127,7 +128,9 @@ async fn fake_mysql8(
     s.write_all(&ok).await.unwrap();
     // sextant's setup: SET session tracking, then the charset query.
     let (_, q) = read(&mut s).await;
-    if !q[1..].starts_with(b"SET SESSION session_track_system_variables") {
+    if !q[1..].starts_with(b"SET SESSION session_track_system_variables")
+        || !q.ends_with(b"session_track_gtids = OWN_GTID")
+    {
         return Err(format!(
             "unexpected setup {:?}",
             String::from_utf8_lossy(&q)
@@ -158,8 +161,23 @@ async fn fake_mysql8(
     let seq = write_packet(&mut out, seq + 1, &row);
     write_eof(&mut out, seq, 2);
     s.write_all(&out).await.unwrap();
+    if write_after {
+        let (_, q) = read(&mut s).await;
+        if !q[1..].starts_with(b"INSERT") {
+            return Err("expected the INSERT".into());
+        }
+        send(&mut s, 1, OK_WITH_OWN_GTID).await;
+    }
     Ok(())
 }
+
+/// The OK packet of a write with session_track_gtids = OWN_GTID, laid out
+/// as the MySQL 8 protocol documentation describes (OK_Packet with
+/// SERVER_SESSION_STATE_CHANGED, one SESSION_TRACK_GTIDS entry: encoding
+/// specification 0, then the GTID as a length-encoded string).
+const OK_WITH_OWN_GTID: &[u8] = b"\x00\x01\x00\x02\x40\x00\x00\x00\
+\x2b\x03\x29\x00\x27\
+3e11fa47-71ca-11e1-9e33-c80aa9429562:23";
 
 async fn run(
     script: Script,
@@ -168,7 +186,7 @@ async fn run(
 ) -> (Result<BackendConn, BackendError>, Result<(), String>) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap().to_string();
-    let server = tokio::spawn(fake_mysql8(l, script, server_pw));
+    let server = tokio::spawn(fake_mysql8(l, script, server_pw, false));
     let p = ConnectParams {
         addr: &addr,
         user: "app",
@@ -183,6 +201,38 @@ async fn run(
         .unwrap()
         .unwrap();
     (c, s)
+}
+
+#[tokio::test]
+async fn simulator_mysql8_write_reports_its_gtid() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let server = tokio::spawn(fake_mysql8(l, Script::FastPath, "pw8", true));
+    let p = ConnectParams {
+        addr: &addr,
+        user: "app",
+        password: "pw8",
+        flavor: Flavor::new(0, 45),
+        timeout: Duration::from_secs(5),
+        tls: None,
+    };
+    let mut c = BackendConn::connect(&p).await.unwrap();
+    assert!(!c.is_mariadb());
+    c.exec_internal("INSERT INTO t VALUES (1)").await.unwrap();
+    server.await.unwrap().unwrap();
+    let g = c.track.last_gtid.expect("the write's GTID");
+    assert!(g.is_mysql());
+    assert_eq!(g.seq, 23);
+    assert_eq!(
+        g.wait_sql(1.0),
+        "SELECT WAIT_FOR_EXECUTED_GTID_SET('3e11fa47-71ca-11e1-9e33-c80aa9429562:23', 1)"
+    );
+    // A replica whose gtid_executed covers it has applied it.
+    let replica = sextant_backend::gtid::parse_list("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-23")
+        .next()
+        .unwrap();
+    assert_eq!(replica.domain, g.domain);
+    assert!(replica.seq >= g.seq);
 }
 
 #[tokio::test]

@@ -188,9 +188,11 @@ async fn check(
             }
             // What this replica has applied, for read-your-writes routing.
             // Galera nodes log every write set in their binlog under the
-            // cluster's GTIDs; replicas record what they applied in
-            // gtid_slave_pos.
-            let applied = if cluster {
+            // cluster's GTIDs; MariaDB replicas record what they applied in
+            // gtid_slave_pos; MySQL servers in gtid_executed.
+            let applied = if !c.is_mariadb() {
+                "SELECT @@gtid_executed"
+            } else if cluster {
                 "SELECT @@gtid_binlog_pos"
             } else {
                 "SELECT @@gtid_slave_pos"

@@ -289,6 +289,7 @@ async fn run(config: Config) -> Result<(), String> {
                 policy: config.routing.policy().with(&u.routing),
                 latest_write: Default::default(),
                 latest_write_server: Default::default(),
+                latest_write_uuid: Default::default(),
                 backend_user: u.backend_user().to_string(),
                 backend_password: u.backend_password().to_string(),
                 group,

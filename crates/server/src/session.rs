@@ -468,6 +468,11 @@ impl Session {
                                 domain: sextant_backend::gtid::domain(packed) as u32,
                                 server: self.user.latest_write_server.load(Ordering::Relaxed),
                                 seq: sextant_backend::gtid::seq(packed),
+                                uuid: (self.user.latest_write_uuid[0].load(Ordering::Relaxed)
+                                    as u128)
+                                    << 64
+                                    | self.user.latest_write_uuid[1].load(Ordering::Relaxed)
+                                        as u128,
                             })
                         }
                     }
@@ -504,6 +509,10 @@ impl Session {
                 newer.then_some(packed)
             });
         u.latest_write_server.store(g.server, Ordering::Relaxed);
+        // (Only the wait statement of causal_wait_ms uses the uuid; a torn
+        // pair makes that wait time out and the read go to the primary.)
+        u.latest_write_uuid[0].store((g.uuid >> 64) as u64, Ordering::Relaxed);
+        u.latest_write_uuid[1].store(g.uuid as u64, Ordering::Relaxed);
     }
 
     /// Remembers the id a write generated, and on which connection
@@ -809,7 +818,7 @@ impl Session {
             return false;
         };
         let secs = self.user.policy.causal_wait_ms as f64 / 1000.0;
-        let sql = format!("SELECT MASTER_GTID_WAIT('{}', {secs})", g.to_sql());
+        let sql = g.wait_sql(secs);
         let caught_up = matches!(
             conn.query_internal(&sql).await.as_deref(),
             Ok([row]) if row.first().and_then(|v| v.as_deref()) == Some("0")

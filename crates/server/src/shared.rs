@@ -21,6 +21,8 @@ pub struct UserEntry {
     /// server id), for read_your_writes with scope "user".
     pub latest_write: std::sync::atomic::AtomicU64,
     pub latest_write_server: AtomicU32,
+    /// MySQL: that write's source uuid (high, low halves); 0 for MariaDB.
+    pub latest_write_uuid: [std::sync::atomic::AtomicU64; 2],
 }
 
 pub struct Shared {
