@@ -28,6 +28,10 @@ pub struct RelayOpts {
     pub deprecate_eof: bool,
     /// For COM_STMT_PREPARE: the id the client will know the statement by.
     pub client_stmt_id: Option<u32>,
+    /// A write that may go to another server if this one turned read-only:
+    /// an answer that is only the server's read-only error is held back
+    /// (`read_only_rejected`) instead of relayed.
+    pub hold_read_only_error: bool,
 }
 
 #[derive(Debug, Default)]
@@ -43,6 +47,29 @@ pub struct RelayResult {
     /// The server said the connection is ending (killed, shutting down):
     /// it must not go back to the pool.
     pub connection_ending: bool,
+    /// The server refused the statement because it is read-only, before
+    /// running anything, and the error was not relayed
+    /// (`hold_read_only_error`).
+    pub read_only_rejected: bool,
+}
+
+/// The server refuses writes because it is read-only: the statement did
+/// not run.
+fn read_only_error(code: u16, message: &[u8]) -> bool {
+    match code {
+        1836 => true, // ER_READ_ONLY_MODE
+        // ER_OPTION_PREVENTS_STATEMENT names the option: --read-only or
+        // --super-read-only (and others, which are not this).
+        1290 => {
+            message
+                .windows(9)
+                .any(|w| w.eq_ignore_ascii_case(b"read-only"))
+                || message
+                    .windows(9)
+                    .any(|w| w.eq_ignore_ascii_case(b"read_only"))
+        }
+        _ => false,
+    }
 }
 
 /// Errors after which the server closes the connection.
@@ -166,10 +193,20 @@ pub async fn relay(
                 }
                 Packet::Err => {
                     res.error = true;
+                    let mut hold = false;
                     if let Ok(e) = sextant_protocol::packets::parse_err(payload) {
                         res.connection_ending |= CONNECTION_ENDING_ERRORS.contains(&e.code);
+                        // Only when it is the whole answer: nothing ran.
+                        hold = opts.hold_read_only_error
+                            && !sent_any
+                            && client.out.is_empty()
+                            && read_only_error(e.code, e.message);
                     }
-                    client.out.extend_from_slice(&be.rbuf[start..end]);
+                    if hold {
+                        res.read_only_rejected = true;
+                    } else {
+                        client.out.extend_from_slice(&be.rbuf[start..end]);
+                    }
                 }
                 Packet::PrepareOk {
                     stmt_id,
@@ -294,5 +331,28 @@ async fn send_infile(client: &mut Client, be: &mut BackendConn) -> Result<(), Re
         if h.len == 0 {
             return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_only_error;
+
+    #[test]
+    fn read_only_errors_are_recognised() {
+        assert!(read_only_error(
+            1290,
+            b"The MariaDB server is running with the --read-only option so it cannot execute this statement"
+        ));
+        assert!(read_only_error(
+            1290,
+            b"The MySQL server is running with the --super-read-only option so it cannot execute this statement"
+        ));
+        assert!(!read_only_error(
+            1290,
+            b"The MariaDB server is running with the --secure-file-priv option so it cannot execute this statement"
+        ));
+        assert!(read_only_error(1836, b"Running in read-only mode"));
+        assert!(!read_only_error(1062, b"Duplicate entry"));
     }
 }

@@ -95,6 +95,10 @@ pub struct Session {
     retry_armed: bool,
     /// Set by a failure that was not reported because retry_armed was set.
     retry_needed: bool,
+    /// Set while a write outside a transaction may move to another server
+    /// if its server answers only "read-only" (it ran nothing): the primary
+    /// changed and the monitor has not seen it yet.
+    retry_write_armed: bool,
     /// The GTID of this session's last write.
     last_write: Option<Gtid>,
     /// While a statement is being placed: the write its read must see
@@ -242,6 +246,7 @@ impl Session {
             last_insert_conn: None,
             retry_armed: false,
             retry_needed: false,
+            retry_write_armed: false,
             last_write: None,
             need: None,
             mono: false,
@@ -395,12 +400,18 @@ impl Session {
         tracing::trace!(to = ?d.target, rule = d.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[1..p.len().min(200)]));
         let facts = self.facts();
         let retryable = d.target == Target::Replica && !facts.pinned && !facts.in_transaction;
+        let write_retryable = d.target == Target::Primary
+            && self.user.group.follow_primary
+            && !facts.pinned
+            && !facts.in_transaction;
         let mut res = None;
         for attempt in 0..3 {
             self.retry_armed = retryable && attempt < 2;
+            self.retry_write_armed = write_retryable && attempt < 2;
             self.retry_needed = false;
             res = self.forward(d.target, p, Expect::Query, None).await?;
             self.retry_armed = false;
+            self.retry_write_armed = false;
             if !self.retry_needed {
                 break;
             }
@@ -616,6 +627,7 @@ impl Session {
             session_track: self.session_track,
             deprecate_eof: self.deprecate_eof,
             client_stmt_id,
+            hold_read_only_error: self.retry_write_armed,
         };
         // Response times feed only least_latency balancing: no clock reads
         // per statement otherwise.
@@ -628,6 +640,19 @@ impl Session {
             .map(|t| t.elapsed().as_micros() as u64);
         a.server.statement_finished(elapsed_us);
         match relayed {
+            Ok(res) if res.read_only_rejected => {
+                // The server became read-only (a switchover the monitor has
+                // not seen yet). Nothing ran: the write waits for the new
+                // primary and runs there.
+                tracing::info!(server = %a.server.addr, "server answered read-only to a write: following the switchover now");
+                a.server
+                    .writable
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+                self.user.group.follow();
+                self.release();
+                self.retry_needed = true;
+                Ok(None)
+            }
             Ok(res) => {
                 self.status = res.status & !status::SESSION_STATE_CHANGED;
                 if res.connection_ending {
@@ -1105,11 +1130,20 @@ impl Session {
                 .stmts
                 .get(&id)
                 .is_some_and(|st| st.target == Target::Replica);
+        let write_retryable = !facts.pinned
+            && !facts.in_transaction
+            && self.user.group.follow_primary
+            && self
+                .stmts
+                .get(&id)
+                .is_some_and(|st| st.target == Target::Primary);
         for attempt in 0..3 {
             self.retry_armed = retryable && attempt < 2;
+            self.retry_write_armed = write_retryable && attempt < 2;
             self.retry_needed = false;
             let r = self.execute_once(id, p).await;
             self.retry_armed = false;
+            self.retry_write_armed = false;
             if r.is_err() || !self.retry_needed {
                 self.need = None;
                 if std::mem::take(&mut self.mono) {
