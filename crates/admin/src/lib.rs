@@ -25,6 +25,9 @@ pub struct Counters {
     pub client_connections_total: std::sync::atomic::AtomicU64,
     pub queries: std::sync::atomic::AtomicU64,
     pub client_errors: std::sync::atomic::AtomicU64,
+    /// Heap allocations since start, when counting is on
+    /// (SEXTANT_COUNT_ALLOCATIONS=1).
+    pub allocations: Option<&'static std::sync::atomic::AtomicU64>,
 }
 
 pub const COMMANDS: &str =
@@ -315,7 +318,13 @@ fn status(c: &Counters) -> Table {
             ),
             v("queries", c.queries.load(Ordering::Relaxed)),
             v("client_errors", c.client_errors.load(Ordering::Relaxed)),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            c.allocations
+                .map(|a| v("allocations", a.load(Ordering::Relaxed))),
+        )
+        .collect(),
     }
 }
 

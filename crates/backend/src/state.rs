@@ -35,16 +35,29 @@ pub const NOT_REPLAYED: &[&str] = &[
 ];
 
 impl SessionVars {
+    /// Records a variable the server reported. Allocates only when the
+    /// value changed: writes report last_gtid every time, and that must not
+    /// cost an allocation per statement.
     pub fn set_var(&mut self, name: &[u8], value: &[u8]) -> bool {
-        let name = String::from_utf8_lossy(name).to_ascii_lowercase();
-        if OWN_VARIABLES.contains(&name.as_str()) || NOT_REPLAYED.contains(&name.as_str()) {
+        let listed = |list: &[&str]| list.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(name));
+        if listed(OWN_VARIABLES) || listed(NOT_REPLAYED) {
             return false;
         }
-        let value = String::from_utf8_lossy(value);
-        if self.vars.get(name.as_str()).map(|v| &**v) == Some(&*value) {
+        let mut buf = [0u8; 64];
+        let lower: std::borrow::Cow<'_, str> = match name.len() {
+            n if n <= buf.len() && name.is_ascii() => {
+                buf[..n].copy_from_slice(name);
+                buf[..n].make_ascii_lowercase();
+                // ASCII is UTF-8.
+                std::borrow::Cow::Borrowed(std::str::from_utf8(&buf[..n]).unwrap_or_default())
+            }
+            _ => std::borrow::Cow::Owned(String::from_utf8_lossy(name).to_ascii_lowercase()),
+        };
+        if self.vars.get(&*lower).map(|v| v.as_bytes()) == Some(value) {
             return false;
         }
-        self.vars.insert(name.into(), value.into());
+        self.vars
+            .insert(lower.into(), String::from_utf8_lossy(value).into());
         true
     }
 

@@ -2,6 +2,7 @@
 //! serves the client and admin ports.
 
 mod admin;
+mod alloc_count;
 mod client;
 mod errors;
 mod frontend;
@@ -72,6 +73,9 @@ fn parse_args() -> Result<Cmd, String> {
         Cmd::Run(config)
     })
 }
+
+#[global_allocator]
+static ALLOCATOR: alloc_count::Counting = alloc_count::Counting;
 
 fn main() {
     let cmd = match parse_args() {
@@ -321,7 +325,10 @@ async fn run(config: Config) -> Result<(), String> {
         config,
         pool,
         users,
-        counters: Default::default(),
+        counters: sextant_admin::Counters {
+            allocations: alloc_count::init_from_env().then_some(&alloc_count::ALLOCATIONS),
+            ..Default::default()
+        },
         server_version,
         next_conn_id: AtomicU32::new(1),
         auth,

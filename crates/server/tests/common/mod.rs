@@ -108,6 +108,8 @@ pub struct Setup<'a> {
     /// Weights for the lab's replicas.
     pub replica_weights: Option<Vec<u32>>,
     pub attempt: u32,
+    /// Start sextant with SEXTANT_COUNT_ALLOCATIONS=1.
+    pub count_allocations: bool,
 }
 
 /// A port that is free now, below the kernel's ephemeral range (32768 and
@@ -223,6 +225,10 @@ replicas = [{replicas}]
         let child = Command::new(env!("CARGO_BIN_EXE_sextant"))
             .arg("--config")
             .arg(&path)
+            .env(
+                "SEXTANT_COUNT_ALLOCATIONS",
+                if s.count_allocations { "1" } else { "0" },
+            )
             .env(
                 "RUST_LOG",
                 std::env::var("SEXTANT_TEST_LOG").unwrap_or_else(|_| "info".into()),
