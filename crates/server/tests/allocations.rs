@@ -6,6 +6,8 @@ mod common;
 use common::*;
 use mysql::prelude::Queryable;
 
+type Statement<'a> = dyn FnMut(&mut mysql::Conn) + 'a;
+
 fn allocations(p: &Proxy) -> u64 {
     let rows: Vec<(String, String)> = p.admin().query("SHOW STATUS").unwrap();
     rows.iter()
@@ -45,7 +47,7 @@ fn relaying_statements_allocates_nothing_per_statement() {
     let rounds = 2_000;
     let mut total = 0;
     let mut last = a1;
-    let kinds: [(&str, &mut dyn FnMut(&mut mysql::Conn)); 4] = [
+    let kinds: [(&str, &mut Statement); 4] = [
         ("text read", &mut |c| {
             c.query_drop("SELECT v FROM alloc_t WHERE id = 1").unwrap()
         }),
