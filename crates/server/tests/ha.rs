@@ -5,13 +5,9 @@
 mod common;
 use common::*;
 use mysql::prelude::Queryable;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[test]
-// The restarted server belongs to the lab, which stops it by its pid file
-// when the test binary exits; the test does not wait for it.
-#[allow(clippy::zombie_processes)]
 fn replica_killed_under_sysbench_read_load() {
     let lab = lab();
     let p = Proxy::start("", "[routing]\nhold_ms = 0\n");
@@ -42,30 +38,10 @@ fn replica_killed_under_sysbench_read_load() {
             .expect("sysbench")
     });
     std::thread::sleep(Duration::from_secs(2));
-    let pidfile = lab.dir.join("s1.pid");
-    let pid = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .to_string();
     let killed_at = Instant::now();
-    assert!(Command::new("kill")
-        .args(["-9", &pid])
-        .status()
-        .unwrap()
-        .success());
+    kill_lab_server(1);
     let out = load.join().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success() && !text.contains("FATAL"),
-        "sysbench saw an error when a replica died:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let errors: u64 = text
-        .lines()
-        .find_map(|l| l.trim_start().strip_prefix("ignored errors:"))
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(u64::MAX);
+    let (text, errors) = sysbench_clean(&out, "a replica died", "ignored errors:");
     assert_eq!(errors, 0, "{text}");
     assert_eq!(
         p.state_of(victim),
@@ -78,17 +54,7 @@ fn replica_killed_under_sysbench_read_load() {
     );
 
     // Restart it: it rejoins replication and the rotation.
-    let _ = std::fs::remove_file(&pidfile);
-    Command::new("mariadbd")
-        .arg(format!(
-            "--defaults-file={}",
-            lab.dir.join("s1.cnf").display()
-        ))
-        .arg("--user=root")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("restart mariadbd");
+    restart_lab_server(1);
     let took = p.wait_state(victim, "up", Duration::from_secs(30));
     eprintln!("restarted replica back in rotation after {took:?}");
     sync_replicas();

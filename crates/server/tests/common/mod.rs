@@ -710,3 +710,53 @@ impl Drop for RestoreReplication {
         sync_replicas();
     }
 }
+
+/// SIGKILLs lab server `index` (0: the primary, 1..: replicas or Galera
+/// nodes).
+pub fn kill_lab_server(index: usize) {
+    let pidfile = lab().dir.join(format!("s{index}.pid"));
+    let pid = std::fs::read_to_string(&pidfile)
+        .expect("pid file")
+        .trim()
+        .to_string();
+    assert!(Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .expect("kill")
+        .success());
+    let _ = std::fs::remove_file(&pidfile);
+}
+
+/// Starts lab server `index` again with its own config. The lab stops it
+/// by its pid file when the test binary exits; nobody waits for it here.
+#[allow(clippy::zombie_processes)]
+pub fn restart_lab_server(index: usize) {
+    Command::new("mariadbd")
+        .arg(format!(
+            "--defaults-file={}",
+            lab().dir.join(format!("s{index}.cnf")).display()
+        ))
+        .arg("--user=root")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("restart mariadbd");
+}
+
+/// A finished sysbench run that must have seen no error: returns its
+/// report, and the value of one of its counters (e.g. "queries:").
+pub fn sysbench_clean(out: &std::process::Output, what: &str, counter: &str) -> (String, u64) {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && !text.contains("FATAL"),
+        "sysbench saw an error when {what}:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = text
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(counter))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u64::MAX);
+    (text, n)
+}
