@@ -224,13 +224,7 @@ fn galera_killed_node_causes_no_read_errors() {
     let _serial = serial();
     let lab = galera();
     let p = proxy("primary_weight = 1", "");
-    assert_ok(
-        &sysbench_cmd(lab.primary, 2, 2000)
-            .args(["oltp_read_only", "prepare"])
-            .output()
-            .expect("sysbench"),
-        "prepare",
-    );
+    sysbench_prepare(lab.primary, 2, 2000);
     let port = p.port;
     let load = std::thread::spawn(move || {
         sysbench_cmd(port, 2, 2000)

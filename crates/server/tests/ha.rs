@@ -13,13 +13,7 @@ fn replica_killed_under_sysbench_read_load() {
     let p = Proxy::start("", "[routing]\nhold_ms = 0\n");
     // (The monitor notices within an interval; reads in flight before that
     // are retried on another server.)
-    assert_ok(
-        &sysbench_cmd(lab.primary, 2, 2000)
-            .args(["oltp_read_only", "prepare"])
-            .output()
-            .expect("sysbench"),
-        "prepare",
-    );
+    sysbench_prepare(lab.primary, 2, 2000);
     sync_replicas();
     let victim = lab.replicas[0];
     p.wait_state(victim, "up", Duration::from_secs(5));

@@ -760,3 +760,14 @@ pub fn sysbench_clean(out: &std::process::Output, what: &str, counter: &str) -> 
         .unwrap_or(u64::MAX);
     (text, n)
 }
+
+/// sysbench's tables (`tables` x `rows`) on the server at `port`.
+pub fn sysbench_prepare(port: u16, tables: u32, rows: u32) {
+    assert_ok(
+        &sysbench_cmd(port, tables, rows)
+            .args(["oltp_read_only", "prepare"])
+            .output()
+            .expect("sysbench"),
+        "sysbench prepare",
+    );
+}
