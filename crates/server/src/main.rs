@@ -304,8 +304,7 @@ async fn run(config: Config) -> Result<(), String> {
         Some(v) => v.clone(),
         None => probe_version(&config, &pool).await,
     };
-    let listener = tokio::net::TcpListener::bind(&config.proxy.listen.0)
-        .await
+    let listener = listen(&config.proxy.listen.0)
         .map_err(|e| format!("cannot listen on {}: {e}", config.proxy.listen))?;
     let admin = match &config.admin {
         Some(a) => Some((
@@ -411,6 +410,26 @@ async fn run(config: Config) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// The client listener, with a deep accept queue: when thousands of
+/// clients connect at once (an application fleet restarting) while the
+/// sessions keep the threads busy, tokio's default backlog of 1024
+/// overflowed and the kernel dropped SYNs, which clients only retry after
+/// 1, 3, 7... seconds (measured: 165 of 1,000 simultaneous clients not
+/// logged in after 10 s). The kernel caps it at net.core.somaxconn.
+fn listen(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(addr)?
+        .next()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not an address"))?;
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(65_535)
 }
 
 fn start_monitors(shared: &Shared) {
