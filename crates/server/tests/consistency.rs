@@ -207,10 +207,7 @@ fn backwards_reads(p: &Proxy, c: &mut mysql::Conn, reads: usize) -> usize {
         .unwrap();
     sync_replicas();
     let _restore = RestoreReplication;
-    let mut d = direct(lab.replicas[1]);
-    d.query_drop("STOP SLAVE").unwrap();
-    d.query_drop("CHANGE MASTER TO MASTER_DELAY = 2").unwrap();
-    d.query_drop("START SLAVE").unwrap();
+    set_delay(lab.replicas[1], 2);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
         let stop = stop.clone();

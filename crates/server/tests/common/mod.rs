@@ -691,13 +691,18 @@ impl Proxy {
 
 /// Sets a replication delay on every lab replica (0: none).
 pub fn set_replica_delay(secs: u32) {
-    use mysql::prelude::Queryable;
     for &r in &lab().replicas {
-        let mut d = direct(r);
-        let _ = d.query_drop("STOP SLAVE");
-        let _ = d.query_drop(format!("CHANGE MASTER TO MASTER_DELAY = {secs}"));
-        let _ = d.query_drop("START SLAVE");
+        set_delay(r, secs);
     }
+}
+
+/// Sets a replication delay on one lab replica (0: none).
+pub fn set_delay(replica: u16, secs: u32) {
+    use mysql::prelude::Queryable;
+    let mut d = direct(replica);
+    let _ = d.query_drop("STOP SLAVE");
+    let _ = d.query_drop(format!("CHANGE MASTER TO MASTER_DELAY = {secs}"));
+    let _ = d.query_drop("START SLAVE");
 }
 
 /// Puts the lab's replication back as it was (no delay, all threads
