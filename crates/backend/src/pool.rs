@@ -547,12 +547,6 @@ impl GroupServers {
         self.writers.load(Ordering::Acquire).count_ones()
     }
 
-    /// Makes member `idx` the primary (None: no primary), and every other
-    /// member a replica. Returns whether anything changed.
-    pub fn set_primary(&self, idx: Option<usize>) -> bool {
-        self.set_writers(idx.map_or(0, |i| 1u64 << i), idx)
-    }
-
     /// Makes the members in `mask` writers (`primary` among them), every
     /// other member a replica. Returns whether anything changed.
     fn set_writers(&self, mask: u64, primary: Option<usize>) -> bool {

@@ -499,11 +499,6 @@ impl Session {
         self.seen_us = now_us();
     }
 
-    /// monotonic: may `s` serve the session's next read?
-    fn mono_ok(&self, s: &Arc<Server>) -> bool {
-        mono_ok(self.seen_us, self.sticky.as_ref(), s)
-    }
-
     /// Records the GTID of a write the server just reported.
     fn note_write(&mut self, g: Gtid) {
         self.last_write = Some(g);
@@ -736,7 +731,8 @@ impl Session {
                     Target::Replica => {
                         let fresh = self.need.is_none_or(|g| {
                             a.server.role() == Role::Primary || a.server.has_applied(g.pack())
-                        }) && (!self.mono || self.mono_ok(&a.server));
+                        }) && (!self.mono
+                            || mono_ok(self.seen_us, self.sticky.as_ref(), &a.server));
                         (self.user.group.takes_reads(&a.server) && fresh)
                             || self.primary_reads_until.is_some_and(|t| Instant::now() < t)
                     }
