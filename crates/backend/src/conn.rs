@@ -16,7 +16,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 
 /// Client capabilities that change what the server sends, so a server
 /// connection can only serve clients that negotiated the same ones.
@@ -144,15 +143,15 @@ impl BackendConn {
     }
 
     async fn connect_inner(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
-        let stream = TcpStream::connect(p.addr)
-            .await
-            .map_err(|source| BackendError::Connect {
-                addr: p.addr.to_string(),
-                source,
-            })?;
-        stream.set_nodelay(true).map_err(io_err(p.addr))?;
+        let stream =
+            crate::stream::connect(p.addr)
+                .await
+                .map_err(|source| BackendError::Connect {
+                    addr: p.addr.to_string(),
+                    source,
+                })?;
         let mut c = BackendConn {
-            stream: Stream::Plain(stream),
+            stream,
             rbuf: Vec::with_capacity(8 * 1024),
             addr: p.addr.into(),
             user: p.user.into(),

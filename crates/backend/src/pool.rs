@@ -162,7 +162,7 @@ impl Server {
         }
     }
 
-    /// For an unreachable server: can a TCP connection be made again? (A
+    /// For an unreachable server: can a connection be made again? (A
     /// stand-in for the topology monitor: it only brings servers back.)
     pub async fn probe(&self) {
         if self.reachable.load(Ordering::Relaxed) || self.probing.swap(true, Ordering::AcqRel) {
@@ -171,7 +171,7 @@ impl Server {
         let ok = matches!(
             tokio::time::timeout(
                 self.settings.connect_timeout,
-                tokio::net::TcpStream::connect(&*self.addr)
+                crate::stream::connect(&self.addr)
             )
             .await,
             Ok(Ok(_))

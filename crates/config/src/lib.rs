@@ -299,7 +299,7 @@ impl<'de> Deserialize<'de> for Replica {
         }
         match Form::deserialize(d).map_err(|_| {
             serde::de::Error::custom(
-                "a replica is \"host:port\" or { addr = \"host:port\", weight = N }",
+                "a replica is \"host:port\", a socket path, or { addr = \"host:port\", weight = N }",
             )
         })? {
             Form::Plain(addr) => Ok(Replica { addr, weight: 1 }),
@@ -527,7 +527,8 @@ fn opt_percent<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> 
     percent(d).map(Some)
 }
 
-/// A `host:port` address, checked when the file is read.
+/// A `host:port` address, or for a server on the same host the absolute
+/// path of its Unix socket; checked when the file is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Addr(pub String);
 
@@ -545,7 +546,24 @@ impl<'de> Deserialize<'de> for Addr {
     }
 }
 
+impl Addr {
+    pub fn is_unix_path(&self) -> bool {
+        self.0.starts_with('/')
+    }
+}
+
 fn check_addr(s: &str) -> Result<(), String> {
+    if s.starts_with('/') {
+        return if s.len() > 1 && s.len() < 108 {
+            Ok(())
+        } else {
+            // sun_path holds 108 bytes with its terminating NUL.
+            Err(format!(
+                "a Unix socket path is 2 to 107 bytes long, got {} bytes",
+                s.len()
+            ))
+        };
+    }
     let (host, port) = s
         .rsplit_once(':')
         .ok_or_else(|| format!("expected \"host:port\", got {s:?}"))?;
@@ -698,6 +716,17 @@ impl Config {
                     .into(),
             ));
         }
+        let listens = std::iter::once(("proxy", &self.proxy.listen))
+            .chain(self.admin.iter().map(|a| ("admin", &a.listen)));
+        for (table, a) in listens {
+            if a.is_unix_path() {
+                errors.push(err(
+                    table,
+                    "listen",
+                    format!("{a}: sextant listens on TCP only; give \"host:port\""),
+                ));
+            }
+        }
         for (name, g) in &self.groups {
             let t = format!("groups.{name}");
             if g.pool_max == 0 {
@@ -719,6 +748,18 @@ impl Config {
                     "galera_multi_writer",
                     "needs topology = \"galera\"".into(),
                 ));
+            }
+            if g.tls {
+                let unix = std::iter::once(&g.primary)
+                    .chain(g.replicas.iter().map(|r| &r.addr))
+                    .find(|a| a.is_unix_path());
+                if let Some(a) = unix {
+                    errors.push(err(
+                        &t,
+                        "tls",
+                        format!("{a} is a Unix socket; TLS is for TCP servers (a socket never leaves the host)"),
+                    ));
+                }
             }
             if g.replicas.len() >= 32 {
                 errors.push(err(&t, "replicas", "a group has at most 32 servers".into()));
@@ -891,6 +932,20 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
         assert_eq!(c.groups["main"].replicas[1].weight, 1);
     }
 
+    #[test]
+    fn servers_on_unix_sockets() {
+        let t = ISSUE_EXAMPLE.replace(
+            r#"replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]"#,
+            r#"replicas = ["/run/mysqld/r1.sock", { addr = "/run/mysqld/r2.sock", weight = 2 }]"#,
+        );
+        let c = Config::parse(&t, "x.toml").unwrap();
+        let g = &c.groups["main"];
+        assert!(g.replicas[0].addr.is_unix_path());
+        assert_eq!(g.replicas[1].addr.0, "/run/mysqld/r2.sock");
+        assert_eq!(g.replicas[1].weight, 2);
+        assert!(!g.primary.is_unix_path());
+    }
+
     fn err_of(text: &str) -> String {
         Config::parse(text, "sextant.toml").unwrap_err().to_string()
     }
@@ -938,6 +993,21 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
                 "[proxy]",
                 "[proxy]\nthreads = \"four\"",
                 &["line 3", "threads", "expected usize"],
+            ),
+            (
+                "listen = \"127.0.0.1:6033\"",
+                "listen = \"/tmp/sextant.sock\"",
+                &["proxy.listen", "TCP only"],
+            ),
+            (
+                "primary  = \"127.0.0.1:3307\"",
+                "primary  = \"/run/mysqld/mysqld.sock\"\ntls = true",
+                &["groups.main.tls", "Unix socket"],
+            ),
+            (
+                "primary  = \"127.0.0.1:3307\"",
+                "primary  = \"/\"",
+                &["line 16", "Unix socket path"],
             ),
         ];
         for (from, to, want) in cases {

@@ -497,3 +497,77 @@ fn lagging_replicas_leave_rotation_and_come_back() {
     within(d[1] + d[2], 300, 5, "replicas back");
     assert!(d[1] > 50 && d[2] > 50, "{d:?}");
 }
+
+/// Servers named by their Unix sockets (sextant on the database host):
+/// every connection, the monitor's included, goes over the socket, and
+/// routing, lag checks and failure handling work as over TCP.
+#[test]
+fn servers_on_unix_sockets() {
+    let _g = serial();
+    let _restore = RestoreReplication;
+    let lab = lab();
+    let p = Proxy::setup(Setup {
+        group: "max_replica_lag_ms = 800\n[routing]\nhold_ms = 0\n",
+        unix_sockets: true,
+        ..Default::default()
+    });
+    let secs = std::time::Duration::from_secs;
+    let (s1, s2) = (&lab.sockets[1], &lab.sockets[2]);
+    let t = std::time::Instant::now();
+    while p.state_at(s1) != "up" || p.state_at(s2) != "up" {
+        assert!(t.elapsed() < secs(5), "replicas not up: {}", p.logs());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut c = p.conn();
+    // The server sees a socket client as "localhost", a TCP one as
+    // "127.0.0.1:port".
+    let host = "SELECT host FROM information_schema.processlist WHERE id = CONNECTION_ID()";
+    for _ in 0..4 {
+        let h: String = c.query_first(host).unwrap().unwrap();
+        assert_eq!(h, "localhost", "a read did not come over a socket");
+    }
+    c.query_drop("BEGIN").unwrap();
+    let h: String = c.query_first(host).unwrap().unwrap();
+    c.query_drop("COMMIT").unwrap();
+    assert_eq!(h, "localhost", "the primary's connection");
+
+    let mut k = Counters::new();
+    let d = k.delta("Com_select", || reads(&mut c, 1000, "SELECT 1"));
+    within(d[0], 0, 10, "primary");
+    within(d[1], 500, 100, "replica 1");
+    within(d[2], 500, 100, "replica 2");
+    // (After a write, read_your_writes keeps reads on the primary until
+    // the monitor sees the replicas apply it: writes come last.)
+    c.query_drop("CREATE TABLE IF NOT EXISTS r_sock (id int primary key auto_increment, v int)")
+        .unwrap();
+    let d = k.delta("Com_insert", || {
+        reads(&mut c, 50, "INSERT INTO r_sock (v) VALUES (1)")
+    });
+    within(d[0], 50, 0, "inserts on the primary");
+
+    // The monitor reads lag over the socket too.
+    direct(lab.replicas[0])
+        .query_drop("STOP SLAVE SQL_THREAD")
+        .unwrap();
+    let t = std::time::Instant::now();
+    while p.state_at(s1) != "lagging" {
+        assert!(
+            t.elapsed() < secs(5),
+            "stopped replica still {}",
+            p.state_at(s1)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let d = k.delta("Com_select", || reads(&mut c, 200, "SELECT 1"));
+    within(d[1], 0, 10, "lagging replica");
+    within(d[2], 200, 5, "healthy replica");
+    direct(lab.replicas[0])
+        .query_drop("START SLAVE SQL_THREAD")
+        .unwrap();
+    let rows: Vec<mysql::Row> = p.admin().query("SHOW BACKENDS").unwrap();
+    assert!(
+        rows.iter()
+            .all(|r| r.get::<String, _>("address").unwrap().ends_with(".sock")),
+        "SHOW BACKENDS lists the socket paths"
+    );
+}

@@ -23,6 +23,8 @@ pub struct Lab {
     pub tls_ca: String,
     pub tls_cert: String,
     pub tls_key: String,
+    /// Unix socket of each server: the primary's first.
+    pub sockets: Vec<String>,
 }
 
 static LAB: OnceLock<Lab> = OnceLock::new();
@@ -86,6 +88,10 @@ pub fn lab() -> &'static Lab {
             tls_ca: get("LAB_TLS_CA"),
             tls_cert: get("LAB_TLS_CERT"),
             tls_key: get("LAB_TLS_KEY"),
+            sockets: get("LAB_SOCKETS")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect(),
             dir,
         }
     })
@@ -110,6 +116,8 @@ pub struct Setup<'a> {
     pub attempt: u32,
     /// Start sextant with SEXTANT_COUNT_ALLOCATIONS=1.
     pub count_allocations: bool,
+    /// Name the lab's servers by their Unix sockets instead of TCP ports.
+    pub unix_sockets: bool,
 }
 
 /// A port that is free now, below the kernel's ephemeral range (32768 and
@@ -178,9 +186,15 @@ impl Proxy {
             ports
                 .iter()
                 .enumerate()
-                .map(|(i, p)| match &s.replica_weights {
-                    Some(w) => format!("{{ addr = \"127.0.0.1:{p}\", weight = {} }}", w[i]),
-                    None => format!("\"127.0.0.1:{p}\""),
+                .map(|(i, p)| {
+                    let addr = match s.unix_sockets {
+                        true => lab.sockets[i + 1].clone(),
+                        false => format!("127.0.0.1:{p}"),
+                    };
+                    match &s.replica_weights {
+                        Some(w) => format!("{{ addr = \"{addr}\", weight = {} }}", w[i]),
+                        None => format!("\"{addr}\""),
+                    }
                 })
                 .collect()
         } else {
@@ -210,11 +224,14 @@ backend_password = "apppass"
 {extra_users}
 
 [groups.main]
-primary = "127.0.0.1:{primary}"
+primary = "{primary}"
 replicas = [{replicas}]
 {extra}
 "#,
-            primary = primary.unwrap_or(lab.primary),
+            primary = match s.unix_sockets {
+                true => lab.sockets[0].clone(),
+                false => format!("127.0.0.1:{}", primary.unwrap_or(lab.primary)),
+            },
             replicas = replicas.join(", "),
         );
         let logs = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sextant-logs");
@@ -666,12 +683,17 @@ impl Forwarder {
 impl Proxy {
     /// A server's state in SHOW BACKENDS (up, down, lagging, maintenance).
     pub fn state_of(&self, port: u16) -> String {
+        self.state_at(&format!("127.0.0.1:{port}"))
+    }
+
+    /// The state of the server at `address` (host:port or socket path).
+    pub fn state_at(&self, address: &str) -> String {
         use mysql::prelude::Queryable;
         let rows: Vec<mysql::Row> = self.admin().query("SHOW BACKENDS").unwrap();
         rows.iter()
-            .find(|r| r.get::<String, _>("address").unwrap() == format!("127.0.0.1:{port}"))
+            .find(|r| r.get::<String, _>("address").unwrap() == address)
             .map(|r| r.get::<String, _>("state").unwrap())
-            .unwrap_or_else(|| panic!("no server 127.0.0.1:{port} in SHOW BACKENDS"))
+            .unwrap_or_else(|| panic!("no server {address} in SHOW BACKENDS"))
     }
 
     /// Waits until a server reaches `want`; returns how long it took.
