@@ -8,6 +8,10 @@
 //!   sextant-loadgen --port P --connections N --seconds S
 //!                   [--user app --password apppass --db sbtest --tables 4 --table-size 100000]
 //!
+//! `--pipeline K` sends K statements in one write before reading their K
+//! answers (the protocol allows it: the server answers in order); it
+//! measures what a server saves when statements arrive together.
+//!
 //! Prints one line of JSON: queries, errors, qps, p50/p95/p99 in ms.
 
 use sextant_protocol::auth::native_scramble;
@@ -28,6 +32,7 @@ struct Args {
     db: String,
     tables: u32,
     table_size: u32,
+    pipeline: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -40,6 +45,7 @@ fn parse_args() -> Result<Args, String> {
         db: "sbtest".into(),
         tables: 4,
         table_size: 100_000,
+        pipeline: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -57,6 +63,7 @@ fn parse_args() -> Result<Args, String> {
             "--db" => a.db = v,
             "--tables" => a.tables = num(&v)? as u32,
             "--table-size" => a.table_size = num(&v)? as u32,
+            "--pipeline" => a.pipeline = (num(&v)? as usize).max(1),
             _ => return Err(format!("unknown option {k}")),
         }
     }
@@ -140,42 +147,46 @@ async fn client(a: std::sync::Arc<Args>, until: Instant, seed: u64) -> (Vec<u32>
     let mut rng = seed | 1;
     let mut out = Vec::with_capacity(128);
     let mut buf = Vec::with_capacity(256);
-    while Instant::now() < until {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let table = rng % a.tables as u64 + 1;
-        let id = (rng >> 16) % a.table_size as u64 + 1;
-        let mut q = Vec::with_capacity(64);
-        q.push(0x03);
-        q.extend_from_slice(format!("SELECT c FROM sbtest{table} WHERE id={id}").as_bytes());
+    'run: while Instant::now() < until {
         out.clear();
-        write_packet(&mut out, 0, &q);
+        for _ in 0..a.pipeline {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let table = rng % a.tables as u64 + 1;
+            let id = (rng >> 16) % a.table_size as u64 + 1;
+            let mut q = Vec::with_capacity(64);
+            q.push(0x03);
+            q.extend_from_slice(format!("SELECT c FROM sbtest{table} WHERE id={id}").as_bytes());
+            write_packet(&mut out, 0, &q);
+        }
         let t = Instant::now();
         if s.write_all(&out).await.is_err() {
             errors += 1;
             break;
         }
-        let mut tr = Tracker::new(Expect::Query, false);
-        let mut failed = false;
-        while !tr.is_done() {
-            if read_packet(&mut s, &mut buf).await.is_err() {
-                failed = true;
-                break;
+        for _ in 0..a.pipeline {
+            let mut tr = Tracker::new(Expect::Query, false);
+            let mut failed = false;
+            while !tr.is_done() {
+                if read_packet(&mut s, &mut buf).await.is_err() {
+                    failed = true;
+                    break;
+                }
+                if buf.first() == Some(&0xff) && !tr.started() {
+                    errors += 1;
+                }
+                if tr.feed(buf.len(), &buf).is_err() {
+                    failed = true;
+                    break;
+                }
             }
-            if buf.first() == Some(&0xff) && !tr.started() {
+            if failed {
                 errors += 1;
+                break 'run;
             }
-            if tr.feed(buf.len(), &buf).is_err() {
-                failed = true;
-                break;
-            }
+            lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
         }
-        if failed {
-            errors += 1;
-            break;
-        }
-        lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
     }
     (lat, errors)
 }
