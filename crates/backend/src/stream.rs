@@ -25,6 +25,13 @@ fn detached() -> io::Error {
     )
 }
 
+fn no_tls_on_unix() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "TLS over a Unix socket is not supported",
+    )
+}
+
 impl Stream {
     pub fn is_tls(&self) -> bool {
         matches!(self, Stream::Tls(_))
@@ -62,10 +69,7 @@ impl Stream {
                     .await?;
                 Ok(Stream::Tls(Box::new(tokio_rustls::TlsStream::Client(s))))
             }
-            Stream::Unix(_) => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "TLS over a Unix socket is not supported",
-            )),
+            Stream::Unix(_) => Err(no_tls_on_unix()),
             Stream::Detached => Err(detached()),
             tls => Ok(tls),
         }
@@ -78,10 +82,7 @@ impl Stream {
                 let s = tokio_rustls::TlsAcceptor::from(config).accept(tcp).await?;
                 Ok(Stream::Tls(Box::new(tokio_rustls::TlsStream::Server(s))))
             }
-            Stream::Unix(_) => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "TLS over a Unix socket is not supported",
-            )),
+            Stream::Unix(_) => Err(no_tls_on_unix()),
             Stream::Detached => Err(detached()),
             tls => Ok(tls),
         }
@@ -134,16 +135,11 @@ impl AsyncWrite for Stream {
     }
 }
 
-/// Whether a server address names a Unix socket (an absolute path) rather
-/// than `host:port`.
-pub fn is_unix_path(addr: &str) -> bool {
-    addr.starts_with('/')
-}
-
 /// Connects to `host:port` over TCP (with Nagle off: every packet sextant
-/// writes is a whole request) or to a Unix socket path.
+/// writes is a whole request) or to a Unix socket named by its absolute
+/// path (the config accepts nothing else starting with '/').
 pub async fn connect(addr: &str) -> io::Result<Stream> {
-    if is_unix_path(addr) {
+    if addr.starts_with('/') {
         return Ok(Stream::Unix(UnixStream::connect(addr).await?));
     }
     let tcp = TcpStream::connect(addr).await?;

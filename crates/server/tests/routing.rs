@@ -536,6 +536,17 @@ fn servers_on_unix_sockets() {
     within(d[0], 0, 10, "primary");
     within(d[1], 500, 100, "replica 1");
     within(d[2], 500, 100, "replica 2");
+    // The admin commands name a socket server by its path.
+    p.admin()
+        .query_drop(format!("SET MAINTENANCE ON '{s1}'"))
+        .unwrap();
+    let d = k.delta("Com_select", || reads(&mut c, 200, "SELECT 1"));
+    within(d[1], 0, 10, "replica in maintenance");
+    within(d[2], 200, 5, "the other replica");
+    p.admin()
+        .query_drop(format!("SET MAINTENANCE OFF '{s1}'"))
+        .unwrap();
+
     // (After a write, read_your_writes keeps reads on the primary until
     // the monitor sees the replicas apply it: writes come last.)
     c.query_drop("CREATE TABLE IF NOT EXISTS r_sock (id int primary key auto_increment, v int)")
