@@ -109,3 +109,45 @@ fn prepared_statements_per_connection_are_bounded() {
     }
     assert!(prepared_count() - before <= 4);
 }
+
+/// More busy clients than server connections: the pool serves waiting
+/// sessions in arrival order, so no client starves while others, already
+/// running, keep re-taking the connections they give back.
+#[test]
+fn a_full_pool_serves_waiters_in_turn() {
+    let p = Proxy::setup(Setup {
+        group: "pool_max = 2\npool_wait_ms = 5000\n",
+        no_replicas: true,
+        ..Default::default()
+    });
+    let stop = std::time::Instant::now() + Duration::from_secs(3);
+    let clients: Vec<_> = (0..24)
+        .map(|_| {
+            let mut c = p.conn();
+            std::thread::spawn(move || {
+                let (mut n, mut worst) = (0u32, Duration::ZERO);
+                while std::time::Instant::now() < stop {
+                    let t = std::time::Instant::now();
+                    c.query_drop("SELECT 1").unwrap();
+                    worst = worst.max(t.elapsed());
+                    n += 1;
+                }
+                (n, worst)
+            })
+        })
+        .collect();
+    let mut done: Vec<(u32, Duration)> = clients.into_iter().map(|t| t.join().unwrap()).collect();
+    done.sort();
+    let (least, most) = (done[0].0, done[done.len() - 1].0);
+    let worst = done.iter().map(|d| d.1).max().unwrap();
+    eprintln!("statements per client: {least}..{most}; slowest statement {worst:?}");
+    assert!(least > 0, "a client never got a connection");
+    assert!(
+        least * 4 >= most,
+        "unfair: one client ran {least} statements, another {most}"
+    );
+    assert!(
+        worst < Duration::from_secs(1),
+        "a statement waited {worst:?}"
+    );
+}
