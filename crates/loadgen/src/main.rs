@@ -126,6 +126,19 @@ async fn login(a: &Args) -> Io<TcpStream> {
     }
 }
 
+/// Reads one statement's whole answer; true if it was an error packet.
+async fn read_answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> Io<bool> {
+    let mut tr = Tracker::new(Expect::Query, false);
+    let mut error = false;
+    while !tr.is_done() {
+        read_packet(s, buf).await?;
+        error |= buf.first() == Some(&0xff) && !tr.started();
+        tr.feed(buf.len(), buf)
+            .map_err(|_| bad("the answer breaks the protocol"))?;
+    }
+    Ok(error)
+}
+
 /// Runs point selects until `until`; returns latencies in microseconds and
 /// the number of errors.
 async fn client(a: std::sync::Arc<Args>, until: Instant, seed: u64) -> (Vec<u32>, u64) {
@@ -166,26 +179,16 @@ async fn client(a: std::sync::Arc<Args>, until: Instant, seed: u64) -> (Vec<u32>
             break;
         }
         for _ in 0..a.pipeline {
-            let mut tr = Tracker::new(Expect::Query, false);
-            let mut failed = false;
-            while !tr.is_done() {
-                if read_packet(&mut s, &mut buf).await.is_err() {
-                    failed = true;
-                    break;
+            match read_answer(&mut s, &mut buf).await {
+                Ok(error) => {
+                    errors += u64::from(error);
+                    lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
                 }
-                if buf.first() == Some(&0xff) && !tr.started() {
+                Err(_) => {
                     errors += 1;
-                }
-                if tr.feed(buf.len(), &buf).is_err() {
-                    failed = true;
-                    break;
+                    break 'run;
                 }
             }
-            if failed {
-                errors += 1;
-                break 'run;
-            }
-            lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
         }
     }
     (lat, errors)

@@ -513,11 +513,8 @@ fn servers_on_unix_sockets() {
     });
     let secs = std::time::Duration::from_secs;
     let (s1, s2) = (&lab.sockets[1], &lab.sockets[2]);
-    let t = std::time::Instant::now();
-    while p.state_at(s1) != "up" || p.state_at(s2) != "up" {
-        assert!(t.elapsed() < secs(5), "replicas not up: {}", p.logs());
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    p.wait_state_at(s1, "up", secs(5));
+    p.wait_state_at(s2, "up", secs(5));
     let mut c = p.conn();
     // The server sees a socket client as "localhost", a TCP one as
     // "127.0.0.1:port".
@@ -560,15 +557,7 @@ fn servers_on_unix_sockets() {
     direct(lab.replicas[0])
         .query_drop("STOP SLAVE SQL_THREAD")
         .unwrap();
-    let t = std::time::Instant::now();
-    while p.state_at(s1) != "lagging" {
-        assert!(
-            t.elapsed() < secs(5),
-            "stopped replica still {}",
-            p.state_at(s1)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    p.wait_state_at(s1, "lagging", secs(5));
     let d = k.delta("Com_select", || reads(&mut c, 200, "SELECT 1"));
     within(d[1], 0, 10, "lagging replica");
     within(d[2], 200, 5, "healthy replica");

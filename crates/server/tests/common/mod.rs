@@ -698,12 +698,17 @@ impl Proxy {
 
     /// Waits until a server reaches `want`; returns how long it took.
     pub fn wait_state(&self, port: u16, want: &str, within: Duration) -> Duration {
+        self.wait_state_at(&format!("127.0.0.1:{port}"), want, within)
+    }
+
+    /// The same for the server at `address` (host:port or socket path).
+    pub fn wait_state_at(&self, address: &str, want: &str, within: Duration) -> Duration {
         let t = Instant::now();
-        while self.state_of(port) != want {
+        while self.state_at(address) != want {
             assert!(
                 t.elapsed() < within,
-                "{port} not {want} within {within:?} (is {})",
-                self.state_of(port)
+                "{address} not {want} within {within:?} (is {})",
+                self.state_at(address)
             );
             std::thread::sleep(Duration::from_millis(50));
         }
