@@ -69,6 +69,9 @@ fn eventual_reads_are_stale_on_lagging_replicas() {
     let p = proxy("consistency = \"eventual\"");
     let mut c = p.conn();
     table(&mut c, "ev_t");
+    // The table must reach the replicas before they are delayed, or the
+    // reads below fail on a missing table instead of finding stale rows.
+    sync_replicas();
     let _delay = Delay::set(2);
     let stale = stale_reads(&mut c, None, "ev_t", 50);
     eprintln!("eventual: {stale} of 50 reads stale");
