@@ -6,6 +6,7 @@
 mod conn;
 mod error;
 pub mod gtid;
+pub mod pipe;
 mod pool;
 mod state;
 pub mod stream;
@@ -15,6 +16,7 @@ pub use conn::{
     apply_session_state, BackendConn, ConnectParams, Flavor, ServerStmt, TlsTarget, TrackFlags,
 };
 pub use error::BackendError;
+pub use pipe::{Pipe, PipeCounters, Turn};
 pub use pool::{Group, Pool, PoolSettings, PoolStats, Role, Server, Topology};
 pub use state::SessionVars;
 pub use stream::Stream;

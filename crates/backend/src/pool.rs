@@ -3,6 +3,8 @@
 
 use crate::conn::{BackendConn, ConnectParams, Flavor, TlsTarget};
 use crate::error::BackendError;
+use crate::pipe::{Pipe, PipeCounters};
+use crate::state::SessionVars;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -37,6 +39,10 @@ pub struct PoolSettings {
     pub wait: Duration,
     pub max_prepared: usize,
     pub tls: Option<TlsTarget>,
+    /// Reads in flight per pipelined connection (0: no pipelining).
+    pub pipeline_depth: usize,
+    /// Pipelined connections per server.
+    pub pipeline_connections: usize,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -48,6 +54,11 @@ pub struct PoolStats {
     pub connects: u64,
     pub connect_failures: u64,
     pub discarded: u64,
+    /// Open pipelined connections, reads they carried, and the sends
+    /// that carried those reads.
+    pub pipes: usize,
+    pub pipelined: u64,
+    pub pipe_sends: u64,
 }
 
 pub struct Server {
@@ -101,6 +112,11 @@ pub struct Server {
     /// ("RECOVERING", "Donor/Desynced", "minority partition"...), for SHOW
     /// BACKENDS.
     pub member_state: Mutex<Option<String>>,
+    /// Connections carrying pipelined reads (see pipe.rs).
+    pipes: Mutex<Vec<Arc<Pipe>>>,
+    pipe_counters: Arc<PipeCounters>,
+    /// Pipes being opened (they count against pipeline_connections).
+    pipes_opening: AtomicUsize,
 }
 
 impl Server {
@@ -133,6 +149,9 @@ impl Server {
             latency_us: AtomicU64::new(0),
             member_ok: AtomicBool::new(true),
             member_state: Mutex::new(None),
+            pipes: Mutex::new(Vec::new()),
+            pipe_counters: Arc::default(),
+            pipes_opening: AtomicUsize::new(0),
         }
     }
 
@@ -158,6 +177,109 @@ impl Server {
         // Idle connections to it are likely dead too.
         let dead: Vec<BackendConn> = std::mem::take(&mut *self.idle.lock());
         for c in dead {
+            self.discard(c);
+        }
+        let pipes: Vec<Arc<Pipe>> = std::mem::take(&mut *self.pipes.lock());
+        for p in pipes {
+            self.close_pipe(&p, None);
+        }
+    }
+
+    /// A pipe for plain reads of `user` with session state `vars`: one with
+    /// room (fewer than pipeline_depth reads in flight), or a new one if
+    /// the server has fewer than pipeline_connections. None: pipelining is
+    /// off, or all pipes are full and no connection is free at once (the
+    /// read then takes a connection of its own, waiting like any other).
+    pub async fn pipe(
+        &self,
+        user: &str,
+        password: &str,
+        flavor: Flavor,
+        vars: &SessionVars,
+    ) -> Option<Arc<Pipe>> {
+        let depth = self.settings.pipeline_depth;
+        if depth == 0 {
+            return None;
+        }
+        {
+            let home = crate::pipe::thread_slot();
+            let pipes = self.pipes.lock();
+            let mut same = 0;
+            // The first with room, not the emptiest: reads that travel
+            // together are what saves the CPU.
+            for p in pipes.iter() {
+                if p.home == home && p.flavor == flavor && &*p.user == user && p.vars == *vars {
+                    same += 1;
+                    if p.in_flight() < depth && !p.is_broken() {
+                        return Some(p.clone());
+                    }
+                }
+            }
+            let opening = self.pipes_opening.load(Ordering::Relaxed);
+            if same + opening >= self.settings.pipeline_connections
+                || pipes.len() >= self.settings.max
+            {
+                return None;
+            }
+            self.pipes_opening.fetch_add(1, Ordering::Relaxed);
+        }
+        let pipe = self
+            .open_pipe(user, password, flavor, vars, crate::pipe::thread_slot())
+            .await;
+        self.pipes_opening.fetch_sub(1, Ordering::Relaxed);
+        pipe
+    }
+
+    async fn open_pipe(
+        &self,
+        user: &str,
+        password: &str,
+        flavor: Flavor,
+        vars: &SessionVars,
+        home: usize,
+    ) -> Option<Arc<Pipe>> {
+        // A new pipe takes a pooled connection only if one is free now:
+        // sessions already waiting for a connection come first.
+        if self.has_waiters() {
+            return None;
+        }
+        let mut conn = match self.take_idle(user, flavor) {
+            Some(c) if c.created.elapsed() <= self.settings.max_lifetime => c,
+            Some(c) => {
+                self.discard(c);
+                return None;
+            }
+            None if self.try_reserve() => self.open_new(user, password, flavor).await.ok()?,
+            None => return None,
+        };
+        self.borrows.fetch_add(1, Ordering::Relaxed);
+        if conn.vars != *vars && conn.sync_to(vars).await.is_err() {
+            self.discard(conn);
+            return None;
+        }
+        match Pipe::new(conn, home, self.pipe_counters.clone()) {
+            Ok(p) => {
+                let p = Arc::new(p);
+                tracing::debug!(server = %self.addr, "pipelined connection opened");
+                self.pipes.lock().push(p.clone());
+                Some(p)
+            }
+            Err(b) => {
+                let (c, e) = *b;
+                tracing::debug!(server = %self.addr, "cannot pipeline on this connection: {e}");
+                self.release(c);
+                None
+            }
+        }
+    }
+
+    /// Closes a pipe whose connection is in an unknown state or gone;
+    /// `conn`: the connection, if the caller held it. Sessions waiting on
+    /// the pipe retry their reads elsewhere.
+    pub fn close_pipe(&self, p: &Arc<Pipe>, conn: Option<BackendConn>) {
+        let parked = p.close();
+        self.pipes.lock().retain(|q| !Arc::ptr_eq(q, p));
+        for c in conn.into_iter().chain(parked) {
             self.discard(c);
         }
     }
@@ -432,6 +554,25 @@ impl Server {
         for c in closed {
             self.discard(c);
         }
+        // Pipes left idle give their connection back to the pool.
+        let idle_pipes: Vec<Arc<Pipe>> = {
+            let mut pipes = self.pipes.lock();
+            let (idle, busy) = std::mem::take(&mut *pipes)
+                .into_iter()
+                .partition(|p: &Arc<Pipe>| p.is_broken() || p.idle_for() > PIPE_IDLE);
+            *pipes = busy;
+            idle
+        };
+        for p in idle_pipes {
+            if p.is_broken() {
+                self.close_pipe(&p, None);
+            } else if let Some(c) = p.take_if_idle() {
+                self.release(c);
+            } else if !p.is_broken() {
+                // A read went in after all: keep it.
+                self.pipes.lock().push(p);
+            }
+        }
     }
 
     pub fn stats(&self) -> PoolStats {
@@ -443,6 +584,9 @@ impl Server {
             connects: self.connects.load(Ordering::Relaxed),
             connect_failures: self.connect_failures.load(Ordering::Relaxed),
             discarded: self.discarded.load(Ordering::Relaxed),
+            pipes: self.pipes.lock().len(),
+            pipelined: self.pipe_counters.reads.load(Ordering::Relaxed),
+            pipe_sends: self.pipe_counters.sends.load(Ordering::Relaxed),
         }
     }
 }
@@ -488,6 +632,9 @@ pub struct GroupServers {
 }
 
 const NO_PRIMARY: usize = usize::MAX;
+
+/// A pipe unused this long gives its connection back to the pool.
+const PIPE_IDLE: Duration = Duration::from_secs(2);
 
 /// Most members a group may have (a bitmask of writers is a u64).
 pub const MAX_MEMBERS: usize = 64;
@@ -701,6 +848,8 @@ mod tests {
             health_check_idle: Duration::from_secs(1),
             wait: Duration::from_secs(1),
             max_prepared: 1,
+            pipeline_depth: 0,
+            pipeline_connections: 0,
             tls: None,
         }
     }

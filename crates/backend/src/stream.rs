@@ -56,6 +56,56 @@ impl Stream {
         }
     }
 
+    /// A second handle on the same socket (a duplicated descriptor), for a
+    /// writer that runs while another task reads. Plain TCP and Unix
+    /// sockets only: a TLS session's state cannot be shared.
+    pub fn duplicate(&self) -> io::Result<Stream> {
+        use std::os::fd::AsFd;
+        match self {
+            Stream::Plain(s) => {
+                let fd = s.as_fd().try_clone_to_owned()?;
+                let std = std::net::TcpStream::from(fd);
+                std.set_nonblocking(true)?;
+                Ok(Stream::Plain(TcpStream::from_std(std)?))
+            }
+            Stream::Unix(s) => {
+                let fd = s.as_fd().try_clone_to_owned()?;
+                let std = std::os::unix::net::UnixStream::from(fd);
+                std.set_nonblocking(true)?;
+                Ok(Stream::Unix(UnixStream::from_std(std)?))
+            }
+            Stream::Tls(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a TLS connection cannot be shared by two tasks",
+            )),
+            Stream::Detached => Err(detached()),
+        }
+    }
+
+    /// Writes all of `bytes` through a shared reference (plain TCP and
+    /// Unix sockets only): for a writer that shares the socket with a
+    /// reader holding the other handle.
+    pub async fn write_shared(&self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let r = match self {
+                Stream::Plain(s) => s.try_write(bytes),
+                Stream::Unix(s) => s.try_write(bytes),
+                Stream::Tls(_) | Stream::Detached => return Err(detached()),
+            };
+            match r {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => bytes = &bytes[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => match self {
+                    Stream::Plain(s) => s.writable().await?,
+                    Stream::Unix(s) => s.writable().await?,
+                    Stream::Tls(_) | Stream::Detached => return Err(detached()),
+                },
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Upgrades a plain connection to TLS as its client.
     pub async fn connect_tls(
         self,

@@ -238,6 +238,16 @@ pub struct Group {
     /// Server-side prepared statements kept per server connection (LRU).
     #[serde(default = "default_max_prepared")]
     pub max_prepared_per_connection: usize,
+    /// Pipelining: up to this many sessions' plain reads are sent on one
+    /// server connection without waiting for the answers (0: off). Saves
+    /// CPU on both ends under load; a slow read delays the reads queued
+    /// behind it on the same connection.
+    #[serde(default)]
+    pub pipeline_depth: usize,
+    /// Server connections per server used for pipelined reads (reads that
+    /// find them all full take a connection of their own).
+    #[serde(default = "default_pipeline_connections")]
+    pub pipeline_connections: usize,
     /// The primary's weight in read balancing. 0 (the default): the primary
     /// takes reads only by read_primary_percent or when no replica can;
     /// N > 0: it takes part in balancing like a replica of weight N, so
@@ -593,6 +603,10 @@ fn default_max_allowed_packet() -> usize {
 fn default_handshake_timeout_ms() -> u64 {
     10_000
 }
+fn default_pipeline_connections() -> usize {
+    2
+}
+
 fn default_pool_max() -> usize {
     200
 }
@@ -741,6 +755,25 @@ impl Config {
             }
             if g.connect_timeout_ms == 0 {
                 errors.push(err(&t, "connect_timeout_ms", "must be more than 0".into()));
+            }
+            if g.pipeline_depth > 0 {
+                if g.pipeline_connections == 0 || g.pipeline_connections > g.pool_max {
+                    errors.push(err(
+                        &t,
+                        "pipeline_connections",
+                        format!(
+                            "must be from 1 to pool_max ({}) when pipeline_depth is set",
+                            g.pool_max
+                        ),
+                    ));
+                }
+                if g.tls {
+                    errors.push(err(
+                        &t,
+                        "pipeline_depth",
+                        "pipelining shares a connection's socket between two tasks, which TLS does not allow; use tls = false or pipeline_depth = 0".into(),
+                    ));
+                }
             }
             if g.galera_multi_writer && g.topology != Topology::Galera {
                 errors.push(err(

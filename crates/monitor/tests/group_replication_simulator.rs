@@ -144,6 +144,8 @@ async fn cluster(initial: [Option<View>; 3]) -> Cluster {
         health_check_idle: Duration::from_secs(1),
         wait: Duration::from_secs(1),
         max_prepared: 16,
+        pipeline_depth: 0,
+        pipeline_connections: 0,
         tls: None,
     };
     let queries = Arc::new(Mutex::new(Vec::new()));

@@ -404,12 +404,25 @@ impl Session {
             && self.user.group.follow_primary
             && !facts.pinned
             && !facts.in_transaction;
+        // Reads that may run twice (retryable) and leave nothing behind on
+        // the connection may share one with other sessions' reads.
+        let pipelinable = retryable
+            && c.read_only
+            && c.flags.0 == 0
+            && p.len() < sextant_backend::pipe::MAX_REQUEST
+            && self.user.group.members[0].settings.pipeline_depth > 0;
         let mut res = None;
         for attempt in 0..3 {
             self.retry_armed = retryable && attempt < 2;
             self.retry_write_armed = write_retryable && attempt < 2;
             self.retry_needed = false;
-            res = self.forward(d.target, p, Expect::Query, None).await?;
+            res = match pipelinable && attempt == 0 {
+                true => match self.forward_pipelined(p).await? {
+                    Some(r) => r,
+                    None => self.forward(d.target, p, Expect::Query, None).await?,
+                },
+                false => self.forward(d.target, p, Expect::Query, None).await?,
+            };
             self.retry_armed = false;
             self.retry_write_armed = false;
             if !self.retry_needed {
@@ -593,6 +606,117 @@ impl Session {
         self.send_and_relay(expect, client_stmt_id).await
     }
 
+    /// A plain read on a pipelined connection shared with other sessions'
+    /// reads (pipe.rs). None: no pipe could take it (the caller sends it
+    /// the usual way); Some(None): it did not run to the end and was
+    /// either reported or marked for a retry, as with `forward`.
+    async fn forward_pipelined(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<Option<Option<RelayResult>>, SessionError> {
+        if self.backend.is_some() {
+            // Right after a write, reads stay on the held primary
+            // connection (read_your_writes without a replica wait).
+            if self.pinned() || self.primary_reads_until.is_some_and(|t| Instant::now() < t) {
+                return Ok(None);
+            }
+            self.release();
+        }
+        let Some(server) = self.pick_reader() else {
+            return Ok(None);
+        };
+        let Some(pipe) = Box::pin(server.pipe(
+            &self.user.backend_user,
+            &self.user.backend_password,
+            self.flavor,
+            &self.vars,
+        ))
+        .await
+        else {
+            return Ok(None);
+        };
+        self.scratch.clear();
+        write_packet(&mut self.scratch, 0, payload);
+        let Some(turn) = pipe.submit(&self.scratch).await else {
+            return Ok(None);
+        };
+        let Ok(mut conn) = turn.await else {
+            // The connection failed before this answer began: the read
+            // may or may not have run, and runs again elsewhere.
+            pipe.abandon();
+            self.retry_needed = true;
+            return Ok(Some(None));
+        };
+        let opts = RelayOpts {
+            session_track: self.session_track,
+            deprecate_eof: self.deprecate_eof,
+            client_stmt_id: None,
+            hold_read_only_error: false,
+        };
+        let started = (self.user.policy.balance == sextant_config::Balance::LeastLatency)
+            .then(std::time::Instant::now);
+        server.statement_started();
+        let relayed = relay(&mut self.client, &mut conn, Expect::Query, &opts).await;
+        let elapsed_us = started
+            .filter(|_| relayed.is_ok())
+            .map(|t| t.elapsed().as_micros() as u64);
+        server.statement_finished(elapsed_us);
+        match relayed {
+            Ok(res) => {
+                self.status = res.status & !status::SESSION_STATE_CHANGED;
+                // A read leaves a connection as it found it; if this one
+                // did not, the connection is no longer the pipe's state.
+                let clean = !res.connection_ending
+                    && !res.vars_changed
+                    && !conn.track.opaque
+                    && !conn.track.charset_changed
+                    && conn.track.last_gtid.is_none()
+                    && !conn.in_transaction();
+                if !clean {
+                    tracing::debug!(server = %server.addr, "a pipelined read changed its connection's state: closing the pipe");
+                    server.close_pipe(&pipe, Some(conn));
+                } else if let Some(conn) = pipe.pass(conn) {
+                    server.close_pipe(&pipe, Some(conn));
+                }
+                Ok(Some(Some(res)))
+            }
+            Err(RelayError::Client(e)) => {
+                // The answer was cut off mid-way: the connection's position
+                // in the stream is lost for the sessions behind.
+                server.close_pipe(&pipe, Some(conn));
+                Err(SessionError::ClientIo(e))
+            }
+            Err(RelayError::ClientClosed) => {
+                server.close_pipe(&pipe, Some(conn));
+                Err(SessionError::ClientClosed)
+            }
+            Err(RelayError::Server {
+                reason,
+                started,
+                mid_packet,
+                next_seq,
+            }) => {
+                let addr = server.addr.to_string();
+                tracing::warn!(server = %addr, "pipelined connection failed during a read: {reason}");
+                server.close_pipe(&pipe, Some(conn));
+                if !started {
+                    server.mark_unreachable(&reason);
+                    if self.retry_armed {
+                        self.retry_needed = true;
+                        return Ok(Some(None));
+                    }
+                }
+                let e = SessionError::BackendLost { addr, reason };
+                if mid_packet {
+                    return Err(e);
+                }
+                let seq = if started { next_seq } else { 1 };
+                self.client.send_error(seq, &e).await?;
+                Ok(Some(None))
+            }
+        }
+    }
+
     /// Sends what is in `scratch` to the attached connection and relays the
     /// answer.
     async fn send_and_relay(
@@ -746,38 +870,16 @@ impl Session {
         let group = self.user.group.clone();
         let server = match target {
             Target::Primary => self.primary_of(&group).await?,
-            Target::Replica => {
-                self.rng ^= self.rng << 13;
-                self.rng ^= self.rng >> 7;
-                self.rng ^= self.rng << 17;
-                let need = self.need.map(|g| g.pack());
-                let (mono, seen_us) = (self.mono, self.seen_us);
-                let sticky = if mono { self.sticky.clone() } else { None };
-                let (weights, n) = read_weights(&group);
-                let fresh = pick(
-                    self.user.policy.balance,
-                    &weights[..n],
-                    |i| {
-                        let s = &group.members[i];
-                        s.load().filter(|_| {
-                            need.is_none_or(|g| s.role() == Role::Primary || s.has_applied(g))
-                                && (!mono || mono_ok(seen_us, sticky.as_ref(), s))
-                        })
-                    },
-                    &mut self.cursor,
-                    self.rng,
-                );
-                match (fresh, self.need) {
-                    (Some(i), _) => group.members[i].clone(),
-                    (None, Some(g)) if self.user.policy.causal_wait_ms > 0 => {
-                        if Box::pin(self.wait_on_replica(&group, g)).await {
-                            return Ok(());
-                        }
-                        self.primary_of(&group).await?
+            Target::Replica => match (self.pick_reader(), self.need) {
+                (Some(s), _) => s,
+                (None, Some(g)) if self.user.policy.causal_wait_ms > 0 => {
+                    if Box::pin(self.wait_on_replica(&group, g)).await {
+                        return Ok(());
                     }
-                    (None, _) => self.primary_of(&group).await?,
+                    self.primary_of(&group).await?
                 }
-            }
+                (None, _) => self.primary_of(&group).await?,
+            },
         };
         let conn = match server
             .acquire(
@@ -807,6 +909,33 @@ impl Session {
         tracing::trace!(server = %server.addr, "attached");
         self.backend = Some(Attached { server, conn });
         self.sync_attached().await
+    }
+
+    /// A server for a read by the balancing policy, among those that have
+    /// what the read must see (read_your_writes, monotonic).
+    fn pick_reader(&mut self) -> Option<Arc<Server>> {
+        let group = &self.user.group;
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let need = self.need.map(|g| g.pack());
+        let (mono, seen_us) = (self.mono, self.seen_us);
+        let sticky = if mono { self.sticky.as_ref() } else { None };
+        let (weights, n) = read_weights(group);
+        let i = pick(
+            self.user.policy.balance,
+            &weights[..n],
+            |i| {
+                let s = &group.members[i];
+                s.load().filter(|_| {
+                    need.is_none_or(|g| s.role() == Role::Primary || s.has_applied(g))
+                        && (!mono || mono_ok(seen_us, sticky, s))
+                })
+            },
+            &mut self.cursor,
+            self.rng,
+        )?;
+        Some(group.members[i].clone())
     }
 
     /// read_your_writes with causal_wait_ms: no replica is known to have

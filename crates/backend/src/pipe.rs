@@ -1,0 +1,262 @@
+//! Pipelined reads: several sessions' plain reads share one server
+//! connection, sent back to back without waiting for the answers.
+//!
+//! The MySQL protocol lets a client send commands before reading the
+//! answers to earlier ones; the server answers in order. When requests
+//! reach the server while it is still answering earlier ones, it reads the
+//! next one without going to sleep and being woken, and sextant writes
+//! several with one send: that is where a loopback hop's CPU goes
+//! (docs/performance.md, "Pipelining").
+//!
+//! A pipe is one server connection used from two ends. Requests are
+//! written through a duplicate of the socket, by whichever submitting
+//! session finds no other one writing (it writes what others queue
+//! meanwhile too, so no task of its own is woken per request). The
+//! connection itself (its read buffer and session state) is a baton passed
+//! from session to session in the order their requests were written: each
+//! session relays its own answer straight from the connection's buffer to
+//! its client (no copy, no decoding), then hands the connection to the next
+//! one in line, whose answer is often in the buffer already.
+//!
+//! Only statements that may run twice go through a pipe (plain reads, no
+//! state, no transaction): if the connection fails, every read on it is
+//! retried elsewhere; none is lost and no write can run twice.
+
+use crate::conn::{BackendConn, Flavor};
+use crate::state::SessionVars;
+use crate::stream::Stream;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// Largest request sent through a pipe. The requests waiting in a pipe
+/// (depth x this) must fit in the socket's send buffer: a session writing
+/// requests must never wait for the server to read while the server waits
+/// for that same session to read an answer.
+pub const MAX_REQUEST: usize = 16 * 1024;
+
+/// The connection, handed to the session whose answer comes next.
+pub type Turn = oneshot::Receiver<BackendConn>;
+
+/// What a server's pipes did, for SHOW BACKENDS: reads sent through
+/// pipes, and the sends that carried them (reads / sends = how many went
+/// together).
+#[derive(Default)]
+pub struct PipeCounters {
+    pub reads: AtomicU64,
+    pub sends: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    /// The connection, while no session is relaying from it.
+    conn: Option<BackendConn>,
+    /// Sessions whose requests are written or about to be, in order,
+    /// waiting for the connection.
+    queue: VecDeque<oneshot::Sender<BackendConn>>,
+    /// Requests not written yet.
+    pending: Vec<u8>,
+    /// The writer's other buffer (swapped with `pending`, so neither is
+    /// reallocated per request).
+    spare: Vec<u8>,
+    /// A session is writing; what others queue meanwhile is its to write.
+    writing: bool,
+}
+
+/// A small number naming the calling thread (pipes belong to the worker
+/// thread that opened them, see `Pipe::home`).
+pub fn thread_slot() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    thread_local! {
+        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    SLOT.with(|s| *s)
+}
+
+pub struct Pipe {
+    /// The worker thread whose sessions use this pipe: passing the
+    /// connection between sessions of one thread wakes no other thread
+    /// (measured: sessions of two threads sharing pipes cost sextant more
+    /// CPU than pipelining saves it).
+    pub home: usize,
+    pub user: Arc<str>,
+    pub flavor: Flavor,
+    /// The session state of the connection; only sessions with the same
+    /// state may use it (it never changes: nothing that changes it is
+    /// pipelined).
+    pub vars: SessionVars,
+    /// A duplicate handle on the connection's socket, for writing.
+    writer: Stream,
+    state: Mutex<State>,
+    /// Requests submitted and not yet relayed.
+    in_flight: AtomicUsize,
+    broken: AtomicBool,
+    /// When a request last went in (milliseconds since `epoch`).
+    last_used_ms: AtomicU64,
+    epoch: std::time::Instant,
+    counters: Arc<PipeCounters>,
+}
+
+impl Pipe {
+    /// Turns a clean, idle server connection into a pipe. Fails for
+    /// connections whose socket cannot be shared (TLS).
+    pub fn new(
+        conn: BackendConn,
+        home: usize,
+        counters: Arc<PipeCounters>,
+    ) -> Result<Pipe, Box<(BackendConn, std::io::Error)>> {
+        let writer = match conn.stream.duplicate() {
+            Ok(w) => w,
+            Err(e) => return Err(Box::new((conn, e))),
+        };
+        Ok(Pipe {
+            home,
+            user: conn.user.clone(),
+            flavor: conn.flavor,
+            vars: conn.vars.clone(),
+            writer,
+            state: Mutex::new(State {
+                conn: Some(conn),
+                ..State::default()
+            }),
+            in_flight: AtomicUsize::new(0),
+            broken: AtomicBool::new(false),
+            last_used_ms: AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
+            counters,
+        })
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    pub fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Relaxed)
+    }
+
+    pub fn idle_for(&self) -> std::time::Duration {
+        let last = self.last_used_ms.load(Ordering::Relaxed);
+        self.epoch
+            .elapsed()
+            .saturating_sub(std::time::Duration::from_millis(last))
+    }
+
+    /// Sends one request (whole packets, at most MAX_REQUEST bytes). The
+    /// caller then awaits the returned turn, relays the answer and calls
+    /// `pass` (or has the pool close the pipe); a turn that ends in an
+    /// error means the pipe failed first (call `abandon`). None: the pipe
+    /// is closed and nothing was sent.
+    pub async fn submit(&self, request: &[u8]) -> Option<Turn> {
+        let (turn, rx) = oneshot::channel();
+        let write = {
+            let mut st = self.state.lock();
+            if self.is_broken() {
+                return None;
+            }
+            match st.conn.take() {
+                // (The receiver is alive: it is in this frame.)
+                Some(c) => drop(turn.send(c)),
+                None => st.queue.push_back(turn),
+            }
+            st.pending.extend_from_slice(request);
+            self.in_flight.fetch_add(1, Ordering::Relaxed);
+            !std::mem::replace(&mut st.writing, true)
+        };
+        self.last_used_ms
+            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        if write {
+            self.write_pending().await;
+        }
+        Some(rx)
+    }
+
+    /// Writes what is queued until nothing is. Failures close the pipe
+    /// (the reader sees the same failure on the socket).
+    async fn write_pending(&self) {
+        // While the server is still answering earlier requests, this one
+        // would only wait in its socket: let the other sessions woken in
+        // this round queue theirs first and send them together. With
+        // nothing else in flight, send at once: latency at low load is not
+        // traded for CPU.
+        if self.in_flight() > 1 {
+            tokio::task::yield_now().await;
+        }
+        let mut buf = Vec::new();
+        loop {
+            {
+                let mut st = self.state.lock();
+                if buf.capacity() > 0 && st.spare.capacity() == 0 {
+                    buf.clear();
+                    st.spare = std::mem::take(&mut buf);
+                }
+                if st.pending.is_empty() || self.is_broken() {
+                    st.writing = false;
+                    return;
+                }
+                let spare = std::mem::take(&mut st.spare);
+                buf = std::mem::replace(&mut st.pending, spare);
+            }
+            self.counters.sends.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = self.writer.write_shared(&buf).await {
+                tracing::debug!("pipelined write failed: {e}");
+                self.broken.store(true, Ordering::Relaxed);
+                // Those waiting retry elsewhere; the connection is closed by
+                // whoever holds it (pass() refuses it now) or by the pool.
+                self.state.lock().queue.clear();
+            }
+            if buf.capacity() > 64 * 1024 {
+                buf = Vec::new();
+            }
+        }
+    }
+
+    /// A session's turn ended in an error (the pipe failed before its
+    /// answer): it relays nothing.
+    pub fn abandon(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// The answer was relayed whole: the connection goes to the next
+    /// session in line, or waits for one. Returns it when it must be closed
+    /// instead: the pipe is closed, or the next session is gone and its
+    /// answer is unread on the wire.
+    pub fn pass(&self, conn: BackendConn) -> Option<BackendConn> {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let mut st = self.state.lock();
+        if self.is_broken() {
+            return Some(conn);
+        }
+        match st.queue.pop_front() {
+            Some(next) => next.send(conn).err(),
+            None => {
+                st.conn = Some(conn);
+                None
+            }
+        }
+    }
+
+    /// The connection is in an unknown state (or gone): the pipe closes.
+    /// Sessions waiting for their turn get none and retry elsewhere.
+    /// Returns the parked connection, if any, for the pool to close.
+    pub fn close(&self) -> Option<BackendConn> {
+        self.broken.store(true, Ordering::Relaxed);
+        let mut st = self.state.lock();
+        st.queue.clear();
+        st.conn.take()
+    }
+
+    /// Takes the connection back if nothing is in flight, closing the pipe.
+    pub fn take_if_idle(&self) -> Option<BackendConn> {
+        let mut st = self.state.lock();
+        if self.in_flight() > 0 || !st.queue.is_empty() {
+            return None;
+        }
+        let c = st.conn.take()?;
+        self.broken.store(true, Ordering::Relaxed);
+        Some(c)
+    }
+}
