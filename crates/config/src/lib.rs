@@ -1013,6 +1013,16 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
                 &["groups.main.pool_min", "more than pool_max"],
             ),
             (
+                "[groups.main]",
+                "[groups.main]\npipeline_depth = 8\npipeline_connections = 0",
+                &["groups.main.pipeline_connections", "from 1 to pool_max"],
+            ),
+            (
+                "[groups.main]",
+                "[groups.main]\npipeline_depth = 8\ntls = true",
+                &["groups.main.pipeline_depth", "TLS"],
+            ),
+            (
                 "\"127.0.0.1:3309\"]",
                 "{ addr = \"127.0.0.1:3309\", weight = 0 }]",
                 &["weight 0"],

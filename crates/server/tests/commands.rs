@@ -195,17 +195,7 @@ fn lock_tables_pins_until_unlock() {
 
 #[test]
 fn hold_window_keeps_the_connection_between_statements() {
-    let borrows = |p: &Proxy| -> u64 {
-        let rows: Vec<mysql::Row> = p.admin().query("SHOW BACKENDS").unwrap();
-        rows.iter()
-            .map(|r| {
-                r.get::<String, _>("borrows")
-                    .unwrap()
-                    .parse::<u64>()
-                    .unwrap()
-            })
-            .sum()
-    };
+    let borrows = |p: &Proxy| -> u64 { p.backends_sum("borrows") };
     // Default hold (256 ms): back-to-back statements, one borrow, one
     // server connection.
     let p = Proxy::start("", "");
@@ -271,17 +261,7 @@ fn command_line() {
 #[test]
 fn connections_go_back_after_every_kind_of_command() {
     let p = Proxy::start("", "");
-    let used = |p: &Proxy| -> u64 {
-        let rows: Vec<mysql::Row> = p.admin().query("SHOW BACKENDS").unwrap();
-        rows.iter()
-            .map(|r| {
-                r.get::<String, _>("conn_used")
-                    .unwrap()
-                    .parse::<u64>()
-                    .unwrap()
-            })
-            .sum()
-    };
+    let used = |p: &Proxy| -> u64 { p.backends_sum("conn_used") };
     let mut r = Raw::login(p.port, "app", "apppass", None);
     for (what, payload, expect) in [
         ("COM_INIT_DB", b"\x02sextant_test".to_vec(), Expect::Single),

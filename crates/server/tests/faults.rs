@@ -7,15 +7,6 @@ use common::*;
 use mysql::prelude::Queryable;
 use std::time::{Duration, Instant};
 
-/// Sum of a SHOW BACKENDS column over all servers.
-fn backends_sum(p: &Proxy, column: &str) -> u64 {
-    let mut a = p.admin();
-    let rows: Vec<mysql::Row> = a.query("SHOW BACKENDS").unwrap();
-    rows.iter()
-        .map(|r| r.get::<String, _>(column).unwrap().parse::<u64>().unwrap())
-        .sum()
-}
-
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !f() {
@@ -99,7 +90,7 @@ fn silent_clients_time_out_without_blocking_others() {
 #[test]
 fn client_vanishing_mid_result_frees_the_server_connection() {
     let p = Proxy::start("", "");
-    let before = backends_sum(&p, "conn_open");
+    let before = p.backends_sum("conn_open");
     {
         let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
         r.query("SELECT seq, REPEAT('x', 200) FROM seq_1_to_3000000");
@@ -109,9 +100,9 @@ fn client_vanishing_mid_result_frees_the_server_connection() {
     } // dropped mid-result
       // The connection that was streaming is closed, not pooled.
     wait_until("the abandoned server connection to be closed", || {
-        backends_sum(&p, "conn_used") == 0
+        p.backends_sum("conn_used") == 0
     });
-    let open = backends_sum(&p, "conn_open");
+    let open = p.backends_sum("conn_open");
     assert!(open <= before + 1, "connections leaked: {before} -> {open}");
     // The server stopped working on it.
     wait_until("the server to abandon the query", || {
@@ -159,9 +150,7 @@ fn server_connection_killed_mid_result() {
     r.query("SELECT 6");
     let resp = r.read_response();
     assert_eq!(resp[3], b"\x016");
-    wait_until("no connection in use", || {
-        backends_sum(&p, "conn_used") == 0
-    });
+    wait_until("no connection in use", || p.backends_sum("conn_used") == 0);
     // Many statements later, nobody got the dead connection.
     let mut c = p.conn();
     for i in 0..50 {

@@ -200,11 +200,17 @@ impl Proxy {
         } else {
             vec![]
         };
+        // Two worker threads unless the test chooses.
+        let threads = if extra_proxy.contains("threads") {
+            ""
+        } else {
+            "threads = 2"
+        };
         let cfg = format!(
             r#"
 [proxy]
 listen = "127.0.0.1:{port}"
-threads = 2
+{threads}
 {extra_proxy}
 
 [admin]
@@ -311,6 +317,20 @@ replicas = [{replicas}]
             mysql::Opts::from_url(&self.url("app", "apppass", "sextant_test")).expect("url"),
         )
         .expect("connect through sextant")
+    }
+
+    /// Sum of a SHOW BACKENDS column over all servers.
+    pub fn backends_sum(&self, column: &str) -> u64 {
+        use mysql::prelude::Queryable;
+        let rows: Vec<mysql::Row> = self.admin().query("SHOW BACKENDS").expect("SHOW BACKENDS");
+        rows.iter()
+            .map(|r| {
+                r.get::<String, _>(column)
+                    .unwrap_or_else(|| panic!("no column {column} in SHOW BACKENDS"))
+                    .parse::<u64>()
+                    .expect("a number")
+            })
+            .sum()
     }
 
     pub fn admin(&self) -> mysql::Conn {
@@ -795,6 +815,11 @@ pub fn sysbench_clean(out: &std::process::Output, what: &str, counter: &str) -> 
 
 /// sysbench's tables (`tables` x `rows`) on the server at `port`.
 pub fn sysbench_prepare(port: u16, tables: u32, rows: u32) {
+    // Tables from an earlier test of the same lab go first (sysbench's
+    // prepare refuses to overwrite them).
+    let _ = sysbench_cmd(port, tables, rows)
+        .args(["oltp_read_only", "cleanup"])
+        .output();
     assert_ok(
         &sysbench_cmd(port, tables, rows)
             .args(["oltp_read_only", "prepare"])
