@@ -37,6 +37,11 @@ use tokio::sync::oneshot;
 /// for that same session to read an answer.
 pub const MAX_REQUEST: usize = 16 * 1024;
 
+/// A pipe whose current answer has taken longer than this takes no new
+/// reads until it is done: a long query delays only the reads already
+/// queued behind it, not every read that comes after.
+const STALLED_MS: u64 = 10;
+
 /// The connection, handed to the session whose answer comes next.
 pub type Turn = oneshot::Receiver<BackendConn>;
 
@@ -95,6 +100,8 @@ pub struct Pipe {
     broken: AtomicBool,
     /// When a request last went in (milliseconds since `epoch`).
     last_used_ms: AtomicU64,
+    /// When the answer being relayed became the next in line.
+    head_since_ms: AtomicU64,
     epoch: std::time::Instant,
     counters: Arc<PipeCounters>,
 }
@@ -124,6 +131,7 @@ impl Pipe {
             in_flight: AtomicUsize::new(0),
             broken: AtomicBool::new(false),
             last_used_ms: AtomicU64::new(0),
+            head_since_ms: AtomicU64::new(0),
             epoch: std::time::Instant::now(),
             counters,
         })
@@ -135,6 +143,20 @@ impl Pipe {
 
     pub fn is_broken(&self) -> bool {
         self.broken.load(Ordering::Relaxed)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Whether new reads should keep away: an answer has been in the
+    /// works for a while (a long query, a slow client).
+    pub fn stalled(&self) -> bool {
+        self.in_flight() > 0
+            && self
+                .now_ms()
+                .saturating_sub(self.head_since_ms.load(Ordering::Relaxed))
+                > STALLED_MS
     }
 
     pub fn idle_for(&self) -> std::time::Duration {
@@ -158,15 +180,17 @@ impl Pipe {
             }
             match st.conn.take() {
                 // (The receiver is alive: it is in this frame.)
-                Some(c) => drop(turn.send(c)),
+                Some(c) => {
+                    self.head_since_ms.store(self.now_ms(), Ordering::Relaxed);
+                    drop(turn.send(c))
+                }
                 None => st.queue.push_back(turn),
             }
             st.pending.extend_from_slice(request);
             self.in_flight.fetch_add(1, Ordering::Relaxed);
             !std::mem::replace(&mut st.writing, true)
         };
-        self.last_used_ms
-            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
         if write {
             self.write_pending().await;
@@ -231,7 +255,10 @@ impl Pipe {
             return Some(conn);
         }
         match st.queue.pop_front() {
-            Some(next) => next.send(conn).err(),
+            Some(next) => {
+                self.head_since_ms.store(self.now_ms(), Ordering::Relaxed);
+                next.send(conn).err()
+            }
             None => {
                 st.conn = Some(conn);
                 None

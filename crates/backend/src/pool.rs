@@ -210,7 +210,7 @@ impl Server {
             for p in pipes.iter() {
                 if p.home == home && p.flavor == flavor && &*p.user == user && p.vars == *vars {
                     same += 1;
-                    if p.in_flight() < depth && !p.is_broken() {
+                    if p.in_flight() < depth && !p.is_broken() && !p.stalled() {
                         return Some(p.clone());
                     }
                 }

@@ -154,3 +154,52 @@ fn a_client_gone_mid_answer_does_not_disturb_the_others() {
     // And sextant is still whole.
     own_answers(&p, 4, 100);
 }
+
+#[test]
+fn a_long_read_holds_up_no_new_reads() {
+    // One thread, one pipe per server: a 2-second read sits at the head of
+    // its pipe, and reads that come after it must not queue behind it.
+    let p = Proxy::start(
+        "threads = 1",
+        "pipeline_depth = 16\npipeline_connections = 1\nprimary_weight = 1\n[routing]\nhold_ms = 0\n",
+    );
+    let sleeping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sleeper = {
+        let url = p.url("app", "apppass", "sextant_test");
+        let sleeping = sleeping.clone();
+        std::thread::spawn(move || {
+            // One on every server of the lab (round robin), so whichever
+            // server a read goes to, a pipe there is held up.
+            let threads: Vec<_> = (0..3)
+                .map(|_| {
+                    let url = url.clone();
+                    std::thread::spawn(move || {
+                        let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+                        let v: Option<i32> = c.query_first("SELECT SLEEP(2)").unwrap();
+                        assert_eq!(v, Some(0));
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            sleeping.store(false, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let before = p.backends_sum("pipelined");
+    let mut c = p.conn();
+    for i in 0..200 {
+        let v: Option<i32> = c.query_first(format!("SELECT {i}")).unwrap();
+        assert_eq!(v, Some(i));
+    }
+    assert!(
+        sleeping.load(std::sync::atomic::Ordering::SeqCst),
+        "quick reads waited for the long ones to end"
+    );
+    sleeper.join().unwrap();
+    assert!(
+        before >= 3,
+        "the long reads did not go through pipes ({before})"
+    );
+}
