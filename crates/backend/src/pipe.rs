@@ -31,11 +31,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
-/// Largest request sent through a pipe. The requests waiting in a pipe
-/// (depth x this) must fit in the socket's send buffer: a session writing
-/// requests must never wait for the server to read while the server waits
-/// for that same session to read an answer.
-pub const MAX_REQUEST: usize = 16 * 1024;
+/// Largest request sent through a pipe, and the deepest pipe. The session
+/// that writes the queued requests may be the one whose answer comes
+/// next; it must never wait for the server to read more while the server
+/// waits for it to read that answer. So everything a pipe can have queued
+/// (MAX_DEPTH x MAX_REQUEST = 64 KiB) must fit in the socket buffers
+/// between sextant and the server (loopback TCP starts at 16 KiB to send
+/// plus 128 KiB to receive; Unix sockets at 208 KiB), and a write never
+/// waits.
+pub const MAX_REQUEST: usize = 4 * 1024;
+pub const MAX_DEPTH: usize = 16;
 
 /// A pipe whose current answer has taken longer than this takes no new
 /// reads until it is done: a long query delays only the reads already

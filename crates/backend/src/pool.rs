@@ -223,11 +223,17 @@ impl Server {
             }
             self.pipes_opening.fetch_add(1, Ordering::Relaxed);
         }
-        let pipe = self
-            .open_pipe(user, password, flavor, vars, crate::pipe::thread_slot())
-            .await;
-        self.pipes_opening.fetch_sub(1, Ordering::Relaxed);
-        pipe
+        // (Decremented however the opening ends, even if the session is
+        // dropped meanwhile.)
+        struct Opening<'a>(&'a AtomicUsize);
+        impl Drop for Opening<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let _opening = Opening(&self.pipes_opening);
+        self.open_pipe(user, password, flavor, vars, crate::pipe::thread_slot())
+            .await
     }
 
     async fn open_pipe(
@@ -564,14 +570,18 @@ impl Server {
             idle
         };
         for p in idle_pipes {
-            if p.is_broken() {
-                self.close_pipe(&p, None);
-            } else if let Some(c) = p.take_if_idle() {
-                self.release(c);
-            } else if !p.is_broken() {
-                // A read went in after all: keep it.
-                self.pipes.lock().push(p);
+            if !p.is_broken() {
+                if let Some(c) = p.take_if_idle() {
+                    self.release(c);
+                    continue;
+                }
+                if !p.is_broken() {
+                    // A read went in after all: keep it.
+                    self.pipes.lock().push(p);
+                    continue;
+                }
             }
+            self.close_pipe(&p, None);
         }
     }
 

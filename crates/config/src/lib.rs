@@ -756,6 +756,13 @@ impl Config {
             if g.connect_timeout_ms == 0 {
                 errors.push(err(&t, "connect_timeout_ms", "must be more than 0".into()));
             }
+            if g.pipeline_depth > 16 {
+                errors.push(err(
+                    &t,
+                    "pipeline_depth",
+                    format!("{} is more than 16 (deeper pipes save nothing more and risk a stall: docs/performance.md)", g.pipeline_depth),
+                ));
+            }
             if g.pipeline_depth > 0 {
                 if g.pipeline_connections == 0 || g.pipeline_connections > g.pool_max {
                     errors.push(err(
@@ -1021,6 +1028,11 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
                 "[groups.main]",
                 "[groups.main]\npipeline_depth = 8\ntls = true",
                 &["groups.main.pipeline_depth", "TLS"],
+            ),
+            (
+                "[groups.main]",
+                "[groups.main]\npipeline_depth = 64",
+                &["groups.main.pipeline_depth", "more than 16"],
             ),
             (
                 "\"127.0.0.1:3309\"]",
