@@ -198,8 +198,10 @@ fn a_long_read_holds_up_no_new_reads() {
         "quick reads waited for the long ones to end"
     );
     sleeper.join().unwrap();
+    // (The first long read may find no other session busy and take a
+    // connection of its own; the two after it have company.)
     assert!(
-        before >= 3,
+        before >= 2,
         "the long reads did not go through pipes ({before})"
     );
 }
