@@ -436,12 +436,12 @@ impl Session {
             && !facts.in_transaction;
         // Reads that may run twice (retryable) and leave nothing behind on
         // the connection may share one with other sessions' reads.
-        let pipelinable = retryable
+        let pipelinable = self.user.group.members[0].settings.pipeline_depth > 0
+            && retryable
             && c.read_only
             && c.flags.0 == 0
             && p.len() < sextant_backend::pipe::MAX_REQUEST
-            && Busy::has_company()
-            && self.user.group.members[0].settings.pipeline_depth > 0;
+            && Busy::has_company();
         let mut res = None;
         for attempt in 0..3 {
             self.retry_armed = retryable && attempt < 2;
@@ -711,16 +711,6 @@ impl Session {
                 }
                 Ok(Some(Some(res)))
             }
-            Err(RelayError::Client(e)) => {
-                // The answer was cut off mid-way: the connection's position
-                // in the stream is lost for the sessions behind.
-                server.close_pipe(&pipe, Some(conn));
-                Err(SessionError::ClientIo(e))
-            }
-            Err(RelayError::ClientClosed) => {
-                server.close_pipe(&pipe, Some(conn));
-                Err(SessionError::ClientClosed)
-            }
             Err(RelayError::Server {
                 reason,
                 started,
@@ -732,18 +722,16 @@ impl Session {
                 server.close_pipe(&pipe, Some(conn));
                 if !started {
                     server.mark_unreachable(&reason);
-                    if self.retry_armed {
-                        self.retry_needed = true;
-                        return Ok(Some(None));
-                    }
                 }
-                let e = SessionError::BackendLost { addr, reason };
-                if mid_packet {
-                    return Err(e);
-                }
-                let seq = if started { next_seq } else { 1 };
-                self.client.send_error(seq, &e).await?;
-                Ok(Some(None))
+                self.server_failed(addr, reason, started, mid_packet, next_seq)
+                    .await
+                    .map(Some)
+            }
+            Err(client) => {
+                // The answer was cut off mid-way: the connection's position
+                // in the stream is lost for the sessions behind.
+                server.close_pipe(&pipe, Some(conn));
+                Err(client_failed(client))
             }
         }
     }
@@ -829,14 +817,6 @@ impl Session {
                 }
                 Ok(Some(res))
             }
-            Err(RelayError::Client(e)) => {
-                self.detach_discard();
-                Err(SessionError::ClientIo(e))
-            }
-            Err(RelayError::ClientClosed) => {
-                self.detach_discard();
-                Err(SessionError::ClientClosed)
-            }
             Err(RelayError::Server {
                 reason,
                 started,
@@ -852,19 +832,39 @@ impl Session {
                 // session's server-side state (transaction, pins) is gone.
                 self.detach_discard();
                 self.pins = 0;
-                if !started && self.retry_armed {
-                    self.retry_needed = true;
-                    return Ok(None);
-                }
-                let e = SessionError::BackendLost { addr, reason };
-                if mid_packet {
-                    return Err(e);
-                }
-                let seq = if started { next_seq } else { 1 };
-                self.client.send_error(seq, &e).await?;
-                Ok(None)
+                self.server_failed(addr, reason, started, mid_packet, next_seq)
+                    .await
+            }
+            Err(client) => {
+                self.detach_discard();
+                Err(client_failed(client))
             }
         }
+    }
+
+    /// After a server connection failed during a statement (and was
+    /// closed): a read nothing of which reached the client is retried;
+    /// otherwise the client is told, or, if its stream stopped inside a
+    /// packet, the session ends.
+    async fn server_failed(
+        &mut self,
+        addr: String,
+        reason: String,
+        started: bool,
+        mid_packet: bool,
+        next_seq: u8,
+    ) -> Result<Option<RelayResult>, SessionError> {
+        if !started && self.retry_armed {
+            self.retry_needed = true;
+            return Ok(None);
+        }
+        let e = SessionError::BackendLost { addr, reason };
+        if mid_packet {
+            return Err(e);
+        }
+        let seq = if started { next_seq } else { 1 };
+        self.client.send_error(seq, &e).await?;
+        Ok(None)
     }
 
     /// Makes sure a server connection suitable for `target` is attached and
@@ -1479,6 +1479,15 @@ impl Session {
         }
         self.after_statement();
         Ok(())
+    }
+}
+
+/// The session error for a relay that failed on the client's side
+/// (callers handle the server's failures first).
+fn client_failed(e: RelayError) -> SessionError {
+    match e {
+        RelayError::Client(e) => SessionError::ClientIo(e),
+        _ => SessionError::ClientClosed,
     }
 }
 
