@@ -711,21 +711,9 @@ impl Session {
                 }
                 Ok(Some(Some(res)))
             }
-            Err(RelayError::Server {
-                reason,
-                started,
-                mid_packet,
-                next_seq,
-            }) => {
-                let addr = server.addr.to_string();
-                tracing::warn!(server = %addr, "pipelined connection failed during a read: {reason}");
+            Err(e @ RelayError::Server { .. }) => {
                 server.close_pipe(&pipe, Some(conn));
-                if !started {
-                    server.mark_unreachable(&reason);
-                }
-                self.server_failed(addr, reason, started, mid_packet, next_seq)
-                    .await
-                    .map(Some)
+                self.server_failed(&server, e).await.map(Some)
             }
             Err(client) => {
                 // The answer was cut off mid-way: the connection's position
@@ -817,23 +805,13 @@ impl Session {
                 }
                 Ok(Some(res))
             }
-            Err(RelayError::Server {
-                reason,
-                started,
-                mid_packet,
-                next_seq,
-            }) => {
-                let addr = a.server.addr.to_string();
-                tracing::warn!(server = %addr, "server connection failed during a statement: {reason}");
-                if !started {
-                    a.server.mark_unreachable(&reason);
-                }
+            Err(e @ RelayError::Server { .. }) => {
+                let server = a.server.clone();
                 // The connection's state is unknown: it is closed, and the
                 // session's server-side state (transaction, pins) is gone.
                 self.detach_discard();
                 self.pins = 0;
-                self.server_failed(addr, reason, started, mid_packet, next_seq)
-                    .await
+                self.server_failed(&server, e).await
             }
             Err(client) => {
                 self.detach_discard();
@@ -848,12 +826,23 @@ impl Session {
     /// packet, the session ends.
     async fn server_failed(
         &mut self,
-        addr: String,
-        reason: String,
-        started: bool,
-        mid_packet: bool,
-        next_seq: u8,
+        server: &Server,
+        e: RelayError,
     ) -> Result<Option<RelayResult>, SessionError> {
+        let RelayError::Server {
+            reason,
+            started,
+            mid_packet,
+            next_seq,
+        } = e
+        else {
+            return Err(client_failed(e));
+        };
+        let addr = server.addr.to_string();
+        tracing::warn!(server = %addr, "server connection failed during a statement: {reason}");
+        if !started {
+            server.mark_unreachable(&reason);
+        }
         if !started && self.retry_armed {
             self.retry_needed = true;
             return Ok(None);
@@ -1482,12 +1471,15 @@ impl Session {
     }
 }
 
-/// The session error for a relay that failed on the client's side
-/// (callers handle the server's failures first).
+/// The session error for a relay that failed on the client's side.
 fn client_failed(e: RelayError) -> SessionError {
     match e {
         RelayError::Client(e) => SessionError::ClientIo(e),
-        _ => SessionError::ClientClosed,
+        RelayError::ClientClosed => SessionError::ClientClosed,
+        RelayError::Server { reason, .. } => SessionError::BackendLost {
+            addr: String::new(),
+            reason,
+        },
     }
 }
 
