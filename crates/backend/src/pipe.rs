@@ -211,6 +211,19 @@ impl Pipe {
         // this round queue theirs first and send them together. With
         // nothing else in flight, send at once: latency at low load is not
         // traded for CPU.
+        // If this session is dropped before it is done, nobody else would
+        // write what is queued, and a request may be half written: the
+        // pipe closes and those waiting retry elsewhere.
+        struct Unfinished<'a>(&'a Pipe);
+        impl Drop for Unfinished<'_> {
+            fn drop(&mut self) {
+                self.0.broken.store(true, Ordering::Relaxed);
+                let mut st = self.0.state.lock();
+                st.writing = false;
+                st.queue.clear();
+            }
+        }
+        let unfinished = Unfinished(self);
         if self.in_flight() > 1 {
             tokio::task::yield_now().await;
         }
@@ -224,6 +237,7 @@ impl Pipe {
                 }
                 if st.pending.is_empty() || self.is_broken() {
                     st.writing = false;
+                    std::mem::forget(unfinished);
                     return;
                 }
                 let spare = std::mem::take(&mut st.spare);
