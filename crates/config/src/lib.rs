@@ -756,11 +756,12 @@ impl Config {
             if g.connect_timeout_ms == 0 {
                 errors.push(err(&t, "connect_timeout_ms", "must be more than 0".into()));
             }
+            // (sextant_backend::pipe::MAX_DEPTH)
             if g.pipeline_depth > 16 {
                 errors.push(err(
                     &t,
                     "pipeline_depth",
-                    format!("{} is more than 16 (deeper pipes save nothing more and risk a stall: docs/performance.md)", g.pipeline_depth),
+                    format!("{} is more than 16 (what a pipe can have queued must fit in the socket buffers: docs/performance.md)", g.pipeline_depth),
                 ));
             }
             if g.pipeline_depth > 0 {
