@@ -684,14 +684,16 @@ impl Session {
             client_stmt_id: None,
             hold_read_only_error: false,
         };
-        let started = (self.user.policy.balance == sextant_config::Balance::LeastLatency)
-            .then(std::time::Instant::now);
-        server.statement_started();
-        let relayed = relay(&mut self.client, &mut conn, Expect::Query, &opts).await;
-        let elapsed_us = started
-            .filter(|_| relayed.is_ok())
-            .map(|t| t.elapsed().as_micros() as u64);
-        server.statement_finished(elapsed_us);
+        let timed = self.user.policy.balance == sextant_config::Balance::LeastLatency;
+        let relayed = relay_counted(
+            &mut self.client,
+            &mut conn,
+            &server,
+            timed,
+            Expect::Query,
+            &opts,
+        )
+        .await;
         match relayed {
             Ok(res) => {
                 self.status = res.status & !status::SESSION_STATE_CHANGED;
@@ -755,16 +757,16 @@ impl Session {
             client_stmt_id,
             hold_read_only_error: self.retry_write_armed,
         };
-        // Response times feed only least_latency balancing: no clock reads
-        // per statement otherwise.
-        let started = (self.user.policy.balance == sextant_config::Balance::LeastLatency)
-            .then(std::time::Instant::now);
-        a.server.statement_started();
-        let relayed = relay(&mut self.client, &mut a.conn, expect, &opts).await;
-        let elapsed_us = started
-            .filter(|_| relayed.is_ok())
-            .map(|t| t.elapsed().as_micros() as u64);
-        a.server.statement_finished(elapsed_us);
+        let timed = self.user.policy.balance == sextant_config::Balance::LeastLatency;
+        let relayed = relay_counted(
+            &mut self.client,
+            &mut a.conn,
+            &a.server,
+            timed,
+            expect,
+            &opts,
+        )
+        .await;
         match relayed {
             Ok(res) if res.read_only_rejected => {
                 // The server became read-only (a switchover the monitor has
@@ -1469,6 +1471,27 @@ impl Session {
         self.after_statement();
         Ok(())
     }
+}
+
+/// Relays one answer, counting the statement in flight on its server
+/// and, when `timed`, timing it. Response times feed only least_latency
+/// balancing: no clock reads per statement otherwise.
+async fn relay_counted(
+    client: &mut Client,
+    conn: &mut BackendConn,
+    server: &Server,
+    timed: bool,
+    expect: Expect,
+    opts: &RelayOpts,
+) -> Result<RelayResult, RelayError> {
+    let started = timed.then(std::time::Instant::now);
+    server.statement_started();
+    let relayed = relay(client, conn, expect, opts).await;
+    let elapsed_us = started
+        .filter(|_| relayed.is_ok())
+        .map(|t| t.elapsed().as_micros() as u64);
+    server.statement_finished(elapsed_us);
+    relayed
 }
 
 /// The session error for a relay that failed on the client's side.
