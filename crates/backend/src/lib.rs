@@ -16,7 +16,6 @@ pub use conn::{
     apply_session_state, BackendConn, ConnectParams, Flavor, ServerStmt, TlsTarget, TrackFlags,
 };
 pub use error::BackendError;
-pub use pipe::{Pipe, PipeCounters, Turn};
 pub use pool::{Group, Pool, PoolSettings, PoolStats, Role, Server, Topology};
 pub use state::SessionVars;
 pub use stream::Stream;
