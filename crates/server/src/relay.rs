@@ -105,7 +105,15 @@ pub async fn relay(
     opts: &RelayOpts,
 ) -> Result<RelayResult, RelayError> {
     let mut t = Tracker::new(expect, opts.deprecate_eof);
-    let mut res = RelayResult::default();
+    // An error packet carries no status flags: the server's state is what
+    // it was (still in its transaction, still in autocommit mode). Starting
+    // from zero made an error look like "no transaction, autocommit off":
+    // the session left an open transaction, and the pool took back a
+    // connection in the middle of one.
+    let mut res = RelayResult {
+        status: be.status,
+        ..Default::default()
+    };
     let mut body_left = 0usize;
     let mut next_seq = 1u8;
     let mut sent_any = false;

@@ -97,6 +97,73 @@ fn transactions_stay_on_one_connection() {
     assert_eq!(n, Some(1));
 }
 
+/// An error packet carries no status flags. A statement that fails inside
+/// a transaction leaves the transaction open: the session keeps its
+/// connection, and no other client ever borrows it mid-transaction.
+#[test]
+fn an_error_inside_a_transaction_keeps_it() {
+    let p = tight_proxy();
+    let mut setup = p.conn();
+    setup
+        .query_drop("CREATE TABLE IF NOT EXISTS trx_err (id int primary key)")
+        .unwrap();
+    setup.query_drop("DELETE FROM trx_err").unwrap();
+    let mut a = p.conn();
+    for style in ["BEGIN", "SET autocommit = 0"] {
+        a.query_drop(style).unwrap();
+        a.query_drop("INSERT INTO trx_err VALUES (1)").unwrap();
+        let dup = a.query_drop("INSERT INTO trx_err VALUES (1)");
+        assert!(dup.is_err(), "{style}: duplicate key accepted");
+        // Other clients churn the pool meanwhile (two connections per
+        // server): none may get the open transaction's connection.
+        for _ in 0..4 {
+            let mut o = p.conn();
+            let n: Option<i64> = o
+                .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM trx_err")
+                .unwrap();
+            assert_eq!(
+                n,
+                Some(0),
+                "{style}: another client sees the open transaction"
+            );
+            let t: Option<i64> = o
+                .query_first("/*#mode=READWRITE*/ SELECT @@in_transaction")
+                .unwrap();
+            assert_eq!(
+                t,
+                Some(0),
+                "{style}: another client inherited a transaction"
+            );
+        }
+        let n: Option<i64> = a.query_first("SELECT COUNT(*) FROM trx_err").unwrap();
+        assert_eq!(
+            n,
+            Some(1),
+            "{style}: the read after an error left the transaction"
+        );
+        a.query_drop("ROLLBACK").unwrap();
+        if style.starts_with("SET") {
+            a.query_drop("SET autocommit = 1").unwrap();
+        }
+    }
+    // Outside a transaction, an error changes nothing either: plain reads
+    // still go to the replicas (an error once made the session look like
+    // autocommit was off).
+    let before = status_counter(lab().primary, "Com_select");
+    for _ in 0..20 {
+        // (eventual: the session's own writes above would send its reads
+        // to the primary until the monitor sees the replicas apply them)
+        assert!(a
+            .query_drop("/*# consistency=eventual */ SELECT * FROM no_such_table")
+            .is_err());
+    }
+    let on_primary = status_counter(lab().primary, "Com_select") - before;
+    assert!(
+        on_primary < 10,
+        "{on_primary} of 20 failing reads ran on the primary"
+    );
+}
+
 #[test]
 fn unmovable_state_pins_the_session() {
     let p = tight_proxy();
