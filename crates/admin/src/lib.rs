@@ -3,7 +3,7 @@
 
 use sextant_backend::Pool;
 use sextant_config::RoutingPolicy;
-use sextant_routing::{decide, Cursor, Rule, SessionFacts, Target};
+use sextant_routing::{plan, Command, Cursor, Rule, SessionFacts, Target};
 use sextant_sql::classify;
 use std::sync::atomic::Ordering;
 
@@ -110,9 +110,9 @@ fn strip_words<'s>(text: &'s str, words: &[&str]) -> Option<&'s str> {
     Some(rest)
 }
 
-/// EXPLAIN ROUTE [FOR USER name] <statement>: where the statement would go
-/// from a fresh session of that user (default: the first configured user),
-/// and by which rule.
+/// EXPLAIN ROUTE [FOR USER name] <statement>: the plan a fresh session of
+/// that user (default: the first configured user) would execute for the
+/// statement, made by the same function sessions use.
 fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
     let (user, stmt) = match strip_words(rest, &["FOR", "USER"]) {
         Some(r) => {
@@ -141,8 +141,15 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
     };
     let (name, policy, group) = entry;
     let c = classify(stmt.as_bytes());
-    let d = decide(&c, SessionFacts::default(), policy, &mut Cursor::default());
     let g = ctx.pool.groups.get(*group);
+    let d = plan(
+        &c,
+        SessionFacts::default(),
+        policy,
+        g.map(|g| g.plan_facts()).unwrap_or_default(),
+        Command::Query,
+        &mut Cursor::default(),
+    );
     let servers = match (d.target, g) {
         (Target::Primary, Some(g)) => g
             .primary()
@@ -190,6 +197,10 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
             "servers",
             "statement",
             "read_only",
+            "consistency",
+            "requires",
+            "retry",
+            "pipeline",
             "note",
         ]
         .map(String::from)
@@ -202,9 +213,23 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
             Some(servers),
             Some(format!("{:?}", c.kind)),
             Some(c.read_only.to_string()),
+            Some(consistency_name(d.consistency).into()),
+            Some(d.requirement().into()),
+            Some(d.retry.name().into()),
+            Some(d.pipeline.to_string()),
             Some(note),
         ]],
     })
+}
+
+fn consistency_name(c: sextant_config::Consistency) -> &'static str {
+    use sextant_config::Consistency::*;
+    match c {
+        Eventual => "eventual",
+        ReadYourWrites => "read_your_writes",
+        Monotonic => "monotonic",
+        Strong => "strong",
+    }
 }
 
 /// `SELECT @@a, @@b`: what a client library asks on connect.

@@ -690,6 +690,14 @@ impl GroupServers {
         }
     }
 
+    /// What planning a statement needs to know of this group.
+    pub fn plan_facts(&self) -> sextant_routing::GroupFacts {
+        sextant_routing::GroupFacts {
+            follow_primary: self.follow_primary,
+            pipelining: self.members[0].settings.pipeline_depth > 0,
+        }
+    }
+
     /// The current primary (in a multi-writer cluster: the first writer,
     /// which also writes the heartbeat); None while none is known (or two
     /// claim it).

@@ -571,3 +571,127 @@ fn servers_on_unix_sockets() {
         "SHOW BACKENDS lists the socket paths"
     );
 }
+
+/// The golden routing cases (crates/routing/testdata) that a fresh session
+/// can run on the lab: EXPLAIN ROUTE must give the golden plan's target
+/// and rule, and the statement, run through sextant, must execute on the
+/// server EXPLAIN ROUTE named (counted by each server's Questions).
+#[test]
+fn explain_route_agrees_with_the_servers_for_golden_cases() {
+    let _g = serial();
+    let dir = repo_root().join("crates/routing/testdata");
+    let mut cases = Vec::new();
+    for f in std::fs::read_dir(&dir).unwrap() {
+        let path = f.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for c in v.as_array().unwrap() {
+            let sql = c["sql"].as_str().unwrap();
+            // What a fresh session runs as a text statement, with a
+            // policy a user can have, and that returns at once.
+            if c["session"] != "free"
+                || c["command"] != "query"
+                || c.get("group").is_some()
+                || sql.contains("SLEEP")
+            {
+                continue;
+            }
+            cases.push(c.clone());
+        }
+    }
+    // One user per routing policy that the cases use.
+    let mut policies: Vec<String> = Vec::new();
+    let mut users = String::new();
+    for c in &cases {
+        let p = c.get("policy").map(|p| p.to_string()).unwrap_or_default();
+        if !p.is_empty() && !policies.contains(&p) {
+            let inline: Vec<String> = c["policy"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| format!("\"{k}\" = {v}"))
+                .collect();
+            users.push_str(&format!(
+                "[[users]]\nname = \"u{n}\"\npassword = \"p\"\nbackend_user = \"app\"\nbackend_password = \"apppass\"\nrouting = {{ {} }}\n",
+                inline.join(", "),
+                n = policies.len()
+            ));
+            policies.push(p);
+        }
+    }
+    let p = Proxy::setup(Setup {
+        group: NO_HOLD,
+        users: &users,
+        ..Default::default()
+    });
+    // An empty database: statements naming tables fail on whichever server
+    // runs them, and change nothing.
+    let lab = lab();
+    direct(lab.primary)
+        .query_drop("DROP DATABASE IF EXISTS explain_route; CREATE DATABASE explain_route")
+        .unwrap();
+    sync_replicas();
+    // Replica targets first: a write's GTID (read_your_writes) would send
+    // the reads right after it to the primary until the replicas apply it.
+    cases.sort_by_key(|c| c["expect"]["target"] != "replica");
+    assert!(
+        cases.len() >= 50,
+        "only {} runnable golden cases",
+        cases.len()
+    );
+    let mut admin = p.admin();
+    let mut k = Counters::new();
+    const N: i64 = 30;
+    for c in &cases {
+        let sql = c["sql"].as_str().unwrap();
+        let policy = c.get("policy").map(|p| p.to_string()).unwrap_or_default();
+        let (user, pass) = match policies.iter().position(|x| *x == policy) {
+            Some(i) => (format!("u{i}"), "p"),
+            None => ("app".to_string(), "apppass"),
+        };
+        let row: mysql::Row = admin
+            .query_first(format!("EXPLAIN ROUTE FOR USER {user} {sql}"))
+            .unwrap()
+            .unwrap();
+        let target: String = row.get("target").unwrap();
+        let rule: String = row.get("rule").unwrap();
+        assert_eq!(
+            (target.as_str(), rule.as_str()),
+            (
+                c["expect"]["target"].as_str().unwrap(),
+                c["expect"]["rule"].as_str().unwrap()
+            ),
+            "EXPLAIN ROUTE {sql} for {user} differs from the golden plan"
+        );
+        let mut conn =
+            mysql::Conn::new(mysql::Opts::from_url(&p.url(&user, pass, "explain_route")).unwrap())
+                .unwrap();
+        let d = k.delta("Questions", || {
+            for _ in 0..N {
+                let _ = conn.query_drop(sql);
+            }
+        });
+        drop(conn);
+        eprintln!("{user:>4} {target:7} {rule:20} {d:?} {sql}");
+        // The monitor's own queries are the noise (a few per interval).
+        let (primary, replicas) = (d[0], d[1] + d[2]);
+        let ran_on = if primary >= N && replicas < N / 2 {
+            "primary"
+        } else if replicas >= N && primary < N / 2 {
+            "replica"
+        } else {
+            "unclear"
+        };
+        assert_eq!(
+            ran_on, target,
+            "{sql} (user {user}): EXPLAIN ROUTE says {target}, the servers counted {d:?}"
+        );
+    }
+    eprintln!(
+        "{} golden cases: EXPLAIN ROUTE agrees with the servers",
+        cases.len()
+    );
+}

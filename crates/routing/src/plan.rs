@@ -1,0 +1,254 @@
+//! A statement's plan: everything the session needs to know to run it,
+//! decided in one place by pure functions, so that the session only
+//! executes and `EXPLAIN ROUTE` shows exactly what a session would do.
+
+use crate::rules::{decide, Cursor, Decision, Rule, SessionFacts, Target};
+use sextant_config::{Consistency, ConsistencyScope, RoutingPolicy};
+use sextant_sql::Classification;
+
+/// What a statement's group is like, as far as planning goes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GroupFacts {
+    /// The group follows its writable server (topology other than static):
+    /// a write refused as read-only may move to the new primary.
+    pub follow_primary: bool,
+    /// Plain reads may share a pipelined server connection
+    /// (`pipeline_depth` > 0).
+    pub pipelining: bool,
+}
+
+/// Which command the plan is for. A prepare runs once and is never
+/// retried; an execute follows the route its statement was given at
+/// prepare (see [`Prepared`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Query,
+    Prepare,
+}
+
+/// When a statement may run a second time, on another server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Never: it may have changed something.
+    Never,
+    /// A plain read: if its server fails before any byte of the answer
+    /// reached the client, it runs again elsewhere.
+    Read,
+    /// A write outside a transaction in a group that follows its primary:
+    /// if the server answers only "read-only" (so nothing ran), it runs
+    /// again on the new primary.
+    WriteAfterSwitchover,
+}
+
+impl Retry {
+    pub fn name(self) -> &'static str {
+        match self {
+            Retry::Never => "never",
+            Retry::Read => "read",
+            Retry::WriteAfterSwitchover => "write-after-switchover",
+        }
+    }
+}
+
+/// What a read must see besides what any replica in rotation has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadRequirement {
+    /// read_your_writes: only a server that has applied the newest write
+    /// of this session, or of this user.
+    pub own_writes: Option<ConsistencyScope>,
+    /// monotonic: not older data than the session's previous reads saw;
+    /// the read is remembered as seen when it is done.
+    pub monotonic: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    pub target: Target,
+    /// The rule that decided the target.
+    pub rule: Rule,
+    /// The consistency mode in force (the statement's hint, else the
+    /// policy's).
+    pub consistency: Consistency,
+    pub read: ReadRequirement,
+    pub retry: Retry,
+    /// A plain read that may share a pipelined connection with other
+    /// sessions' reads (the executor adds what only it knows: the
+    /// request's size and whether other sessions are busy).
+    pub pipeline: bool,
+    /// Make the connection it runs on return this session's
+    /// LAST_INSERT_ID() first.
+    pub restore_insert_id: bool,
+}
+
+impl Plan {
+    /// The consistency requirement in words, as `EXPLAIN ROUTE` shows it.
+    pub fn requirement(&self) -> &'static str {
+        match (self.read.own_writes, self.read.monotonic) {
+            (Some(ConsistencyScope::User), _) => "own writes (user)",
+            (Some(ConsistencyScope::Session), _) => "own writes (session)",
+            (None, true) => "monotonic",
+            (None, false) if self.rule == Rule::Strong => "strong",
+            (None, false) => "none",
+        }
+    }
+}
+
+/// The route of a prepared statement, decided once at prepare as for a
+/// fresh session, and finished at each execute by [`plan_execute`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prepared {
+    pub decision: Decision,
+    pub read_only: bool,
+    /// Its `/*# consistency=... */` hint.
+    pub consistency: Option<Consistency>,
+}
+
+impl Prepared {
+    pub fn new(c: &Classification<'_>, policy: &RoutingPolicy) -> Prepared {
+        Prepared {
+            decision: decide(c, SessionFacts::default(), policy, &mut Cursor::default()),
+            read_only: c.read_only,
+            consistency: consistency_hint(c),
+        }
+    }
+}
+
+fn consistency_hint(c: &Classification<'_>) -> Option<Consistency> {
+    c.hints.get("consistency").and_then(Consistency::from_hint)
+}
+
+/// Plans a text statement (or a prepare) for a session.
+pub fn plan(
+    c: &Classification<'_>,
+    s: SessionFacts,
+    policy: &RoutingPolicy,
+    g: GroupFacts,
+    command: Command,
+    cur: &mut Cursor,
+) -> Plan {
+    let d = decide(c, s, policy, cur);
+    let mut p = finish(d, c.read_only, consistency_hint(c), s, policy, g);
+    p.restore_insert_id = s.has_insert_id && c.flags.contains(sextant_sql::Flags::LAST_INSERT_ID);
+    if command == Command::Prepare {
+        // Preparing needs the tables the statement names, so a replica
+        // must have what a read there would need; it changes nothing, so
+        // it is neither remembered as seen nor retried.
+        p.read.monotonic = false;
+        p.retry = Retry::Never;
+        p.pipeline = false;
+        p.restore_insert_id = false;
+    } else {
+        p.pipeline = g.pipelining
+            && p.retry == Retry::Read
+            && p.target == Target::Replica
+            && c.read_only
+            && c.flags.0 == 0;
+    }
+    p
+}
+
+/// Plans an execution of a prepared statement: its prepare-time route,
+/// unless the session's connection holds a transaction or pinned state.
+pub fn plan_execute(st: &Prepared, s: SessionFacts, policy: &RoutingPolicy, g: GroupFacts) -> Plan {
+    let d = if s.pinned {
+        Decision {
+            target: Target::Primary,
+            rule: Rule::Pinned,
+        }
+    } else if s.in_transaction {
+        Decision {
+            target: Target::Primary,
+            rule: Rule::Transaction,
+        }
+    } else {
+        st.decision
+    };
+    finish(d, st.read_only, st.consistency, s, policy, g)
+}
+
+/// The consistency requirement and the retry rule of a decided statement.
+fn finish(
+    d: Decision,
+    read_only: bool,
+    hint: Option<Consistency>,
+    s: SessionFacts,
+    policy: &RoutingPolicy,
+    g: GroupFacts,
+) -> Plan {
+    let consistency = hint.unwrap_or(policy.consistency);
+    let mut p = Plan {
+        target: d.target,
+        rule: d.rule,
+        consistency,
+        read: ReadRequirement::default(),
+        retry: Retry::Never,
+        pipeline: false,
+        restore_insert_id: false,
+    };
+    let free = !s.pinned && !s.in_transaction;
+    if d.target == Target::Replica {
+        // The rules chose a replica only for what may run twice.
+        p.retry = Retry::Read;
+        match consistency {
+            Consistency::Eventual => {}
+            Consistency::Strong => {
+                p.target = Target::Primary;
+                p.rule = Rule::Strong;
+            }
+            Consistency::Monotonic => p.read.monotonic = true,
+            Consistency::ReadYourWrites => p.read.own_writes = Some(policy.consistency_scope),
+        }
+    } else {
+        // A read the rules sent to the primary still counts as seen.
+        p.read.monotonic = read_only && consistency == Consistency::Monotonic;
+        if g.follow_primary && free {
+            p.retry = Retry::WriteAfterSwitchover;
+        }
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sextant_sql::classify;
+
+    #[test]
+    fn strong_moves_a_read_to_the_primary_and_keeps_it_retryable() {
+        let policy = RoutingPolicy {
+            consistency: Consistency::Strong,
+            ..Default::default()
+        };
+        let p = plan(
+            &classify(b"SELECT 1"),
+            SessionFacts::default(),
+            &policy,
+            GroupFacts::default(),
+            Command::Query,
+            &mut Cursor::default(),
+        );
+        assert_eq!(
+            (p.target, p.rule, p.retry),
+            (Target::Primary, Rule::Strong, Retry::Read)
+        );
+        assert_eq!(p.requirement(), "strong");
+    }
+
+    #[test]
+    fn execute_follows_the_prepared_route_unless_bound() {
+        let policy = RoutingPolicy::default();
+        let st = Prepared::new(&classify(b"SELECT c FROM t WHERE id = ?"), &policy);
+        let g = GroupFacts::default();
+        let free = plan_execute(&st, SessionFacts::default(), &policy, g);
+        assert_eq!((free.target, free.rule), (Target::Replica, Rule::Read));
+        let trx = SessionFacts {
+            in_transaction: true,
+            ..Default::default()
+        };
+        let p = plan_execute(&st, trx, &policy, g);
+        assert_eq!(
+            (p.target, p.rule, p.retry),
+            (Target::Primary, Rule::Transaction, Retry::Never)
+        );
+    }
+}

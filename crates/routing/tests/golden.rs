@@ -1,0 +1,165 @@
+//! Routing decisions as golden files: `testdata/*.json`, each a list of
+//! cases (a statement, the session's facts, the routing policy and the
+//! group's facts) with the plan they must produce. Every rule of
+//! docs/routing.md and docs/consistency.md has cases here.
+//!
+//! After a deliberate change of routing, `UPDATE_GOLDEN=1 cargo test -p
+//! sextant-routing --test golden` rewrites the expectations; review the
+//! diff before committing it.
+
+use serde::{Deserialize, Serialize};
+use sextant_config::{RoutingOverride, RoutingPolicy};
+use sextant_routing::{
+    plan, plan_execute, Command, Cursor, GroupFacts, Plan, Prepared, SessionFacts, Target,
+};
+use sextant_sql::classify;
+use std::path::{Path, PathBuf};
+
+#[derive(Deserialize, Serialize)]
+struct Case {
+    sql: String,
+    /// "free" (a fresh session), "transaction", "autocommit_off" (the same
+    /// to routing), "pinned", "insert_id" (a write of the session
+    /// generated an id).
+    #[serde(default = "free")]
+    session: String,
+    /// [routing] keys, as in the config file; the rest default.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    policy: serde_json::Value,
+    /// "follow_primary", "pipelining".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    group: Vec<String>,
+    /// "query" (default), "prepare", "execute" (prepared while the session
+    /// was fresh, executed in `session`), or "reads:N" (N queries in a
+    /// row, the plan of the last: read_primary_percent's share).
+    #[serde(default = "query")]
+    command: String,
+    #[serde(default)]
+    expect: Option<Expect>,
+}
+
+#[derive(Deserialize, Serialize, PartialEq, Debug, Clone)]
+struct Expect {
+    target: String,
+    rule: String,
+    requirement: String,
+    retry: String,
+    pipeline: bool,
+    restore_insert_id: bool,
+}
+
+fn free() -> String {
+    "free".into()
+}
+fn query() -> String {
+    "query".into()
+}
+
+fn facts(s: &str) -> SessionFacts {
+    match s {
+        "free" => SessionFacts::default(),
+        "transaction" | "autocommit_off" => SessionFacts {
+            in_transaction: true,
+            ..Default::default()
+        },
+        "pinned" => SessionFacts {
+            pinned: true,
+            ..Default::default()
+        },
+        "insert_id" => SessionFacts {
+            has_insert_id: true,
+            ..Default::default()
+        },
+        other => panic!("unknown session {other:?}"),
+    }
+}
+
+fn run(c: &Case) -> Expect {
+    let o: RoutingOverride = if c.policy.is_null() {
+        RoutingOverride::default()
+    } else {
+        serde_json::from_value(c.policy.clone()).expect("policy keys")
+    };
+    let policy = RoutingPolicy::default().with(&o);
+    let g = GroupFacts {
+        follow_primary: c.group.iter().any(|x| x == "follow_primary"),
+        pipelining: c.group.iter().any(|x| x == "pipelining"),
+    };
+    let s = facts(&c.session);
+    let cl = classify(c.sql.as_bytes());
+    let mut cur = Cursor::default();
+    let p: Plan = match c.command.as_str() {
+        "query" => plan(&cl, s, &policy, g, Command::Query, &mut cur),
+        "prepare" => plan(&cl, s, &policy, g, Command::Prepare, &mut cur),
+        "execute" => plan_execute(&Prepared::new(&cl, &policy), s, &policy, g),
+        n if n.starts_with("reads:") => {
+            let n: usize = n[6..].parse().expect("reads:N");
+            let mut last = None;
+            for _ in 0..n {
+                last = Some(plan(&cl, s, &policy, g, Command::Query, &mut cur));
+            }
+            last.expect("reads:N with N > 0")
+        }
+        other => panic!("unknown command {other:?}"),
+    };
+    Expect {
+        target: match p.target {
+            Target::Primary => "primary",
+            Target::Replica => "replica",
+        }
+        .into(),
+        rule: p.rule.name().into(),
+        requirement: p.requirement().into(),
+        retry: p.retry.name().into(),
+        pipeline: p.pipeline,
+        restore_insert_id: p.restore_insert_id,
+    }
+}
+
+fn files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("testdata")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn golden_routing_plans() {
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let mut total = 0;
+    let mut failures = Vec::new();
+    for f in files() {
+        let text = std::fs::read_to_string(&f).expect("read");
+        let mut cases: Vec<Case> =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for c in cases.iter_mut() {
+            total += 1;
+            let got = run(c);
+            match &c.expect {
+                Some(want) if *want == got => {}
+                _ if update => c.expect = Some(got),
+                Some(want) => failures.push(format!(
+                    "{}: {:?} ({} session, {}):\n  want {want:?}\n  got  {got:?}",
+                    f.file_name().unwrap_or_default().to_string_lossy(),
+                    c.sql,
+                    c.session,
+                    c.command
+                )),
+                None => failures.push(format!("{}: {:?} has no expect", f.display(), c.sql)),
+            }
+        }
+        if update {
+            let mut out = serde_json::to_string_pretty(&cases).expect("json");
+            out.push('\n');
+            std::fs::write(&f, out).expect("write");
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The cases are the specification: losing a file must not pass.
+    assert!(total >= 80, "only {total} golden cases");
+    eprintln!("{total} golden routing cases");
+}
