@@ -58,7 +58,7 @@ pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
                 .trim_matches(|c| c == '\'' || c == '"');
             let mut found = false;
             for s in pool.servers().filter(|s| &*s.addr == addr) {
-                s.maintenance.store(on, Ordering::Relaxed);
+                s.health.set_maintenance(on);
                 found = true;
             }
             return if found {
@@ -273,23 +273,7 @@ fn backends(pool: &Pool) -> Table {
             Some(s.role().to_string()),
             Some(s.addr.to_string()),
             Some(s.weight.to_string()),
-            Some(
-                if s.maintenance.load(Ordering::Relaxed) {
-                    "maintenance"
-                } else if !s.reachable.load(Ordering::Relaxed) {
-                    "down"
-                } else if !s.member_ok.load(Ordering::Relaxed) {
-                    // In the cluster's own words in member_state.
-                    "excluded"
-                } else if s.lagging.load(Ordering::Relaxed) {
-                    "lagging"
-                } else if s.reachable.load(Ordering::Relaxed) {
-                    "up"
-                } else {
-                    "down"
-                }
-                .into(),
-            ),
+            Some(s.health.state_name().into()),
             Some(st.open.to_string()),
             Some(st.idle.to_string()),
             Some((st.open - st.idle.min(st.open)).to_string()),
@@ -300,10 +284,10 @@ fn backends(pool: &Pool) -> Table {
             Some(st.pipes.to_string()),
             Some(st.pipelined.to_string()),
             Some(st.pipe_sends.to_string()),
-            s.version.lock().clone(),
-            Some(s.lag_ms.load(Ordering::Relaxed).to_string()),
-            s.last_error.lock().clone(),
-            s.member_state.lock().clone(),
+            s.health.version(),
+            Some(s.health.lag_ms().to_string()),
+            s.health.last_error(),
+            s.health.member_state(),
         ]);
     }
     Table {

@@ -5,7 +5,7 @@
 
 use crate::error::BackendError;
 use crate::state::SessionVars;
-use crate::stream::Stream;
+use sextant_net::stream::Stream;
 use sextant_protocol::auth;
 use sextant_protocol::codec::{parse_header, write_packet, Reader, HEADER_LEN, MAX_PAYLOAD};
 use sextant_protocol::consts::{cap, com, status, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
@@ -143,13 +143,12 @@ impl BackendConn {
     }
 
     async fn connect_inner(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
-        let stream =
-            crate::stream::connect(p.addr)
-                .await
-                .map_err(|source| BackendError::Connect {
-                    addr: p.addr.to_string(),
-                    source,
-                })?;
+        let stream = sextant_net::stream::connect(p.addr)
+            .await
+            .map_err(|source| BackendError::Connect {
+                addr: p.addr.to_string(),
+                source,
+            })?;
         let mut c = BackendConn {
             stream,
             rbuf: Vec::with_capacity(8 * 1024),
@@ -282,14 +281,14 @@ impl BackendConn {
                             if key.first() != Some(&0x01) {
                                 return Err(self.server_error("the RSA public key request", &key));
                             }
-                            let ct = crate::tls::sha2_rsa_encrypt(
+                            let ct = sextant_net::tls::sha2_rsa_encrypt(
                                 &key[1..],
                                 p.password.as_bytes(),
                                 &nonce,
                             )
-                            .map_err(|reason| BackendError::Tls {
+                            .map_err(|e| BackendError::Tls {
                                 addr: self.addr.to_string(),
-                                reason,
+                                reason: e.to_string(),
                             })?;
                             self.send(s2.wrapping_add(1), &ct).await?;
                         }
@@ -493,8 +492,24 @@ impl BackendConn {
             let db = want.schema.as_deref().unwrap_or_default();
             let mut p = vec![com::INIT_DB];
             p.extend_from_slice(db.as_bytes());
-            self.command_internal(&p, &format!("restoring the current database {db:?}"))
-                .await?;
+            match self.command_internal(&p, "COM_INIT_DB").await {
+                Err(BackendError::Server {
+                    addr,
+                    code,
+                    sql_state,
+                    message,
+                    ..
+                }) => {
+                    return Err(BackendError::Database {
+                        addr,
+                        db: db.to_string(),
+                        code,
+                        sql_state,
+                        message,
+                    })
+                }
+                r => r?,
+            }
             self.vars.schema = want.schema.clone();
         }
         if let Some(set) = want.set_statement(&self.vars, &self.baseline) {

@@ -38,6 +38,17 @@ pub enum BackendError {
         sql_state: String,
         message: String,
     },
+    /// The server refused the session's current database (it does not
+    /// exist there, or the user may not use it): the client gets the
+    /// server's own error, as it would directly.
+    #[error("server {addr} refused database {db:?}: {message}")]
+    Database {
+        addr: String,
+        db: String,
+        code: u16,
+        sql_state: String,
+        message: String,
+    },
     #[error("TLS to {addr} failed: {reason}")]
     Tls { addr: String, reason: String },
     #[error("no connection to {addr} within {ms} ms: the pool is full ({max} connections in use)")]

@@ -6,18 +6,20 @@
 pub mod binding;
 mod conn;
 mod error;
+mod group;
 pub mod gtid;
+mod health;
 pub mod pipe;
 mod pool;
 mod state;
-pub mod stream;
-pub mod tls;
 
 pub use binding::{Binding, Lease};
 pub use conn::{
     apply_session_state, BackendConn, ConnectParams, Flavor, ServerStmt, TlsTarget, TrackFlags,
 };
 pub use error::BackendError;
-pub use pool::{Group, Pool, PoolSettings, PoolStats, Role, Server, Topology, MAX_MEMBERS};
+pub use group::{Group, GroupServers, Pool};
+pub use health::{Health, Role};
+pub use pool::{PoolSettings, PoolStats, Server};
+pub use sextant_config::{Topology, MAX_GROUP_SERVERS};
 pub use state::SessionVars;
-pub use stream::Stream;

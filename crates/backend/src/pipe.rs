@@ -24,8 +24,8 @@
 
 use crate::conn::{BackendConn, Flavor};
 use crate::state::SessionVars;
-use crate::stream::Stream;
 use parking_lot::Mutex;
+use sextant_net::stream::Stream;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;

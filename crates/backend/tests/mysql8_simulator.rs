@@ -4,8 +4,8 @@
 //! sextant's real server-connection code, byte for byte as the protocol
 //! documentation describes it, and checks what sextant sends.
 
-use sextant_backend::tls::RsaKeys;
 use sextant_backend::{BackendConn, BackendError, ConnectParams, Flavor};
+use sextant_net::RsaKeys;
 use sextant_protocol::auth::{native_scramble, sha2_scramble};
 use sextant_protocol::codec::{parse_header, write_lenenc_bytes, write_packet};
 use sextant_protocol::handshake::{encode_auth_switch, HandshakeResponse, InitialHandshake};
@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-const KEY: &str = include_str!("../testdata/rsa_test_key.pem");
+const KEY: &str = include_str!("../../net/testdata/rsa_test_key.pem");
 const NONCE: &[u8; 20] = b"abcdefghij0123456789";
 
 #[derive(Clone, Copy, PartialEq)]

@@ -209,7 +209,7 @@ impl User {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Group {
     pub primary: Addr,
@@ -495,13 +495,24 @@ impl RoutingPolicy {
     }
 }
 
+/// Most servers a group may have (its primary and replicas, or its
+/// cluster's members).
+pub const MAX_GROUP_SERVERS: usize = 32;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
+/// How a group's writer is found.
 pub enum Topology {
+    /// The configured primary, always.
     #[default]
     Static,
+    /// The one writable (read_only = OFF) server; none while two are.
     Replication,
+    /// MySQL Group Replication: the PRIMARY member(s) that are ONLINE in
+    /// the majority partition; several in multi-primary mode.
     GroupReplication,
+    /// Galera: Synced, ready members of the primary component; one of them
+    /// takes writes, or all with `galera_multi_writer`.
     Galera,
 }
 
@@ -668,9 +679,12 @@ impl Config {
     /// Every problem, not just the first: a user fixing a config should
     /// see all of them at once.
     fn check(&self, text: &str, path: &str, errors: &mut Vec<ConfigError>) {
-        let err = |table: &str, key: &str, message: String| ConfigError::Invalid {
+        // (Parsed again for its spans: serde gave the values, this says
+        // where each key is written.)
+        let doc = toml_edit::ImDocument::parse(text).ok();
+        let err_at = |table: &str, index: usize, key: &str, message: String| ConfigError::Invalid {
             path: path.to_string(),
-            line: locate(text, table, key),
+            line: locate(doc.as_ref(), text, table, index, key),
             key: if table.is_empty() {
                 key.to_string()
             } else {
@@ -678,6 +692,7 @@ impl Config {
             },
             message,
         };
+        let err = |table: &str, key: &str, message: String| err_at(table, 0, key, message);
         if self.groups.is_empty() {
             errors.push(err(
                 "",
@@ -693,21 +708,28 @@ impl Config {
             ));
         }
         let mut seen = std::collections::BTreeSet::new();
-        for u in &self.users {
+        for (i, u) in self.users.iter().enumerate() {
             if u.name.is_empty() {
-                errors.push(err("users", "name", "a user name must not be empty".into()));
+                errors.push(err_at(
+                    "users",
+                    i,
+                    "name",
+                    "a user name must not be empty".into(),
+                ));
             }
             if !seen.insert(&u.name) {
-                errors.push(err(
+                errors.push(err_at(
                     "users",
+                    i,
                     "name",
                     format!("user {:?} is defined twice", u.name),
                 ));
             }
             if let Some(g) = &u.default_group {
                 if !self.groups.contains_key(g) {
-                    errors.push(err(
+                    errors.push(err_at(
                         "users",
+                        i,
                         "default_group",
                         format!("user {:?} names group {g:?}, which is not defined", u.name),
                     ));
@@ -802,8 +824,12 @@ impl Config {
                     ));
                 }
             }
-            if g.replicas.len() >= 32 {
-                errors.push(err(&t, "replicas", "a group has at most 32 servers".into()));
+            if g.replicas.len() + 1 > MAX_GROUP_SERVERS {
+                errors.push(err(
+                    &t,
+                    "replicas",
+                    format!("a group has at most {MAX_GROUP_SERVERS} servers"),
+                ));
             }
             for r in &g.replicas {
                 if r.weight == 0 {
@@ -846,9 +872,15 @@ impl Config {
                 "require_tls needs tls_cert and tls_key".into(),
             ));
         }
-        if let Some(u) = self.users.iter().find(|u| u.require_tls && !tls) {
-            errors.push(err(
+        if let Some((i, u)) = self
+            .users
+            .iter()
+            .enumerate()
+            .find(|(_, u)| u.require_tls && !tls)
+        {
+            errors.push(err_at(
                 "users",
+                i,
                 "require_tls",
                 format!(
                     "user {:?} requires TLS, but [proxy] has no tls_cert/tls_key",
@@ -901,29 +933,31 @@ impl Config {
     }
 }
 
-/// Best-effort line number of `key` inside `[table]` (or `[[table]]`), for
-/// messages about values that parsed but do not make sense together.
-fn locate(text: &str, table: &str, key: &str) -> Option<usize> {
-    let mut in_table = table.is_empty();
-    for (i, line) in text.lines().enumerate() {
-        let l = line.trim();
-        if l.starts_with('[') {
-            let name = l.trim_matches(|c| c == '[' || c == ']').trim();
-            in_table = name == table;
-            if table.is_empty() && name == key {
-                return Some(i + 1);
-            }
-            continue;
-        }
-        if in_table {
-            if let Some((k, _)) = l.split_once('=') {
-                if k.trim() == key {
-                    return Some(i + 1);
-                }
-            }
-        }
+/// The line of `key` in `table` (dotted, e.g. "groups.main"; in an array
+/// of tables such as [[users]], its `index`-th entry), from the spans the
+/// TOML parser keeps; a table's own header when the key is not written.
+fn locate(
+    doc: Option<&toml_edit::ImDocument<&str>>,
+    text: &str,
+    table: &str,
+    index: usize,
+    key: &str,
+) -> Option<usize> {
+    use toml_edit::{Item, TableLike, Value};
+    let mut t: &dyn TableLike = doc?.as_table();
+    for seg in table.split('.').filter(|s| !s.is_empty()) {
+        t = match t.get(seg)? {
+            Item::Table(x) => x,
+            Item::ArrayOfTables(a) => a.get(index)?,
+            Item::Value(Value::InlineTable(x)) => x,
+            _ => return None,
+        };
     }
-    None
+    let span = match t.get_key_value(key) {
+        Some((k, v)) => k.span().or_else(|| v.span()),
+        None => t.get(key).and_then(|v| v.span()),
+    }?;
+    Some(text[..span.start.min(text.len())].matches('\n').count() + 1)
 }
 
 #[cfg(test)]

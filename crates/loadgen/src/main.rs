@@ -23,54 +23,30 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// N client connections running point selects from one thread.
+#[derive(clap::Parser)]
+#[command(name = "sextant-loadgen")]
 struct Args {
+    /// The port of sextant (or a server) on 127.0.0.1.
+    #[arg(long)]
     port: u16,
+    #[arg(long, default_value_t = 16)]
     connections: usize,
+    #[arg(long, default_value_t = 10)]
     seconds: u64,
+    #[arg(long, default_value = "app")]
     user: String,
+    #[arg(long, default_value = "apppass")]
     password: String,
+    #[arg(long, default_value = "sbtest")]
     db: String,
+    #[arg(long, default_value_t = 4)]
     tables: u32,
+    #[arg(long, default_value_t = 100_000)]
     table_size: u32,
-    pipeline: usize,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        port: 0,
-        connections: 16,
-        seconds: 10,
-        user: "app".into(),
-        password: "apppass".into(),
-        db: "sbtest".into(),
-        tables: 4,
-        table_size: 100_000,
-        pipeline: 1,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(k) = it.next() {
-        let v = it.next().ok_or_else(|| format!("{k} needs a value"))?;
-        let num = |v: &str| {
-            v.parse::<u64>()
-                .map_err(|_| format!("{k}: not a number: {v}"))
-        };
-        match k.as_str() {
-            "--port" => a.port = num(&v)? as u16,
-            "--connections" => a.connections = num(&v)? as usize,
-            "--seconds" => a.seconds = num(&v)?,
-            "--user" => a.user = v,
-            "--password" => a.password = v,
-            "--db" => a.db = v,
-            "--tables" => a.tables = num(&v)? as u32,
-            "--table-size" => a.table_size = num(&v)? as u32,
-            "--pipeline" => a.pipeline = (num(&v)? as usize).max(1),
-            _ => return Err(format!("unknown option {k}")),
-        }
-    }
-    if a.port == 0 {
-        return Err("--port is required".into());
-    }
-    Ok(a)
+    /// Statements sent in one write before their answers are read.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pipeline: u64,
 }
 
 type Io<T> = std::io::Result<T>;
@@ -195,13 +171,7 @@ async fn client(a: std::sync::Arc<Args>, until: Instant, seed: u64) -> (Vec<u32>
 }
 
 fn main() {
-    let a = match parse_args() {
-        Ok(a) => std::sync::Arc::new(a),
-        Err(e) => {
-            eprintln!("sextant-loadgen: {e}");
-            std::process::exit(2);
-        }
-    };
+    let a = std::sync::Arc::new(<Args as clap::Parser>::parse());
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -93,7 +93,7 @@ async fn check(
     c.ping().await?;
     let cluster = matches!(
         group.topology,
-        Topology::GroupReplication | Topology::Galera { .. }
+        Topology::GroupReplication | Topology::Galera
     );
     match group.topology {
         Topology::Static => {}
@@ -101,19 +101,19 @@ async fn check(
             let rows = c.query_internal("SELECT @@read_only").await?;
             let ro = rows.first().and_then(|r| r.first()).cloned().flatten();
             let writable = matches!(ro.as_deref(), Some("0") | Some("OFF"));
-            server.writable.store(writable, Ordering::Relaxed);
+            server.health.set_writable(writable);
         }
         Topology::GroupReplication => {
             let m = group_replication_member(c).await?;
             set_member(server, m);
         }
-        Topology::Galera { .. } => {
+        Topology::Galera => {
             let m = galera_node(c).await?;
             set_member(server, m);
         }
     }
     if group.follow_primary {
-        server.reachable.store(true, Ordering::Relaxed);
+        server.health.set_reachable(true);
         group.follow();
     }
     // In a multi-writer cluster several members are writers; one of them
@@ -122,8 +122,7 @@ async fn check(
     let heartbeat_writer = group.primary().is_some_and(|p| std::ptr::eq(&**p, server));
     match server.role() {
         Role::Primary if !heartbeat_writer => {
-            server.lag_ms.store(-1, Ordering::Relaxed);
-            server.lagging.store(false, Ordering::Relaxed);
+            server.health.set_lag(-1, false);
         }
         Role::Primary => {
             if s.heartbeat {
@@ -157,8 +156,7 @@ async fn check(
                     }
                 }
             }
-            server.lag_ms.store(-1, Ordering::Relaxed);
-            server.lagging.store(false, Ordering::Relaxed);
+            server.health.set_lag(-1, false);
         }
         Role::Replica => {
             // Cluster members have no replication threads of their own to
@@ -178,9 +176,7 @@ async fn check(
                 if let Ok(rows) = c.query_internal(&sql).await {
                     if let Some(Some(v)) = rows.first().and_then(|r| r.first()) {
                         if let Ok(applied) = v.parse::<i64>() {
-                            server
-                                .heartbeat_applied_us
-                                .store(applied, Ordering::Relaxed);
+                            server.health.set_heartbeat_applied_us(applied);
                             lag_ms = Some(((newest - applied) / 1000).max(0));
                         }
                     }
@@ -199,7 +195,7 @@ async fn check(
             };
             if let Ok(rows) = c.query_internal(applied).await {
                 if let Some(Some(pos)) = rows.first().and_then(|r| r.first()) {
-                    server.set_applied(pos);
+                    server.health.set_applied(pos);
                 }
             }
             let lag = lag_ms.unwrap_or(-1);
@@ -210,18 +206,17 @@ async fn check(
                 || (s.max_lag_ms > 0
                     && ((lag < 0 && unknown_is_lagging)
                         || (lag >= 0 && lag as u64 > s.max_lag_ms)));
-            if lagging != server.lagging.load(Ordering::Relaxed) {
+            if lagging != server.health.lagging() {
                 if lagging {
                     tracing::warn!(server = %server.addr, lag_ms = lag, running, "replica out of read rotation: lagging");
                 } else {
                     tracing::info!(server = %server.addr, lag_ms = lag, "replica caught up: back in read rotation");
                 }
             }
-            server.lag_ms.store(lag, Ordering::Relaxed);
-            server.lagging.store(lagging, Ordering::Relaxed);
+            server.health.set_lag(lag, lagging);
         }
     }
-    if !server.reachable.swap(true, Ordering::Relaxed) {
+    if !server.health.set_reachable(true) {
         tracing::info!(server = %server.addr, "server answering again");
     }
     Ok(())
@@ -240,7 +235,7 @@ pub struct Member {
 }
 
 fn set_member(server: &Server, m: Member) {
-    let was = server.member_ok.swap(m.ok, Ordering::Relaxed);
+    let was = server.health.member_ok();
     if was != m.ok {
         if m.ok {
             tracing::info!(server = %server.addr, "cluster member usable again");
@@ -248,8 +243,8 @@ fn set_member(server: &Server, m: Member) {
             tracing::warn!(server = %server.addr, state = %m.state, "cluster member out of rotation");
         }
     }
-    server.writable.store(m.ok && m.writable, Ordering::Relaxed);
-    *server.member_state.lock() = (!m.ok).then_some(m.state);
+    server.health.set_writable(m.ok && m.writable);
+    server.health.set_member(m.ok, (!m.ok).then_some(m.state));
 }
 
 /// The member's own row of performance_schema.replication_group_members,

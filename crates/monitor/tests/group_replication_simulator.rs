@@ -213,7 +213,7 @@ impl Cluster {
                 self.group
                     .members
                     .iter()
-                    .map(|m| m.member_state.lock().clone())
+                    .map(|m| m.health.member_state())
                     .collect::<Vec<_>>()
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -291,7 +291,7 @@ async fn simulator_group_replication_recovering_member_leaves_rotation() {
     c.until("member 2 out", |_| c.usable() == [true, true, false])
         .await;
     assert_eq!(
-        c.group.members[2].member_state.lock().as_deref(),
+        c.group.members[2].health.member_state().as_deref(),
         Some("RECOVERING")
     );
     // ERROR, and a member that left the group (no row of its own), too.
@@ -335,8 +335,8 @@ async fn simulator_group_replication_minority_partition_is_not_used() {
         .await;
     assert_eq!(c.usable(), [false, true, true]);
     assert!(c.group.members[0]
-        .member_state
-        .lock()
+        .health
+        .member_state()
         .as_deref()
         .is_some_and(|s| s.starts_with("minority partition")));
     // An even split has no majority anywhere: no writes, no reads.

@@ -142,7 +142,7 @@ pub fn plan(
             && p.retry == Retry::Read
             && p.target == Target::Replica
             && c.read_only
-            && c.flags.0 == 0;
+            && c.flags.is_empty();
     }
     p
 }

@@ -36,67 +36,47 @@ pub enum Kind {
     Other,
 }
 
-/// Properties of a statement that decide where it may run and whether the
-/// session must stay on its server connection afterwards.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Flags(pub u32);
-
-impl Flags {
-    /// SELECT ... FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE.
-    pub const LOCKING_READ: Flags = Flags(1);
-    /// Reads or assigns a user variable (`@x`): user variables live on one
-    /// server connection.
-    pub const USER_VAR: Flags = Flags(1 << 1);
-    /// CREATE TEMPORARY TABLE.
-    pub const TEMP_TABLE: Flags = Flags(1 << 2);
-    /// GET_LOCK and friends: named locks belong to one server connection.
-    pub const NAMED_LOCK: Flags = Flags(1 << 3);
-    /// LOCK TABLES / FLUSH TABLES WITH READ LOCK.
-    pub const LOCK_TABLES: Flags = Flags(1 << 4);
-    pub const UNLOCK_TABLES: Flags = Flags(1 << 5);
-    /// SQL-level PREPARE / EXECUTE / DEALLOCATE.
-    pub const SQL_PREPARE: Flags = Flags(1 << 6);
-    /// LAST_INSERT_ID(), @@identity, @@last_insert_id: value of the previous
-    /// statement on the same server connection.
-    pub const LAST_INSERT_ID: Flags = Flags(1 << 7);
-    /// FOUND_ROWS() or SQL_CALC_FOUND_ROWS.
-    pub const FOUND_ROWS: Flags = Flags(1 << 8);
-    pub const ROW_COUNT: Flags = Flags(1 << 9);
-    /// SELECT ... INTO OUTFILE / DUMPFILE: writes a file on the server.
-    pub const INTO_FILE: Flags = Flags(1 << 10);
-    /// NEXTVAL / LASTVAL / SETVAL / NEXT VALUE FOR: sequences write.
-    pub const SEQUENCE: Flags = Flags(1 << 11);
-    /// More than one statement in the packet.
-    pub const MULTI: Flags = Flags(1 << 12);
-    /// START TRANSACTION READ ONLY.
-    pub const READ_ONLY_TRX: Flags = Flags(1 << 13);
-    /// SET TRANSACTION ... (no SESSION/GLOBAL): applies to the next
-    /// transaction of this server connection only.
-    pub const NEXT_TRX: Flags = Flags(1 << 14);
-    /// HANDLER ... OPEN/READ: a cursor on one server connection.
-    pub const HANDLER: Flags = Flags(1 << 15);
-    /// Calls a function that is not built in (a stored function, which may
-    /// write).
-    pub const STORED_FUNCTION: Flags = Flags(1 << 16);
-
-    #[inline]
-    pub fn contains(self, f: Flags) -> bool {
-        self.0 & f.0 == f.0
-    }
-    #[inline]
-    pub fn intersects(self, f: Flags) -> bool {
-        self.0 & f.0 != 0
-    }
-    #[inline]
-    pub fn insert(&mut self, f: Flags) {
-        self.0 |= f.0;
-    }
-}
-
-impl std::ops::BitOr for Flags {
-    type Output = Flags;
-    fn bitor(self, o: Flags) -> Flags {
-        Flags(self.0 | o.0)
+bitflags::bitflags! {
+    /// Properties of a statement that decide where it may run and whether
+    /// the session must stay on its server connection afterwards.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct Flags: u32 {
+        /// SELECT ... FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE.
+        const LOCKING_READ = 1;
+        /// Reads or assigns a user variable (`@x`): user variables live on one
+        /// server connection.
+        const USER_VAR = 1 << 1;
+        /// CREATE TEMPORARY TABLE.
+        const TEMP_TABLE = 1 << 2;
+        /// GET_LOCK and friends: named locks belong to one server connection.
+        const NAMED_LOCK = 1 << 3;
+        /// LOCK TABLES / FLUSH TABLES WITH READ LOCK.
+        const LOCK_TABLES = 1 << 4;
+        const UNLOCK_TABLES = 1 << 5;
+        /// SQL-level PREPARE / EXECUTE / DEALLOCATE.
+        const SQL_PREPARE = 1 << 6;
+        /// LAST_INSERT_ID(), @@identity, @@last_insert_id: value of the previous
+        /// statement on the same server connection.
+        const LAST_INSERT_ID = 1 << 7;
+        /// FOUND_ROWS() or SQL_CALC_FOUND_ROWS.
+        const FOUND_ROWS = 1 << 8;
+        const ROW_COUNT = 1 << 9;
+        /// SELECT ... INTO OUTFILE / DUMPFILE: writes a file on the server.
+        const INTO_FILE = 1 << 10;
+        /// NEXTVAL / LASTVAL / SETVAL / NEXT VALUE FOR: sequences write.
+        const SEQUENCE = 1 << 11;
+        /// More than one statement in the packet.
+        const MULTI = 1 << 12;
+        /// START TRANSACTION READ ONLY.
+        const READ_ONLY_TRX = 1 << 13;
+        /// SET TRANSACTION ... (no SESSION/GLOBAL): applies to the next
+        /// transaction of this server connection only.
+        const NEXT_TRX = 1 << 14;
+        /// HANDLER ... OPEN/READ: a cursor on one server connection.
+        const HANDLER = 1 << 15;
+        /// Calls a function that is not built in (a stored function, which may
+        /// write).
+        const STORED_FUNCTION = 1 << 16;
     }
 }
 

@@ -2,7 +2,7 @@
 
 use sextant_sql::{classify, Flags, Kind};
 
-const NONE: Flags = Flags(0);
+const NONE: Flags = Flags::empty();
 
 #[rustfmt::skip]
 fn cases() -> Vec<(&'static str, Kind, bool, Flags)> {
@@ -76,7 +76,12 @@ fn classification_table() {
         if c.kind != kind || c.read_only != read_only || c.flags != flags {
             failures.push(format!(
                 "{sql:?}: got {:?} read_only={} flags={:#x}, want {:?} read_only={} flags={:#x}",
-                c.kind, c.read_only, c.flags.0, kind, read_only, flags.0
+                c.kind,
+                c.read_only,
+                c.flags.bits(),
+                kind,
+                read_only,
+                flags.bits()
             ));
         }
     }

@@ -1,0 +1,270 @@
+//! A server's health as sextant knows it: its role, what the monitor saw
+//! (writable, lag, cluster membership, applied GTIDs and heartbeat), what
+//! an operator set (maintenance), what failures taught (reachable, last
+//! error), and its load. Sessions read it on every read they place, so
+//! every field is an atomic or a rarely taken lock, behind methods that say
+//! what each write means.
+
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Role {
+    Primary = 0,
+    Replica = 1,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Primary => "primary",
+            Role::Replica => "replica",
+        })
+    }
+}
+
+pub struct Health {
+    /// Primary or replica; changes when the group follows a switchover.
+    role: AtomicU8,
+    /// The server accepts writes (read_only = OFF), as last seen.
+    writable: AtomicBool,
+    /// False after a failed connect or a failure during a statement, until
+    /// a connection succeeds again.
+    reachable: AtomicBool,
+    /// Set by an operator: no new reads are balanced to this server.
+    maintenance: AtomicBool,
+    /// The replica is behind by more than its group's max_replica_lag_ms,
+    /// or its replication is stopped.
+    lagging: AtomicBool,
+    /// A usable member of its cluster (ONLINE in the majority partition;
+    /// Synced and ready). Always true for plain replication.
+    member_ok: AtomicBool,
+    /// GTID positions the server has applied, packed (see gtid.rs), one
+    /// slot per replication domain (up to four).
+    applied: [AtomicU64; 4],
+    /// The newest heartbeat (sextant's clock, microseconds) the server has
+    /// applied: it has everything the primary committed before then.
+    /// 0: unknown.
+    heartbeat_applied_us: AtomicI64,
+    /// Last measured replication lag, milliseconds (-1: not a replica or
+    /// unknown).
+    lag_ms: AtomicI64,
+    /// Statements in flight (least_outstanding balancing).
+    outstanding: AtomicU32,
+    /// Moving average of statement response time, microseconds
+    /// (least_latency balancing); 0 until the first sample.
+    latency_us: AtomicU64,
+    last_error: Mutex<Option<String>>,
+    version: Mutex<Option<String>>,
+    /// The cluster state the monitor last saw when the member is not
+    /// usable ("RECOVERING", "Donor/Desynced", "minority partition"...).
+    member_state: Mutex<Option<String>>,
+}
+
+impl Health {
+    pub fn new(role: Role) -> Health {
+        Health {
+            role: AtomicU8::new(role as u8),
+            writable: AtomicBool::new(role == Role::Primary),
+            reachable: AtomicBool::new(true),
+            maintenance: AtomicBool::new(false),
+            lagging: AtomicBool::new(false),
+            member_ok: AtomicBool::new(true),
+            applied: Default::default(),
+            heartbeat_applied_us: AtomicI64::new(0),
+            lag_ms: AtomicI64::new(-1),
+            outstanding: AtomicU32::new(0),
+            latency_us: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+            version: Mutex::new(None),
+            member_state: Mutex::new(None),
+        }
+    }
+
+    #[inline]
+    pub fn role(&self) -> Role {
+        if self.role.load(Ordering::Relaxed) == Role::Primary as u8 {
+            Role::Primary
+        } else {
+            Role::Replica
+        }
+    }
+
+    pub fn set_role(&self, r: Role) {
+        self.role.store(r as u8, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn writable(&self) -> bool {
+        self.writable.load(Ordering::Relaxed)
+    }
+
+    /// The server said (monitor) or showed (a write refused as read-only)
+    /// whether it takes writes.
+    pub fn set_writable(&self, w: bool) {
+        self.writable.store(w, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn reachable(&self) -> bool {
+        self.reachable.load(Ordering::Relaxed)
+    }
+
+    /// Returns whether it was reachable before.
+    pub fn set_reachable(&self, r: bool) -> bool {
+        self.reachable.swap(r, Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub fn in_maintenance(&self) -> bool {
+        self.maintenance.load(Ordering::Relaxed)
+    }
+
+    pub fn set_maintenance(&self, on: bool) {
+        self.maintenance.store(on, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn lagging(&self) -> bool {
+        self.lagging.load(Ordering::Relaxed)
+    }
+
+    /// What the monitor measured of replication: the lag (-1: unknown or
+    /// not a replica) and whether that keeps the server out of reads.
+    pub fn set_lag(&self, lag_ms: i64, lagging: bool) {
+        self.lag_ms.store(lag_ms, Ordering::Relaxed);
+        self.lagging.store(lagging, Ordering::Relaxed);
+    }
+
+    pub fn set_lagging(&self, lagging: bool) {
+        self.lagging.store(lagging, Ordering::Relaxed);
+    }
+
+    pub fn lag_ms(&self) -> i64 {
+        self.lag_ms.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub fn member_ok(&self) -> bool {
+        self.member_ok.load(Ordering::Relaxed)
+    }
+
+    /// Cluster membership as the monitor saw it; `state` says why a member
+    /// is not usable.
+    pub fn set_member(&self, ok: bool, state: Option<String>) {
+        self.member_ok.store(ok, Ordering::Relaxed);
+        *self.member_state.lock() = state;
+    }
+
+    pub fn member_state(&self) -> Option<String> {
+        self.member_state.lock().clone()
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().clone()
+    }
+
+    pub fn set_last_error(&self, e: String) {
+        *self.last_error.lock() = Some(e);
+    }
+
+    pub fn version(&self) -> Option<String> {
+        self.version.lock().clone()
+    }
+
+    /// The first version string a connection reported.
+    pub fn note_version(&self, v: &str) {
+        let mut g = self.version.lock();
+        if g.is_none() {
+            *g = Some(v.to_string());
+        }
+    }
+
+    /// Usable for reads: reachable, not in maintenance, not lagging, a
+    /// usable cluster member.
+    #[inline]
+    pub fn usable(&self) -> bool {
+        self.reachable() && !self.in_maintenance() && !self.lagging() && self.member_ok()
+    }
+
+    /// Load figures for balancing; None when the server is not usable.
+    #[inline]
+    pub fn load(&self) -> Option<sextant_routing::Load> {
+        if !self.usable() {
+            return None;
+        }
+        Some(sextant_routing::Load {
+            outstanding: self.outstanding.load(Ordering::Relaxed),
+            latency_us: self.latency_us.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Whether the server has applied the write `g`, as last seen.
+    pub fn has_applied(&self, g: crate::gtid::Packed) -> bool {
+        let d = crate::gtid::domain(g);
+        self.applied.iter().any(|a| {
+            let v = a.load(Ordering::Relaxed);
+            v != 0 && crate::gtid::domain(v) == d && crate::gtid::seq(v) >= crate::gtid::seq(g)
+        })
+    }
+
+    /// Records the positions the monitor read (e.g. @@gtid_slave_pos).
+    pub fn set_applied(&self, list: &str) {
+        let mut slot = 0;
+        for g in crate::gtid::parse_list(list).take(self.applied.len()) {
+            self.applied[slot].store(g.pack().max(1), Ordering::Relaxed);
+            slot += 1;
+        }
+        for a in &self.applied[slot..] {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    pub fn heartbeat_applied_us(&self) -> i64 {
+        self.heartbeat_applied_us.load(Ordering::Relaxed)
+    }
+
+    pub fn set_heartbeat_applied_us(&self, us: i64) {
+        self.heartbeat_applied_us.store(us, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn statement_started(&self) {
+        self.outstanding.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `elapsed_us` is None when the statement failed (no latency sample).
+    #[inline]
+    pub fn statement_finished(&self, elapsed_us: Option<u64>) {
+        self.outstanding.fetch_sub(1, Ordering::Relaxed);
+        if let Some(us) = elapsed_us {
+            // EWMA with alpha 1/8. Concurrent updates may lose a sample,
+            // which a moving average does not mind; no lock is taken.
+            let old = self.latency_us.load(Ordering::Relaxed);
+            let new = if old == 0 {
+                us.max(1)
+            } else {
+                (old * 7 + us) / 8
+            };
+            self.latency_us.store(new.max(1), Ordering::Relaxed);
+        }
+    }
+
+    /// The state SHOW BACKENDS reports, most telling first.
+    pub fn state_name(&self) -> &'static str {
+        if self.in_maintenance() {
+            "maintenance"
+        } else if !self.reachable() {
+            "down"
+        } else if !self.member_ok() {
+            // In the cluster's own words in member_state.
+            "excluded"
+        } else if self.lagging() {
+            "lagging"
+        } else {
+            "up"
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! The admin port: MySQL protocol, its own user, and the commands of the
+//! admin crate.
+
+use crate::client::Client;
+use crate::errors::SessionError;
+use crate::frontend;
+use crate::shared::{AdminUsers, Shared};
+use sextant_admin::{execute, Answer};
+use sextant_protocol::consts::{cap, com, status};
+use sextant_protocol::packets::{coltype, write_err, write_simple_ok, write_text_resultset};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, users: Arc<AdminUsers>) {
+    loop {
+        let Ok((stream, peer)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let users = users.clone();
+        tokio::spawn(async move {
+            let mut client = Client::new(stream, peer, 1 << 20);
+            if let Err(e) = session(&mut client, &shared, &users).await {
+                tracing::debug!(%peer, "admin session ended: {e}");
+            }
+        });
+    }
+}
+
+async fn session(
+    client: &mut Client,
+    shared: &Shared,
+    users: &AdminUsers,
+) -> Result<(), SessionError> {
+    let id = shared
+        .next_conn_id
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let login =
+        match frontend::login(client, users, &shared.admin_auth, "8.0.0-sextant-admin", id).await {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = client.send_error(2, &e).await;
+                return Err(e);
+            }
+        };
+    frontend::send_ok(client, login.seq);
+    client.flush().await?;
+    let deprecate_eof = login.caps & cap::DEPRECATE_EOF != 0;
+    let mut payload = Vec::new();
+    loop {
+        client.read_packet(&mut payload).await?;
+        match payload.first() {
+            Some(&com::QUIT) | None => return Ok(()),
+            Some(&com::PING) | Some(&com::INIT_DB) => {
+                write_simple_ok(&mut client.out, 1, status::AUTOCOMMIT)
+            }
+            Some(&com::QUERY) => {
+                let sql = String::from_utf8_lossy(&payload[1..]);
+                let rt = shared.runtime();
+                let ctx = sextant_admin::Context {
+                    pool: &rt.pool,
+                    counters: &shared.counters,
+                    users: rt
+                        .config
+                        .users
+                        .iter()
+                        .filter_map(|u| {
+                            let e = rt.users.get(&u.name)?;
+                            Some((u.name.as_str(), e.policy, &*e.group.name))
+                        })
+                        .collect(),
+                };
+                match execute(&sql, &ctx) {
+                    Answer::Table(t) => {
+                        let cols: Vec<(&str, u8)> = t
+                            .columns
+                            .iter()
+                            .map(|c| (c.as_str(), coltype::VAR_STRING))
+                            .collect();
+                        write_text_resultset(
+                            &mut client.out,
+                            1,
+                            &cols,
+                            &t.rows,
+                            deprecate_eof,
+                            status::AUTOCOMMIT,
+                        );
+                    }
+                    Answer::Ok => write_simple_ok(&mut client.out, 1, status::AUTOCOMMIT),
+                    Answer::Error(m) => write_err(&mut client.out, 1, 1064, "42000", &m),
+                }
+            }
+            Some(&other) => {
+                let e = SessionError::UnknownCommand(other);
+                let (code, state, msg) = e.mysql();
+                write_err(&mut client.out, 1, code, state, &msg);
+            }
+        }
+        client.flush().await?;
+    }
+}

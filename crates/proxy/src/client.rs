@@ -1,0 +1,159 @@
+//! The client side of a session: reading packets (with a size limit, before
+//! buffering) and writing what goes back.
+
+use crate::errors::SessionError;
+use sextant_net::Stream;
+use sextant_protocol::codec::{parse_header, HEADER_LEN, MAX_PAYLOAD};
+use sextant_protocol::packets::write_err;
+use std::net::SocketAddr;
+use tokio::io::AsyncReadExt;
+
+pub struct Client {
+    pub stream: Stream,
+    pub rbuf: Vec<u8>,
+    pub out: Vec<u8>,
+    pub peer: SocketAddr,
+    pub max_packet: usize,
+    /// Sequence id of the last frame read (errors during login follow it).
+    pub last_seq: u8,
+}
+
+impl Client {
+    pub fn new(stream: tokio::net::TcpStream, peer: SocketAddr, max_packet: usize) -> Self {
+        Client {
+            stream: Stream::Plain(stream),
+            // Small to start: most sessions are idle most of the time, and
+            // buffers grow when a statement needs it.
+            rbuf: Vec::with_capacity(2048),
+            out: Vec::new(),
+            peer,
+            max_packet,
+            last_seq: 0,
+        }
+    }
+
+    pub async fn fill(&mut self) -> Result<(), SessionError> {
+        if self.rbuf.capacity() - self.rbuf.len() < 1024 {
+            self.rbuf.reserve(8192);
+        }
+        if self.stream.read_buf(&mut self.rbuf).await? == 0 {
+            return Err(SessionError::ClientClosed);
+        }
+        Ok(())
+    }
+
+    /// Reads one logical packet into `payload` (replacing its contents) and
+    /// returns the sequence id of its first frame. Frames of 16 MiB and more
+    /// are joined. A packet over `max_packet` is refused as soon as its
+    /// header says so, before it is buffered.
+    pub async fn read_packet(&mut self, payload: &mut Vec<u8>) -> Result<u8, SessionError> {
+        payload.clear();
+        let mut first_seq = None;
+        let mut expect_seq = 0u8;
+        loop {
+            while self.rbuf.len() < HEADER_LEN {
+                self.fill().await?;
+            }
+            let h = parse_header(&self.rbuf).ok_or(SessionError::ClientClosed)?;
+            if let Some(_first) = first_seq {
+                if h.seq != expect_seq {
+                    return Err(SessionError::OutOfOrder {
+                        expected: expect_seq,
+                        got: h.seq,
+                    });
+                }
+            }
+            let total = payload.len() + h.len;
+            if total > self.max_packet {
+                return Err(SessionError::PacketTooLarge {
+                    size: total,
+                    max: self.max_packet,
+                });
+            }
+            while self.rbuf.len() < HEADER_LEN + h.len {
+                self.fill().await?;
+            }
+            payload.extend_from_slice(&self.rbuf[HEADER_LEN..HEADER_LEN + h.len]);
+            self.rbuf.drain(..HEADER_LEN + h.len);
+            first_seq.get_or_insert(h.seq);
+            self.last_seq = h.seq;
+            expect_seq = h.seq.wrapping_add(1);
+            if h.len < MAX_PAYLOAD {
+                return Ok(first_seq.unwrap_or(0));
+            }
+        }
+    }
+
+    /// Reads one packet with exact reads, consuming nothing beyond it: the
+    /// first login packet may be an SSLRequest followed at once by the TLS
+    /// handshake, which must stay in the socket for the TLS layer.
+    pub async fn read_first_packet(&mut self, payload: &mut Vec<u8>) -> Result<u8, SessionError> {
+        debug_assert!(self.rbuf.is_empty());
+        let mut h = [0u8; HEADER_LEN];
+        let eof = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => SessionError::ClientClosed,
+            _ => SessionError::ClientIo(e),
+        };
+        self.stream.read_exact(&mut h).await.map_err(eof)?;
+        let hdr = parse_header(&h).ok_or(SessionError::ClientClosed)?;
+        if hdr.len >= MAX_PAYLOAD || hdr.len > self.max_packet {
+            return Err(SessionError::Handshake(format!(
+                "login packet of {} bytes",
+                hdr.len
+            )));
+        }
+        payload.clear();
+        payload.resize(hdr.len, 0);
+        self.stream.read_exact(payload).await.map_err(eof)?;
+        self.last_seq = hdr.seq;
+        Ok(hdr.seq)
+    }
+
+    /// Switches to TLS after the client's SSLRequest.
+    pub async fn start_tls(
+        &mut self,
+        config: std::sync::Arc<rustls::ServerConfig>,
+    ) -> Result<(), SessionError> {
+        if !self.rbuf.is_empty() {
+            // Bytes after the SSLRequest before the TLS handshake: a client
+            // that does not wait, or an attack on the upgrade.
+            return Err(SessionError::Handshake(
+                "data sent before the TLS handshake".into(),
+            ));
+        }
+        let plain = std::mem::replace(&mut self.stream, Stream::Detached);
+        self.stream = plain
+            .accept_tls(config)
+            .await
+            .map_err(|e| SessionError::Handshake(format!("TLS handshake failed: {e}")))?;
+        Ok(())
+    }
+
+    /// Reads and drops whatever the client sends for up to `d`.
+    pub async fn drain_for(&mut self, d: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + d;
+        // On the heap: an array here would sit in every session's future.
+        let mut sink = vec![0u8; 16384];
+        while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, self.stream.read(&mut sink)).await {
+            if n == 0 {
+                break;
+            }
+        }
+        self.rbuf.clear();
+    }
+
+    pub async fn flush(&mut self) -> Result<(), SessionError> {
+        if !self.out.is_empty() {
+            self.stream.send(&self.out).await?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    /// Sends an error packet for `e` and flushes.
+    pub async fn send_error(&mut self, seq: u8, e: &SessionError) -> Result<(), SessionError> {
+        let (code, state, msg) = e.mysql();
+        write_err(&mut self.out, seq, code, state, &msg);
+        self.flush().await
+    }
+}

@@ -1,0 +1,110 @@
+//! Every error a client can see, and the one place where each becomes a
+//! MySQL error number, SQLSTATE and message.
+
+use sextant_backend::BackendError;
+use sextant_protocol::ProtoError;
+use thiserror::Error;
+
+/// Sextant's own error numbers, in the range MySQL leaves to applications
+/// and proxies (ProxySQL uses 9001 too, so tools already treat it as
+/// "the proxy could not reach a server").
+pub const ER_SEXTANT_NO_BACKEND: u16 = 9001;
+pub const ER_SEXTANT_STATE_RESTORE: u16 = 9002;
+/// The server connection died during a statement. Not 2013: that is a
+/// client-side code, and client libraries that receive it from a server
+/// drop their own (healthy) connection to sextant.
+pub const ER_SEXTANT_BACKEND_LOST: u16 = 9003;
+pub const ER_SEXTANT_NO_PRIMARY: u16 = 9004;
+
+pub const ER_CON_COUNT_ERROR: u16 = 1040;
+pub const ER_HANDSHAKE_ERROR: u16 = 1043;
+pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
+pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
+pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
+pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
+pub const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
+pub const ER_MALFORMED_PACKET: u16 = 1835;
+pub const CR_SERVER_LOST: u16 = 2013;
+pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
+
+#[derive(Debug, Error)]
+pub enum SessionError {
+    #[error("client connection: {0}")]
+    ClientIo(#[from] std::io::Error),
+    #[error("client closed the connection")]
+    ClientClosed,
+    #[error("Got a packet bigger than 'max_allowed_packet' bytes ({size} > {max})")]
+    PacketTooLarge { size: usize, max: usize },
+    #[error("Got packets out of order (sequence id {got}, expected {expected})")]
+    OutOfOrder { expected: u8, got: u8 },
+    #[error("Malformed communication packet: {0}")]
+    Malformed(ProtoError),
+    #[error("Access denied for user '{user}'@'{host}' (using password: {})", if *.using_password { "YES" } else { "NO" })]
+    AccessDenied {
+        user: String,
+        host: String,
+        using_password: bool,
+    },
+    #[error(
+        "Connections using insecure transport are prohibited: user '{0}' must connect with TLS"
+    )]
+    InsecureTransport(String),
+    #[error("Bad handshake: {0}")]
+    Handshake(String),
+    #[error("Too many connections (sextant max_connections = {0})")]
+    TooManyConnections(usize),
+    #[error("Unknown command 0x{0:02x}")]
+    UnknownCommand(u8),
+    #[error("Unknown prepared statement handler ({id}) given to {command}")]
+    UnknownStatement { id: u32, command: &'static str },
+    #[error("sextant: group {group} has no primary to write to (none is writable, or several are: split brain), after waiting {waited_ms} ms")]
+    NoPrimary { group: String, waited_ms: u64 },
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error("sextant lost its connection to server {addr} during the statement ({reason}); it may or may not have run, and was not retried")]
+    BackendLost { addr: String, reason: String },
+}
+
+impl SessionError {
+    /// (errno, SQLSTATE, message) for the client.
+    pub fn mysql(&self) -> (u16, &'static str, String) {
+        use SessionError::*;
+        let msg = self.to_string();
+        match self {
+            ClientIo(_) | ClientClosed => (CR_SERVER_LOST, "HY000", msg),
+            PacketTooLarge { .. } => (ER_NET_PACKET_TOO_LARGE, "08S01", msg),
+            OutOfOrder { .. } => (ER_NET_PACKETS_OUT_OF_ORDER, "08S01", msg),
+            Malformed(_) => (ER_MALFORMED_PACKET, "HY000", msg),
+            AccessDenied { .. } => (ER_ACCESS_DENIED_ERROR, "28000", msg),
+            Handshake(_) => (ER_HANDSHAKE_ERROR, "08S01", msg),
+            InsecureTransport(_) => (ER_SECURE_TRANSPORT_REQUIRED, "HY000", msg),
+            TooManyConnections(_) => (ER_CON_COUNT_ERROR, "08004", msg),
+            UnknownCommand(_) => (ER_UNKNOWN_COM_ERROR, "08S01", msg),
+            UnknownStatement { .. } => (ER_UNKNOWN_STMT_HANDLER, "HY000", msg),
+            BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
+            NoPrimary { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
+            Backend(b) => match b {
+                // A server's own answer to a statement sextant sent for the
+                // client (restoring its database, say) keeps the server's
+                // code, so the client sees what it would have seen directly.
+                BackendError::Database {
+                    code,
+                    sql_state,
+                    message,
+                    ..
+                } => {
+                    let st = match sql_state.as_str() {
+                        "42000" => "42000",
+                        "28000" => "28000",
+                        _ => "HY000",
+                    };
+                    (*code, st, message.clone())
+                }
+                BackendError::Server { .. } => {
+                    (ER_SEXTANT_STATE_RESTORE, "HY000", format!("sextant: {msg}"))
+                }
+                _ => (ER_SEXTANT_NO_BACKEND, "HY000", format!("sextant: {msg}")),
+            },
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The connection phase as the server clients see: greeting, login with
+//! mysql_native_password or caching_sha2_password, and COM_CHANGE_USER.
+
+use crate::client::Client;
+use crate::errors::SessionError;
+use parking_lot::Mutex;
+use rand::Rng;
+use sextant_config::FullAuth;
+use sextant_net::tls::RsaKeys;
+use sextant_protocol::auth;
+use sextant_protocol::codec::{write_packet, Reader};
+use sextant_protocol::consts::{cap, status, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
+use sextant_protocol::handshake::{
+    encode_auth_switch, is_ssl_request, HandshakeResponse, InitialHandshake,
+};
+use sextant_protocol::packets::write_simple_ok;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// What sextant offers clients. Not offered: compression, SSL (until TLS is
+/// configured), query attributes and optional metadata (they change packet
+/// formats in ways the servers behind may not share).
+pub const SERVER_CAPS: u32 = cap::LONG_PASSWORD
+    | cap::FOUND_ROWS
+    | cap::LONG_FLAG
+    | cap::CONNECT_WITH_DB
+    | cap::LOCAL_FILES
+    | cap::IGNORE_SPACE
+    | cap::PROTOCOL_41
+    | cap::INTERACTIVE
+    | cap::TRANSACTIONS
+    | cap::SECURE_CONNECTION
+    | cap::MULTI_STATEMENTS
+    | cap::MULTI_RESULTS
+    | cap::PS_MULTI_RESULTS
+    | cap::PLUGIN_AUTH
+    | cap::CONNECT_ATTRS
+    | cap::PLUGIN_AUTH_LENENC_CLIENT_DATA
+    | cap::SESSION_TRACK
+    | cap::DEPRECATE_EOF;
+
+/// utf8mb4_general_ci: the greeting's default collation.
+pub const DEFAULT_CHARSET: u8 = 45;
+
+pub fn new_nonce() -> [u8; 20] {
+    // Printable, never NUL: some clients treat the nonce as a C string.
+    let mut rng = rand::thread_rng();
+    let mut n = [0u8; 20];
+    for b in &mut n {
+        *b = rng.gen_range(0x21..0x7f);
+    }
+    n
+}
+
+pub struct Login {
+    pub user: String,
+    pub caps: u32,
+    pub charset: u8,
+    pub database: Option<String>,
+    pub nonce: [u8; 20],
+    /// Sequence id for the next packet sextant sends (the final OK).
+    pub seq: u8,
+}
+
+/// Looks up a user's clear password and TLS requirement.
+pub trait Users {
+    fn password(&self, user: &str) -> Option<&str>;
+    fn require_tls(&self, user: &str) -> bool;
+}
+
+/// How clients log in: TLS, the announced plugin, caching_sha2 policy.
+pub struct AuthSetup {
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub require_tls: bool,
+    pub plugin: &'static str,
+    pub full_auth: FullAuth,
+    pub rsa: Option<Arc<RsaKeys>>,
+    /// Users that passed caching_sha2 full authentication since start (the
+    /// "first" policy asks for it once per user, as MySQL does).
+    pub sha2_cache: Mutex<HashSet<String>>,
+}
+
+impl AuthSetup {
+    pub fn plain() -> Self {
+        AuthSetup {
+            tls: None,
+            require_tls: false,
+            plugin: NATIVE_PASSWORD,
+            full_auth: FullAuth::Never,
+            rsa: None,
+            sha2_cache: Mutex::new(HashSet::new()),
+        }
+    }
+}
+
+/// Runs the greeting and login; on success the caller sends the final OK
+/// (after checking the database, if one was named).
+pub async fn login(
+    client: &mut Client,
+    users: &impl Users,
+    auth: &AuthSetup,
+    server_version: &str,
+    connection_id: u32,
+) -> Result<Login, SessionError> {
+    let nonce = new_nonce();
+    let mut caps_offered = SERVER_CAPS;
+    if auth.tls.is_some() {
+        caps_offered |= cap::SSL;
+    }
+    let hs = InitialHandshake {
+        server_version: server_version.to_string(),
+        connection_id,
+        nonce: nonce.to_vec(),
+        capabilities: caps_offered,
+        charset: DEFAULT_CHARSET,
+        status: status::AUTOCOMMIT,
+        auth_plugin: auth.plugin.into(),
+    };
+    let mut p = Vec::with_capacity(128);
+    hs.encode(&mut p);
+    write_packet(&mut client.out, 0, &p);
+    client.flush().await?;
+
+    let mut payload = Vec::new();
+    client.read_first_packet(&mut payload).await?;
+    if is_ssl_request(&payload) {
+        let Some(cfg) = &auth.tls else {
+            return Err(SessionError::Handshake(
+                "the client asked for TLS, which is not configured on this sextant listener".into(),
+            ));
+        };
+        client.start_tls(cfg.clone()).await?;
+        client.read_packet(&mut payload).await?;
+    }
+    let resp = HandshakeResponse::parse(&payload).map_err(SessionError::Malformed)?;
+    let tls = client.stream.is_tls();
+    if !tls && (auth.require_tls || users.require_tls(&resp.user)) {
+        return Err(SessionError::InsecureTransport(resp.user));
+    }
+    let caps = resp.capabilities & caps_offered;
+    let mut seq = client.last_seq.wrapping_add(1);
+    let host = client_host(client);
+    let denied = |using_password| SessionError::AccessDenied {
+        user: resp.user.clone(),
+        host: host.clone(),
+        using_password,
+    };
+    let Some(password) = users.password(&resp.user) else {
+        return Err(denied(!resp.auth_response.is_empty()));
+    };
+    let mut plugin = resp.auth_plugin.as_deref().unwrap_or(NATIVE_PASSWORD);
+    let mut response = resp.auth_response.clone();
+    if plugin != NATIVE_PASSWORD && plugin != CACHING_SHA2_PASSWORD {
+        // Any other plugin: ask the client to switch to ours.
+        let mut sw = Vec::new();
+        encode_auth_switch(&mut sw, auth.plugin, &nonce);
+        write_packet(&mut client.out, seq, &sw);
+        client.flush().await?;
+        client.read_packet(&mut payload).await?;
+        seq = client.last_seq.wrapping_add(1);
+        plugin = auth.plugin;
+        response = payload.clone();
+    }
+    let ok = if plugin == CACHING_SHA2_PASSWORD {
+        sha2_login(
+            client, auth, &resp.user, password, &nonce, &response, &mut seq,
+        )
+        .await?
+    } else {
+        check_native(password, &nonce, &response)
+    };
+    if !ok {
+        return Err(denied(!response.is_empty()));
+    }
+    Ok(Login {
+        user: resp.user,
+        caps,
+        charset: resp.charset,
+        database: resp.database,
+        nonce,
+        seq,
+    })
+}
+
+/// caching_sha2_password: the scramble, then (by policy) the password
+/// itself, in clear over TLS or RSA-encrypted with sextant's key.
+async fn sha2_login(
+    client: &mut Client,
+    auth: &AuthSetup,
+    user: &str,
+    password: &str,
+    nonce: &[u8],
+    response: &[u8],
+    seq: &mut u8,
+) -> Result<bool, SessionError> {
+    let fast_ok = if password.is_empty() {
+        response.is_empty()
+    } else {
+        auth::verify_sha2(password.as_bytes(), nonce, response)
+    };
+    if !fast_ok {
+        return Ok(false);
+    }
+    let full = !password.is_empty()
+        && match auth.full_auth {
+            FullAuth::Never => false,
+            FullAuth::Always => true,
+            FullAuth::First => !auth.sha2_cache.lock().contains(user),
+        };
+    if !full {
+        // "fast authentication succeeded"; the OK follows.
+        write_packet(&mut client.out, *seq, &[0x01, 0x03]);
+        *seq = seq.wrapping_add(1);
+        return Ok(true);
+    }
+    // "perform full authentication"
+    write_packet(&mut client.out, *seq, &[0x01, 0x04]);
+    client.flush().await?;
+    let mut p = Vec::new();
+    client.read_packet(&mut p).await?;
+    let given: Vec<u8> = if client.stream.is_tls() {
+        p.strip_suffix(&[0]).unwrap_or(&p).to_vec()
+    } else {
+        let Some(rsa) = &auth.rsa else {
+            return Err(SessionError::Handshake(
+                "caching_sha2_password full authentication without TLS needs an RSA key, and none is configured".into(),
+            ));
+        };
+        if p == [0x02] {
+            let mut key = vec![0x01];
+            key.extend_from_slice(rsa.public_pem.as_bytes());
+            write_packet(&mut client.out, client.last_seq.wrapping_add(1), &key);
+            client.flush().await?;
+            client.read_packet(&mut p).await?;
+        }
+        rsa.decrypt_password(&p, nonce).unwrap_or_default()
+    };
+    *seq = client.last_seq.wrapping_add(1);
+    let ok = auth::ct_eq(&given, password.as_bytes());
+    if ok {
+        auth.sha2_cache.lock().insert(user.to_string());
+    }
+    Ok(ok)
+}
+
+fn check_native(password: &str, nonce: &[u8], response: &[u8]) -> bool {
+    if password.is_empty() {
+        return response.is_empty();
+    }
+    auth::verify_native(password.as_bytes(), nonce, response)
+}
+
+pub fn client_host(c: &Client) -> String {
+    c.peer.ip().to_string()
+}
+
+pub fn send_ok(client: &mut Client, seq: u8) {
+    write_simple_ok(&mut client.out, seq, status::AUTOCOMMIT);
+}
+
+/// A parsed COM_CHANGE_USER.
+pub struct ChangeUser {
+    pub user: String,
+    pub auth_response: Vec<u8>,
+    pub database: Option<String>,
+    pub charset: Option<u8>,
+    pub plugin: Option<String>,
+}
+
+pub fn parse_change_user(payload: &[u8], caps: u32) -> Result<ChangeUser, SessionError> {
+    let mut r = Reader::new(payload);
+    let m = SessionError::Malformed;
+    r.u8("command").map_err(m)?;
+    let user = String::from_utf8_lossy(r.nul_bytes("user").map_err(m)?).into_owned();
+    let auth_response = if caps & cap::SECURE_CONNECTION != 0 {
+        let n = r.u8("auth length").map_err(m)? as usize;
+        r.bytes(n, "auth response").map_err(m)?.to_vec()
+    } else {
+        r.nul_bytes("auth response").map_err(m)?.to_vec()
+    };
+    let db = r.nul_or_eof_bytes();
+    let database = (!db.is_empty()).then(|| String::from_utf8_lossy(db).into_owned());
+    let mut charset = None;
+    if r.remaining() >= 2 {
+        charset = Some(r.u16("charset").map_err(m)? as u8);
+    }
+    let mut plugin = None;
+    if caps & cap::PLUGIN_AUTH != 0 && !r.is_empty() {
+        plugin = Some(String::from_utf8_lossy(r.nul_or_eof_bytes()).into_owned());
+    }
+    Ok(ChangeUser {
+        user,
+        auth_response,
+        database,
+        charset,
+        plugin,
+    })
+}
+
+/// Checks a COM_CHANGE_USER answer against the connection's nonce.
+pub fn check_change_user(cu: &ChangeUser, password: &str, nonce: &[u8]) -> bool {
+    match cu.plugin.as_deref() {
+        Some(CACHING_SHA2_PASSWORD) => {
+            if password.is_empty() {
+                cu.auth_response.is_empty()
+            } else {
+                auth::verify_sha2(password.as_bytes(), nonce, &cu.auth_response)
+            }
+        }
+        _ => check_native(password, nonce, &cu.auth_response),
+    }
+}

@@ -1,0 +1,30 @@
+//! The proxy: client logins, sessions and their statements, the relay, the
+//! admin port, and starting it all ([`run`]). The `sextant` binary is a thin
+//! `main` around this library.
+//!
+//! A statement's path: `start` accepts the client and hands it to a worker
+//! thread; `session` reads each command, plans it (`sextant_routing::plan`),
+//! binds a server connection (`session/binding.rs`), and `relay` passes the
+//! answer back as bytes.
+
+mod admin;
+#[cfg(feature = "count-allocations")]
+pub mod alloc_count;
+mod client;
+pub mod errors;
+mod frontend;
+mod relay;
+mod session;
+mod shared;
+mod start;
+
+pub use shared::{Runtime, Shared, UserEntry};
+pub use start::{run, StartError};
+
+/// Without the `count-allocations` feature there is nothing to count.
+#[cfg(not(feature = "count-allocations"))]
+mod alloc_count {
+    pub fn counter() -> Option<&'static std::sync::atomic::AtomicU64> {
+        None
+    }
+}

@@ -1,0 +1,115 @@
+//! `sextant`: reads the command line and the config, then runs the proxy
+//! (the `sextant_proxy` library).
+
+use clap::{Parser, Subcommand};
+use sextant_config::Config;
+use std::path::PathBuf;
+
+#[cfg(feature = "count-allocations")]
+#[global_allocator]
+static ALLOCATOR: sextant_proxy::alloc_count::Counting = sextant_proxy::alloc_count::Counting;
+
+/// sextant - a MySQL-protocol proxy: read/write splitting, pooling, HA
+#[derive(Parser)]
+#[command(
+    name = "sextant",
+    version,
+    after_help = "Logging: RUST_LOG=info (default), debug, trace; or per module, e.g. RUST_LOG=sextant_proxy=debug."
+)]
+struct Cli {
+    /// The config file to run with.
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Only validate the config and explain every error.
+    #[arg(long, requires = "config")]
+    check: bool,
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Validate a config and explain every error.
+    CheckConfig { file: PathBuf },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let (path, check) = match (cli.command, cli.config) {
+        (Some(Cmd::CheckConfig { file }), _) => (file, true),
+        (None, Some(file)) => (file, cli.check),
+        (None, None) => {
+            eprintln!("sextant: no config file given (use --config FILE; --help for more)");
+            std::process::exit(2);
+        }
+    };
+    let config = match Config::load(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sextant: {e}");
+            std::process::exit(1);
+        }
+    };
+    if check {
+        println!(
+            "{}: OK ({} group(s), {} user(s))",
+            path.display(),
+            config.groups.len(),
+            config.users.len()
+        );
+        return;
+    }
+    raise_fd_limit();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let threads = if config.proxy.threads == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    } else {
+        config.proxy.threads
+    };
+    // Every thread runs a current-thread runtime, where the I/O driver and
+    // the sessions share the thread: a session lives on one thread from
+    // login to close, and nothing it does wakes another thread (measured:
+    // fewer context switches and less CPU per query than tokio's
+    // work-stealing runtime, and pipelined reads pass their server
+    // connection between sessions of one thread only). With one thread the
+    // sessions run beside the listener; with more, the main thread accepts
+    // and runs the monitors and the admin interface, and the sessions are
+    // dealt out to `threads` worker threads in turn.
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sextant: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = rt.block_on(sextant_proxy::run(config, threads)) {
+        eprintln!("sextant: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Every client and server connection is a file descriptor; the usual soft
+/// limit of 1024 would cap sextant far below its max_connections.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}

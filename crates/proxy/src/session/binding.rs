@@ -1,0 +1,256 @@
+//! Which server connection the session holds: choosing a server for a
+//! plan's target, borrowing a connection and bringing it to the session's
+//! state, holding it for the hold window, giving it back.
+
+use super::consistency::mono_ok;
+use super::Session;
+use crate::errors::SessionError;
+use sextant_backend::{Binding, Group, Lease, Role, Server, MAX_GROUP_SERVERS};
+use sextant_protocol::consts::status;
+use sextant_routing::{pick, SessionFacts, Target};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+impl Session {
+    /// What routing needs to know about the session.
+    pub(super) fn facts(&self) -> SessionFacts {
+        SessionFacts {
+            pinned: self.pinned(),
+            // With autocommit off every statement is part of a transaction
+            // even before the server reports one open: the server's
+            // AUTOCOMMIT status flag says so.
+            in_transaction: self.in_transaction() || self.status & status::AUTOCOMMIT == 0,
+            has_insert_id: self.last_insert_id != 0,
+        }
+    }
+
+    pub(super) fn in_transaction(&self) -> bool {
+        self.binding.in_transaction()
+    }
+
+    pub(super) fn pinned(&self) -> bool {
+        !self.pins.is_empty() || self.binding.in_transaction() || self.binding.opaque()
+    }
+
+    /// Makes sure a server connection suitable for `target` is attached and
+    /// carries the session's state.
+    pub(super) async fn attach(&mut self, target: Target) -> Result<(), SessionError> {
+        if let Some(a) = self.binding.direct() {
+            let fits = self.pinned()
+                || match target {
+                    Target::Primary => {
+                        a.server.role() == Role::Primary
+                            && (self.user.group.writer_count() <= 1
+                                || self.user.group.is_writer_for(
+                                    &a.server,
+                                    self.vars.schema.as_deref().unwrap_or("").as_bytes(),
+                                ))
+                    }
+                    // Right after a write, reads stay on the primary
+                    // connection: the session reads its own writes.
+                    Target::Replica => {
+                        let fresh = self.need.is_none_or(|g| {
+                            a.server.role() == Role::Primary
+                                || a.server.health.has_applied(g.pack())
+                        }) && (!self.mono
+                            || mono_ok(self.seen_us, self.sticky.as_ref(), &a.server));
+                        (self.user.group.takes_reads(&a.server) && fresh)
+                            || self.primary_reads_until.is_some_and(|t| Instant::now() < t)
+                    }
+                };
+            if fits {
+                self.hold_until = None;
+                return Ok(());
+            }
+            self.release();
+        }
+        let group = self.user.group.clone();
+        let server = match target {
+            Target::Primary => self.primary_of(&group).await?,
+            Target::Replica => match (self.pick_reader(), self.need) {
+                (Some(s), _) => s,
+                (None, Some(g)) if self.user.policy.causal_wait_ms > 0 => {
+                    if Box::pin(self.wait_on_replica(&group, g)).await {
+                        return Ok(());
+                    }
+                    self.primary_of(&group).await?
+                }
+                (None, _) => self.primary_of(&group).await?,
+            },
+        };
+        let conn = match server
+            .acquire(
+                &self.user.backend_user,
+                &self.user.backend_password,
+                self.flavor,
+            )
+            .await
+        {
+            Ok(c) => c,
+            Err(e) if target == Target::Replica && server.role() == Role::Replica => {
+                // A read never fails while the primary is up.
+                tracing::info!(server = %server.addr, "replica unavailable, reading from the primary: {e}");
+                let p = self.primary_of(&group).await?;
+                let c = p
+                    .acquire(
+                        &self.user.backend_user,
+                        &self.user.backend_password,
+                        self.flavor,
+                    )
+                    .await?;
+                self.binding = Binding::Direct(Lease::new(p, c));
+                return self.sync_attached().await;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        tracing::trace!(server = %server.addr, "attached");
+        self.binding = Binding::Direct(Lease::new(server, conn));
+        self.sync_attached().await
+    }
+
+    /// A server for a read by the balancing policy, among those that have
+    /// what the read must see (read_your_writes, monotonic).
+    pub(super) fn pick_reader(&mut self) -> Option<Arc<Server>> {
+        let group = &self.user.group;
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let need = self.need.map(|g| g.pack());
+        let (mono, seen_us) = (self.mono, self.seen_us);
+        let sticky = if mono { self.sticky.as_ref() } else { None };
+        let (weights, n) = read_weights(group);
+        let i = pick(
+            self.user.policy.balance,
+            &weights[..n],
+            |i| {
+                let s = &group.members[i];
+                s.load().filter(|_| {
+                    need.is_none_or(|g| s.role() == Role::Primary || s.health.has_applied(g))
+                        && (!mono || mono_ok(seen_us, sticky, s))
+                })
+            },
+            &mut self.cursor,
+            self.rng,
+        )?;
+        Some(group.members[i].clone())
+    }
+
+    /// read_your_writes with causal_wait_ms: no replica is known to have
+    /// the write yet, so wait on one (MASTER_GTID_WAIT) for up to
+    /// causal_wait_ms. True when it caught up and is now attached.
+    async fn wait_on_replica(
+        &mut self,
+        group: &Arc<Group>,
+        g: sextant_backend::gtid::Gtid,
+    ) -> bool {
+        let (weights, n) = read_weights(group);
+        let Some(i) = pick(
+            self.user.policy.balance,
+            &weights[..n],
+            |i| {
+                group.members[i]
+                    .load()
+                    .filter(|_| group.members[i].role() == Role::Replica)
+            },
+            &mut self.cursor,
+            self.rng,
+        ) else {
+            return false;
+        };
+        let server = group.members[i].clone();
+        let Ok(conn) = server
+            .acquire(
+                &self.user.backend_user,
+                &self.user.backend_password,
+                self.flavor,
+            )
+            .await
+        else {
+            return false;
+        };
+        // Returned to the pool on any path that does not keep it.
+        let mut lease = Lease::new(server, conn);
+        let secs = self.user.policy.causal_wait_ms as f64 / 1000.0;
+        let sql = g.wait_sql(secs);
+        let caught_up = matches!(
+            lease.conn_mut().query_internal(&sql).await.as_deref(),
+            Ok([row]) if row.first().and_then(|v| v.as_deref()) == Some("0")
+        );
+        if caught_up {
+            self.binding = Binding::Direct(lease);
+            return self.sync_attached().await.is_ok();
+        }
+        false
+    }
+
+    /// The group's primary, waiting up to its primary_wait_ms when none is
+    /// known (switchover in progress, split brain).
+    async fn primary_of(&self, group: &Arc<Group>) -> Result<Arc<Server>, SessionError> {
+        let schema = self.vars.schema.as_deref().unwrap_or("").as_bytes();
+        if let Some(p) = group.writer_for(schema) {
+            return Ok(p.clone());
+        }
+        let deadline = Instant::now() + group.primary_wait;
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if let Some(p) = group.writer_for(schema) {
+                return Ok(p.clone());
+            }
+        }
+        Err(SessionError::NoPrimary {
+            group: group.name.to_string(),
+            waited_ms: group.primary_wait.as_millis() as u64,
+        })
+    }
+
+    async fn sync_attached(&mut self) -> Result<(), SessionError> {
+        let Some(a) = self.binding.direct_mut() else {
+            return Ok(());
+        };
+        if a.conn().vars != self.vars {
+            if let Err(e) = Box::pin(a.conn_mut().sync_to(&self.vars)).await {
+                self.detach_discard();
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// After a statement: keep the connection if the session is pinned,
+    /// hold it briefly otherwise.
+    pub(super) fn after_statement(&mut self) {
+        if !self.binding.is_bound() || self.pinned() {
+            self.hold_until = None;
+            return;
+        }
+        let waiters = self.binding.leases().any(|a| a.server.has_waiters());
+        if self.hold.is_zero() || waiters {
+            self.release();
+        } else {
+            self.hold_until = Some(Instant::now() + self.hold);
+        }
+    }
+
+    /// Gives the held connection(s) back to their pools.
+    pub(super) fn release(&mut self) {
+        self.hold_until = None;
+        self.binding.release();
+    }
+
+    /// Closes the held connection(s): their state is unknown.
+    pub(super) fn detach_discard(&mut self) {
+        self.hold_until = None;
+        self.binding.discard();
+    }
+}
+
+/// Each member's read weight by its current role, on the stack.
+fn read_weights(group: &Group) -> ([u32; MAX_GROUP_SERVERS], usize) {
+    let mut w = [0u32; MAX_GROUP_SERVERS];
+    let n = group.members.len().min(MAX_GROUP_SERVERS);
+    for (i, slot) in w.iter_mut().enumerate().take(n) {
+        *slot = group.read_weight(i);
+    }
+    (w, n)
+}

@@ -1,0 +1,206 @@
+//! The command loop: read a command, dispatch it, and the commands that
+//! start the session over (COM_RESET_CONNECTION, COM_CHANGE_USER).
+
+use super::{Pins, Session};
+use crate::errors::SessionError;
+use crate::frontend;
+use sextant_backend::SessionVars;
+use sextant_protocol::codec::{write_packet, Reader};
+use sextant_protocol::consts::{cap, com, status};
+use sextant_protocol::packets::write_simple_ok;
+use sextant_protocol::tracker::Expect;
+use sextant_routing::Target;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+pub(super) enum Flow {
+    Continue,
+    Quit,
+}
+
+impl Session {
+    pub(super) async fn serve(&mut self) {
+        loop {
+            if let Some(deadline) = self.hold_until {
+                if self.client.rbuf.is_empty() {
+                    // fill() is cancel-safe (read_buf), for TLS too: bytes
+                    // are either in rbuf or still in the stream.
+                    tokio::select! {
+                        r = self.client.fill() => {
+                            if r.is_err() {
+                                return;
+                            }
+                        }
+                        _ = tokio::time::sleep_until(deadline) => {
+                            self.release();
+                            continue;
+                        }
+                    }
+                }
+            }
+            let mut payload = std::mem::take(&mut self.payload);
+            let r = self.client.read_packet(&mut payload).await;
+            let flow = match r {
+                Ok(0) => self.command(&payload).await,
+                Ok(seq) => Err(SessionError::OutOfOrder {
+                    expected: 0,
+                    got: seq,
+                }),
+                Err(e) => Err(e),
+            };
+            self.payload = payload;
+            if let Err(SessionError::PacketTooLarge { .. }) = &flow {
+                // Read what the client is still sending, so that closing
+                // does not reset the connection before it reads the error.
+                self.client.drain_for(Duration::from_millis(500)).await;
+            }
+            match flow {
+                Ok(Flow::Continue) => {}
+                Ok(Flow::Quit) => return,
+                Err(e) => {
+                    match &e {
+                        SessionError::ClientClosed | SessionError::ClientIo(_) => {
+                            tracing::debug!("client gone: {e}");
+                        }
+                        _ => {
+                            tracing::info!("closing session: {e}");
+                            self.shared
+                                .counters
+                                .client_errors
+                                .fetch_add(1, Ordering::Relaxed);
+                            let _ = self.client.send_error(1, &e).await;
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Handles one command. Errors returned here end the session; errors
+    /// the client can live with are sent as error packets and the session
+    /// goes on.
+    async fn command(&mut self, p: &[u8]) -> Result<Flow, SessionError> {
+        let Some(&cmd) = p.first() else {
+            return Err(SessionError::Malformed(
+                sextant_protocol::ProtoError::Truncated("command"),
+            ));
+        };
+        self.shared.counters.queries.fetch_add(1, Ordering::Relaxed);
+        match cmd {
+            com::QUIT => return Ok(Flow::Quit),
+            com::PING => {
+                write_simple_ok(&mut self.client.out, 1, self.status);
+                self.client.flush().await?;
+            }
+            com::QUERY => self.query(p).await?,
+            com::INIT_DB | com::FIELD_LIST | com::STATISTICS => {
+                let expect = match cmd {
+                    com::FIELD_LIST => Expect::FieldList,
+                    _ => Expect::Single,
+                };
+                self.forward(Target::Primary, p, expect, None).await?;
+                self.after_statement();
+            }
+            com::SET_OPTION => {
+                let mut r = Reader::new(p);
+                r.u8("command").map_err(SessionError::Malformed)?;
+                match r.u16("option").map_err(SessionError::Malformed)? {
+                    0 => self.vars.multi_statements = true,
+                    1 => self.vars.multi_statements = false,
+                    _ => {
+                        return self
+                            .reply_error(SessionError::UnknownCommand(cmd))
+                            .await
+                            .map(|_| Flow::Continue)
+                    }
+                }
+                self.local_eof().await?;
+            }
+            com::RESET_CONNECTION => {
+                Box::pin(self.reset_session()).await;
+                write_simple_ok(&mut self.client.out, 1, self.status);
+                self.client.flush().await?;
+            }
+            com::CHANGE_USER => Box::pin(self.change_user(p)).await?,
+            com::STMT_PREPARE => self.prepare(p).await?,
+            com::STMT_EXECUTE => self.execute(p).await?,
+            com::STMT_SEND_LONG_DATA => self.long_data(p).await?,
+            com::STMT_CLOSE => self.stmt_close(p)?,
+            com::STMT_RESET => self.stmt_reset(p).await?,
+            com::STMT_FETCH => self.fetch(p).await?,
+            other => {
+                self.reply_error(SessionError::UnknownCommand(other))
+                    .await?
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// COM_RESET_CONNECTION: the session starts over, keeping its user and
+    /// database. A connection carrying state that cannot be undone by
+    /// replaying variables is reset on the server too.
+    async fn reset_session(&mut self) {
+        if self.pinned() {
+            if let Some(a) = self.binding.direct_mut() {
+                if a.conn_mut().reset().await.is_err() {
+                    self.detach_discard();
+                }
+            }
+        }
+        self.release();
+        self.pins = Pins::empty();
+        self.stmts.clear();
+        self.last_insert_id = 0;
+        self.last_insert_conn = None;
+        let schema = self.vars.schema.take();
+        self.vars = SessionVars {
+            schema,
+            multi_statements: self.flavor.caps & cap::MULTI_STATEMENTS != 0,
+            ..Default::default()
+        };
+        self.status = status::AUTOCOMMIT;
+    }
+
+    async fn change_user(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let cu = frontend::parse_change_user(
+            p,
+            self.flavor.caps | cap::SECURE_CONNECTION | cap::PLUGIN_AUTH,
+        )?;
+        let user = self.shared.runtime().users.get(&cu.user).cloned();
+        let ok = user
+            .as_ref()
+            .is_some_and(|u| frontend::check_change_user(&cu, &u.password, &self.nonce));
+        let Some(user) = user.filter(|_| ok) else {
+            let e = SessionError::AccessDenied {
+                user: cu.user.clone(),
+                host: frontend::client_host(&self.client),
+                using_password: !cu.auth_response.is_empty(),
+            };
+            self.client.send_error(1, &e).await?;
+            return Err(SessionError::ClientClosed);
+        };
+        Box::pin(self.reset_session()).await;
+        tracing::Span::current().record("user", user.name.as_str());
+        self.user = user;
+        if let Some(cs) = cu.charset {
+            self.flavor.charset = cs;
+        }
+        self.vars.schema = cu.database.map(|d| d.into());
+        let mut seq = 1;
+        if cu.plugin.as_deref() == Some(sextant_protocol::consts::CACHING_SHA2_PASSWORD) {
+            write_packet(&mut self.client.out, seq, &[0x01, 0x03]);
+            seq += 1;
+        }
+        if self.vars.schema.is_some() {
+            if let Err(e) = self.attach(Target::Primary).await {
+                self.client.out.clear();
+                self.vars.schema = None;
+                return self.client.send_error(1, &e).await;
+            }
+            self.after_statement();
+        }
+        write_simple_ok(&mut self.client.out, seq, self.status);
+        self.client.flush().await
+    }
+}

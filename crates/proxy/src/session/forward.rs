@@ -1,0 +1,356 @@
+//! Sending a statement to a server and relaying its answer, and the one
+//! loop that runs a statement again when its plan allows and nothing of
+//! its answer reached the client.
+
+use super::query::Busy;
+use super::{Pins, Session};
+use crate::client::Client;
+use crate::errors::SessionError;
+use crate::relay::{relay, RelayError, RelayOpts, RelayResult};
+use sextant_backend::{BackendConn, Server};
+use sextant_protocol::codec::write_packet;
+use sextant_protocol::consts::status;
+use sextant_protocol::tracker::Expect;
+use sextant_routing::{Plan, Retry, Target};
+use tokio::time::Instant;
+
+/// Attempts at a statement whose plan allows retries (the last one is not
+/// armed: its failure is reported).
+const ATTEMPTS: usize = 3;
+
+/// How one attempt at a statement ended.
+pub(super) enum Outcome {
+    /// The answer reached the client.
+    Done(RelayResult),
+    /// Nothing reached the client, and the plan lets it run again.
+    Retry(RetryReason),
+    /// It did not run to the end, and the client has been told.
+    Reported,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum RetryReason {
+    /// The server failed before any byte of the answer.
+    ServerFailed,
+    /// The server answered only that it is read-only: a switchover the
+    /// monitor has not seen yet. Nothing ran.
+    ReadOnly,
+    /// A pipelined connection failed before this statement's answer began.
+    PipeBroken,
+}
+
+/// What a plan runs: its command's payload.
+#[derive(Clone, Copy)]
+pub(super) enum Work<'p> {
+    Query(&'p [u8]),
+    Execute { id: u32, payload: &'p [u8] },
+}
+
+impl Session {
+    /// Runs a planned statement, again on another server as long as its
+    /// plan allows and an attempt asks for it. None: it did not run to the
+    /// end (the client has been told why).
+    pub(super) async fn run_plan(
+        &mut self,
+        plan: &Plan,
+        work: Work<'_>,
+    ) -> Result<Option<RelayResult>, SessionError> {
+        for attempt in 0..ATTEMPTS {
+            self.retry = if attempt + 1 < ATTEMPTS {
+                plan.retry
+            } else {
+                Retry::Never
+            };
+            let outcome = match work {
+                Work::Query(p) => self.query_once(plan, p, attempt == 0).await,
+                Work::Execute { id, payload } => self.execute_once(plan, id, payload).await,
+            };
+            self.retry = Retry::Never;
+            match outcome? {
+                Outcome::Done(r) => return Ok(Some(r)),
+                Outcome::Reported => return Ok(None),
+                Outcome::Retry(why) => tracing::info!(
+                    attempt,
+                    ?why,
+                    "statement failed before any result reached the client; retrying"
+                ),
+            }
+        }
+        Ok(None)
+    }
+
+    /// One attempt at a text statement: on a pipe when the plan allows and
+    /// the moment suits, else on the session's own connection.
+    async fn query_once(
+        &mut self,
+        plan: &Plan,
+        p: &[u8],
+        first: bool,
+    ) -> Result<Outcome, SessionError> {
+        if plan.pipeline
+            && first
+            && p.len() < sextant_backend::pipe::MAX_REQUEST
+            && Busy::has_company()
+        {
+            if let Some(o) = self.forward_pipelined(p).await? {
+                return Ok(o);
+            }
+        }
+        self.forward(plan.target, p, Expect::Query, None).await
+    }
+
+    /// Sends `payload` as a command to a server of `target` and relays the
+    /// answer.
+    pub(super) async fn forward(
+        &mut self,
+        target: Target,
+        payload: &[u8],
+        expect: Expect,
+        client_stmt_id: Option<u32>,
+    ) -> Result<Outcome, SessionError> {
+        if let Err(e) = self.attach(target).await {
+            self.reply_error(e).await?;
+            return Ok(Outcome::Reported);
+        }
+        self.scratch.clear();
+        write_packet(&mut self.scratch, 0, payload);
+        self.send_and_relay(expect, client_stmt_id).await
+    }
+
+    /// A plain read on a pipelined connection shared with other sessions'
+    /// reads (pipe.rs). None: no pipe could take it (the caller sends it
+    /// the usual way).
+    async fn forward_pipelined(&mut self, payload: &[u8]) -> Result<Option<Outcome>, SessionError> {
+        if self.binding.is_bound() {
+            // Right after a write, reads stay on the held primary
+            // connection (read_your_writes without a replica wait).
+            if self.pinned() || self.primary_reads_until.is_some_and(|t| Instant::now() < t) {
+                return Ok(None);
+            }
+            self.release();
+        }
+        let Some(server) = self.pick_reader() else {
+            return Ok(None);
+        };
+        let Some(pipe) = Box::pin(server.pipe(
+            &self.user.backend_user,
+            &self.user.backend_password,
+            self.flavor,
+            &self.vars,
+        ))
+        .await
+        else {
+            return Ok(None);
+        };
+        self.scratch.clear();
+        write_packet(&mut self.scratch, 0, payload);
+        let Some(turn) = pipe.submit(&self.scratch).await else {
+            return Ok(None);
+        };
+        let Ok(mut conn) = turn.await else {
+            // The connection failed before this answer began: the read
+            // may or may not have run, and runs again elsewhere (only
+            // reads that may run twice are pipelined).
+            pipe.abandon();
+            return Ok(Some(Outcome::Retry(RetryReason::PipeBroken)));
+        };
+        let opts = RelayOpts {
+            session_track: self.session_track,
+            deprecate_eof: self.deprecate_eof,
+            client_stmt_id: None,
+            hold_read_only_error: false,
+        };
+        let timed = self.user.policy.balance == sextant_config::Balance::LeastLatency;
+        let relayed = relay_counted(
+            &mut self.client,
+            &mut conn,
+            &server,
+            timed,
+            Expect::Query,
+            &opts,
+        )
+        .await;
+        match relayed {
+            Ok(res) => {
+                self.status = res.status & !status::SESSION_STATE_CHANGED;
+                // A read leaves a connection as it found it; if this one
+                // did not, the connection is no longer the pipe's state.
+                let clean = !res.connection_ending
+                    && !res.vars_changed
+                    && !conn.track.opaque
+                    && !conn.track.charset_changed
+                    && conn.track.last_gtid.is_none()
+                    && !conn.in_transaction();
+                if !clean {
+                    tracing::debug!(server = %server.addr, "a pipelined read changed its connection's state: closing the pipe");
+                    server.close_pipe(&pipe, Some(conn));
+                } else if let Some(conn) = pipe.pass(conn) {
+                    server.close_pipe(&pipe, Some(conn));
+                }
+                Ok(Some(Outcome::Done(res)))
+            }
+            Err(e @ RelayError::Server { .. }) => {
+                server.close_pipe(&pipe, Some(conn));
+                self.server_failed(&server, e).await.map(Some)
+            }
+            Err(client) => {
+                // The answer was cut off mid-way: the connection's position
+                // in the stream is lost for the sessions behind.
+                server.close_pipe(&pipe, Some(conn));
+                Err(client_failed(client))
+            }
+        }
+    }
+
+    /// Sends what is in `scratch` to the attached connection and relays the
+    /// answer.
+    pub(super) async fn send_and_relay(
+        &mut self,
+        expect: Expect,
+        client_stmt_id: Option<u32>,
+    ) -> Result<Outcome, SessionError> {
+        let Some(a) = self.binding.direct_mut() else {
+            return Ok(Outcome::Reported);
+        };
+        if let Err(e) = a.conn_mut().write_raw(&self.scratch).await {
+            let addr = a.server.addr.to_string();
+            a.server.mark_unreachable(&e.to_string());
+            self.detach_discard();
+            if self.retry == Retry::Read {
+                return Ok(Outcome::Retry(RetryReason::ServerFailed));
+            }
+            self.reply_error(SessionError::BackendLost {
+                addr,
+                reason: e.to_string(),
+            })
+            .await?;
+            return Ok(Outcome::Reported);
+        }
+        let opts = RelayOpts {
+            session_track: self.session_track,
+            deprecate_eof: self.deprecate_eof,
+            client_stmt_id,
+            hold_read_only_error: self.retry == Retry::WriteAfterSwitchover,
+        };
+        let timed = self.user.policy.balance == sextant_config::Balance::LeastLatency;
+        let (server, conn) = a.parts();
+        let relayed = relay_counted(&mut self.client, conn, server, timed, expect, &opts).await;
+        match relayed {
+            Ok(res) if res.read_only_rejected => {
+                // The server became read-only (a switchover the monitor has
+                // not seen yet). Nothing ran: the write waits for the new
+                // primary and runs there.
+                tracing::info!(server = %a.server.addr, "server answered read-only to a write: following the switchover now");
+                a.server.health.set_writable(false);
+                self.user.group.follow();
+                self.release();
+                Ok(Outcome::Retry(RetryReason::ReadOnly))
+            }
+            Ok(res) => {
+                self.status = res.status & !status::SESSION_STATE_CHANGED;
+                if res.connection_ending {
+                    tracing::info!(server = %a.server.addr, "the server ended a connection");
+                    self.detach_discard();
+                    self.pins = Pins::empty();
+                    return Ok(Outcome::Done(res));
+                }
+                let conn = a.conn_mut();
+                if conn.track.charset_changed && Box::pin(conn.refresh_collation()).await.is_err() {
+                    self.detach_discard();
+                    return Ok(Outcome::Done(res));
+                }
+                if res.vars_changed {
+                    self.vars.clone_from(&conn.vars);
+                }
+                let wrote = conn.track.last_gtid.take();
+                if conn.track.opaque {
+                    self.pins.insert(Pins::OPAQUE);
+                }
+                if let Some(g) = wrote {
+                    self.note_write(g);
+                }
+                Ok(Outcome::Done(res))
+            }
+            Err(e @ RelayError::Server { .. }) => {
+                let server = a.server.clone();
+                // The connection's state is unknown: it is closed, and the
+                // session's server-side state (transaction, pins) is gone.
+                self.detach_discard();
+                self.pins = Pins::empty();
+                self.server_failed(&server, e).await
+            }
+            Err(client) => {
+                self.detach_discard();
+                Err(client_failed(client))
+            }
+        }
+    }
+
+    /// After a server connection failed during a statement (and was
+    /// closed): a read nothing of which reached the client is retried;
+    /// otherwise the client is told, or, if its stream stopped inside a
+    /// packet, the session ends.
+    async fn server_failed(
+        &mut self,
+        server: &Server,
+        e: RelayError,
+    ) -> Result<Outcome, SessionError> {
+        let RelayError::Server {
+            reason,
+            started,
+            mid_packet,
+            next_seq,
+        } = e
+        else {
+            return Err(client_failed(e));
+        };
+        let addr = server.addr.to_string();
+        tracing::warn!(server = %addr, "server connection failed during a statement: {reason}");
+        if !started {
+            server.mark_unreachable(&reason);
+        }
+        if !started && self.retry == Retry::Read {
+            return Ok(Outcome::Retry(RetryReason::ServerFailed));
+        }
+        let e = SessionError::BackendLost { addr, reason };
+        if mid_packet {
+            return Err(e);
+        }
+        let seq = if started { next_seq } else { 1 };
+        self.client.send_error(seq, &e).await?;
+        Ok(Outcome::Reported)
+    }
+}
+
+/// Relays one answer, counting the statement in flight on its server
+/// and, when `timed`, timing it. Response times feed only least_latency
+/// balancing: no clock reads per statement otherwise.
+async fn relay_counted(
+    client: &mut Client,
+    conn: &mut BackendConn,
+    server: &Server,
+    timed: bool,
+    expect: Expect,
+    opts: &RelayOpts,
+) -> Result<RelayResult, RelayError> {
+    let started = timed.then(std::time::Instant::now);
+    server.health.statement_started();
+    let relayed = relay(client, conn, expect, opts).await;
+    let elapsed_us = started
+        .filter(|_| relayed.is_ok())
+        .map(|t| t.elapsed().as_micros() as u64);
+    server.health.statement_finished(elapsed_us);
+    relayed
+}
+
+/// The session error for a relay that failed on the client's side.
+fn client_failed(e: RelayError) -> SessionError {
+    match e {
+        RelayError::Client(e) => SessionError::ClientIo(e),
+        RelayError::ClientClosed => SessionError::ClientClosed,
+        RelayError::Server { reason, .. } => SessionError::BackendLost {
+            addr: String::new(),
+            reason,
+        },
+    }
+}

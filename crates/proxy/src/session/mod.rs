@@ -1,0 +1,264 @@
+//! One client session: from login to close.
+//!
+//! A session owns no server connection. It borrows one for a statement (or
+//! a transaction, or while state that cannot move lives on it), keeps it for
+//! `hold_ms` after the statement so back-to-back statements do not churn the
+//! pool, then gives it back. Before a borrowed connection runs anything, its
+//! session state (database, variables, character set) is made equal to the
+//! client's.
+//!
+//! Each statement is planned by `sextant_routing::plan` (a value: target,
+//! rule, consistency requirement, retry and pipelining eligibility) and the
+//! session carries the plan out. One file per concern:
+//!
+//! - `command.rs`: the command loop, and the commands that reset or switch
+//!   the session.
+//! - `query.rs`: a COM_QUERY, top to bottom.
+//! - `prepared.rs`: prepared statements (prepare, execute, long data,
+//!   cursors).
+//! - `consistency.rs`: what a read must see (own writes, monotonic) and
+//!   what the session remembers for that.
+//! - `binding.rs`: which server connection the session holds, choosing a
+//!   server, and bringing a connection to the session's state.
+//! - `forward.rs`: sending a statement and relaying its answer; the one
+//!   retry loop.
+
+mod binding;
+mod command;
+mod consistency;
+mod forward;
+mod prepared;
+mod query;
+
+use crate::client::Client;
+use crate::errors::SessionError;
+use crate::frontend::{self, Login};
+use crate::shared::{Shared, UserEntry};
+use sextant_backend::gtid::Gtid;
+use sextant_backend::{Binding, Flavor, Server, SessionVars};
+use sextant_protocol::consts::{cap, status};
+use sextant_protocol::packets::{write_eof, write_ok, OkPacket};
+use sextant_routing::{Cursor, Retry, Target};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+bitflags::bitflags! {
+    /// Reasons a session must keep its server connection.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    struct Pins: u8 {
+        /// User variables, temporary tables, named locks, SQL PREPARE,
+        /// HANDLER, or anything else the server said changed and sextant
+        /// cannot replay.
+        const OPAQUE = 1;
+        const LOCK_TABLES = 1 << 1;
+        const CURSOR = 1 << 2;
+        const LONG_DATA = 1 << 3;
+        /// SET TRANSACTION applies to the next transaction of this
+        /// connection.
+        const NEXT_TRX = 1 << 4;
+        /// SQL_CALC_FOUND_ROWS: FOUND_ROWS() must run on the same
+        /// connection.
+        const FOUND_ROWS = 1 << 5;
+    }
+}
+
+pub struct Session {
+    shared: Arc<Shared>,
+    client: Client,
+    user: Arc<UserEntry>,
+    flavor: Flavor,
+    session_track: bool,
+    deprecate_eof: bool,
+    nonce: [u8; 20],
+    vars: SessionVars,
+    /// The server connection(s) the session holds.
+    binding: Binding,
+    hold_until: Option<Instant>,
+    hold: Duration,
+    /// Until then, reads may use the held primary connection: they follow a
+    /// write of this session, which replicas may not have yet.
+    primary_reads_until: Option<Instant>,
+    pins: Pins,
+    stmts: HashMap<u32, prepared::ClientStmt>,
+    next_stmt_id: u32,
+    cursor: Cursor,
+    /// xorshift state for weighted random picks (per session: no lock).
+    rng: u64,
+    payload: Vec<u8>,
+    scratch: Vec<u8>,
+    /// Status flags for answers sextant makes itself.
+    status: u16,
+    /// The last id this session's writes generated, and the server
+    /// connection (address, id) where LAST_INSERT_ID() returns it.
+    last_insert_id: u64,
+    last_insert_conn: Option<(Arc<str>, u32)>,
+    /// The retry the current attempt of a statement may ask for (its
+    /// plan's, except on the last attempt); Never between statements.
+    retry: Retry,
+    /// The GTID of this session's last write.
+    last_write: Option<Gtid>,
+    /// While a statement is being placed: the write its read must see
+    /// (read_your_writes), if any.
+    need: Option<Gtid>,
+    /// While a statement is being placed: it must not read older data than
+    /// the session has seen (monotonic).
+    mono: bool,
+    /// monotonic: the server of the session's last read, and when (sextant's
+    /// clock, microseconds) that read ended. Whatever it saw, the primary
+    /// had committed by then; a server that has applied a later heartbeat
+    /// has it too.
+    sticky: Option<Arc<Server>>,
+    seen_us: i64,
+}
+
+impl Session {
+    /// Logs the client in and serves it until it leaves.
+    pub async fn run(shared: Arc<Shared>, mut client: Client, conn_id: u32) {
+        // The runtime current at login: a reload later changes nothing for
+        // this session (its user entry holds its group and pools).
+        let rt = shared.runtime.load_full();
+        let timeout = Duration::from_millis(rt.config.proxy.handshake_timeout_ms);
+        let login = match tokio::time::timeout(
+            timeout,
+            Box::pin(frontend::login(
+                &mut client,
+                &*rt,
+                &shared.auth,
+                &shared.server_version,
+                conn_id,
+            )),
+        )
+        .await
+        {
+            Ok(Ok(l)) => l,
+            Ok(Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_)))) => {
+                tracing::debug!(error = %e, "client left during login");
+                return;
+            }
+            Ok(Err(e)) => {
+                tracing::info!(error = %e, "login failed");
+                shared
+                    .counters
+                    .client_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                // The error follows the last packet the client sent (after
+                // an SSLRequest or an auth switch that is not 1).
+                let seq = client.last_seq.wrapping_add(1);
+                let _ = client.send_error(seq, &e).await;
+                return;
+            }
+            Err(_) => {
+                let e = SessionError::Handshake(format!(
+                    "no complete login within {} ms",
+                    timeout.as_millis()
+                ));
+                tracing::info!("{e}");
+                let seq = client.last_seq.wrapping_add(1);
+                let _ = client.send_error(seq, &e).await;
+                return;
+            }
+        };
+        let Some(user) = rt.users.get(&login.user).cloned() else {
+            return;
+        };
+        let hold = Duration::from_millis(rt.config.routing.hold_ms);
+        drop(rt);
+        let mut s = Session::new(shared, client, user, &login, hold);
+        if let Some(db) = login.database.clone() {
+            s.vars.schema = Some(db.into());
+            // Check the database now, as a server would at login.
+            if let Err(e) = s.attach(Target::Primary).await {
+                s.detach_discard();
+                let _ = s.client.send_error(login.seq, &e).await;
+                return;
+            }
+            s.release();
+        }
+        frontend::send_ok(&mut s.client, login.seq);
+        if s.client.flush().await.is_err() {
+            return;
+        }
+        tracing::Span::current().record("user", s.user.name.as_str());
+        tracing::debug!("client logged in");
+        s.serve().await;
+        s.close();
+    }
+
+    fn new(
+        shared: Arc<Shared>,
+        client: Client,
+        user: Arc<UserEntry>,
+        login: &Login,
+        hold: Duration,
+    ) -> Self {
+        let flavor = Flavor::new(login.caps, login.charset);
+        Session {
+            vars: SessionVars {
+                multi_statements: login.caps & cap::MULTI_STATEMENTS != 0,
+                ..Default::default()
+            },
+            session_track: login.caps & cap::SESSION_TRACK != 0,
+            deprecate_eof: login.caps & cap::DEPRECATE_EOF != 0,
+            nonce: login.nonce,
+            flavor,
+            shared,
+            client,
+            user,
+            binding: Binding::Unbound,
+            hold_until: None,
+            hold,
+            primary_reads_until: None,
+            pins: Pins::empty(),
+            stmts: HashMap::new(),
+            next_stmt_id: 1,
+            cursor: Cursor {
+                rr: rand::random::<u32>() as u64,
+                percent_acc: 0,
+            },
+            rng: rand::random::<u64>() | 1,
+            payload: Vec::with_capacity(256),
+            scratch: Vec::new(),
+            status: status::AUTOCOMMIT,
+            last_insert_id: 0,
+            last_insert_conn: None,
+            retry: Retry::Never,
+            last_write: None,
+            need: None,
+            mono: false,
+            sticky: None,
+            seen_us: 0,
+        }
+    }
+
+    fn close(&mut self) {
+        // A connection with a transaction or opaque state is closed by
+        // the pool when it comes back; a clean one is kept.
+        if !self.pins.is_empty() {
+            self.detach_discard();
+        } else {
+            self.release();
+        }
+    }
+
+    async fn reply_error(&mut self, e: SessionError) -> Result<(), SessionError> {
+        tracing::debug!("error for client: {e}");
+        self.client.send_error(1, &e).await
+    }
+
+    async fn local_eof(&mut self) -> Result<(), SessionError> {
+        if self.deprecate_eof {
+            let ok = OkPacket {
+                header: 0xfe,
+                status: self.status,
+                ..Default::default()
+            };
+            write_ok(&mut self.client.out, 1, &ok, false);
+        } else {
+            write_eof(&mut self.client.out, 1, self.status);
+        }
+        self.client.flush().await
+    }
+}

@@ -1,0 +1,320 @@
+//! Prepared statements. A client's statement id maps to its SQL and the
+//! route planned at prepare; each server connection prepares it on first
+//! use (backend/conn.rs keeps them per connection), and parameter types the
+//! client sent once are replayed to connections that have not seen them.
+
+use super::forward::{Outcome, Work};
+use super::{Pins, Session};
+use crate::errors::SessionError;
+use sextant_protocol::codec::{write_packet, Reader};
+use sextant_protocol::consts::{cursor, status};
+use sextant_protocol::packets::write_simple_ok;
+use sextant_protocol::tracker::Expect;
+use sextant_routing::{plan, plan_execute, Command, Plan, Prepared, Target};
+use sextant_sql::classify;
+use std::sync::Arc;
+use tokio::time::Instant;
+
+pub(super) struct ClientStmt {
+    sql: Arc<[u8]>,
+    params: u16,
+    /// Where the statement goes when the session is free (hints, locking
+    /// and read-only-ness decided once, at prepare).
+    route: Prepared,
+    /// Parameter types from the last execute that sent them; replayed to a
+    /// server connection that has not seen them yet.
+    types: Vec<u8>,
+}
+
+impl Session {
+    pub(super) async fn prepare(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let sql: Arc<[u8]> = Arc::from(&p[1..]);
+        let c = classify(&sql);
+        let route = Prepared::new(&c, &self.user.policy);
+        let plan = plan(
+            &c,
+            self.facts(),
+            &self.user.policy,
+            self.user.group.plan_facts(),
+            Command::Prepare,
+            &mut self.cursor,
+        );
+        self.require(&plan);
+        let id = self.next_stmt_id;
+        let res = self
+            .forward(plan.target, p, Expect::Prepare, Some(id))
+            .await;
+        self.need = None;
+        let Outcome::Done(res) = res? else {
+            return Ok(());
+        };
+        if let Some((server_id, columns, params)) = res.prepared {
+            self.next_stmt_id = self.next_stmt_id.wrapping_add(1).max(1);
+            if let Some(a) = self.binding.direct_mut() {
+                if a.conn_mut()
+                    .adopt_stmt(sql.clone(), server_id, params, columns)
+                    .await
+                    .is_err()
+                {
+                    self.detach_discard();
+                }
+            }
+            self.stmts.insert(
+                id,
+                ClientStmt {
+                    sql,
+                    params,
+                    route,
+                    types: Vec::new(),
+                },
+            );
+        }
+        self.after_statement();
+        Ok(())
+    }
+
+    pub(super) async fn execute(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let id = stmt_id(p)?;
+        let Some(st) = self.stmts.get(&id) else {
+            return self
+                .reply_error(SessionError::UnknownStatement {
+                    id,
+                    command: "mysqld_stmt_execute",
+                })
+                .await;
+        };
+        let plan = plan_execute(
+            &st.route,
+            self.facts(),
+            &self.user.policy,
+            self.user.group.plan_facts(),
+        );
+        self.require(&plan);
+        let r = self.run_plan(&plan, Work::Execute { id, payload: p }).await;
+        self.read_done();
+        r.map(|_| ())
+    }
+
+    /// One attempt at an execute: a connection for the plan's target, the
+    /// statement prepared there, the packet rewritten with the server's
+    /// statement id (and the parameter types, if this server statement
+    /// never got them).
+    pub(super) async fn execute_once(
+        &mut self,
+        plan: &Plan,
+        id: u32,
+        p: &[u8],
+    ) -> Result<Outcome, SessionError> {
+        let Some((server_id, types_sent)) = self.attach_for_stmt(plan.target, id).await? else {
+            return Ok(Outcome::Reported);
+        };
+        let Some(st) = self.stmts.get_mut(&id) else {
+            return Ok(Outcome::Reported);
+        };
+        let flags = *p.get(5).ok_or(SessionError::Malformed(
+            sextant_protocol::ProtoError::Truncated("execute flags"),
+        ))?;
+        // Layout: cmd, id(4), flags(1), iterations(4), null bitmap,
+        // new-params-bound(1), types(2n), values. The packet is rebuilt in
+        // the session's scratch buffer.
+        let n = st.params as usize;
+        let bitmap_end = 10 + n.div_ceil(8);
+        let mut inject_types = false;
+        let mut sent_types = false;
+        if n > 0 && p.len() > bitmap_end {
+            let bound = p[bitmap_end];
+            if bound == 1 && p.len() >= bitmap_end + 1 + 2 * n {
+                st.types.clear();
+                st.types
+                    .extend_from_slice(&p[bitmap_end + 1..bitmap_end + 1 + 2 * n]);
+                sent_types = true;
+            } else if bound == 0 && !types_sent && st.types.len() == 2 * n {
+                inject_types = true;
+                sent_types = true;
+            }
+        }
+        let len = p.len() + if inject_types { 2 * n } else { 0 };
+        self.scratch.clear();
+        if len < sextant_protocol::codec::MAX_PAYLOAD {
+            let at = sextant_protocol::codec::begin_packet(&mut self.scratch);
+            if inject_types {
+                self.scratch.extend_from_slice(&p[..bitmap_end]);
+                self.scratch.push(1);
+                self.scratch.extend_from_slice(&st.types);
+                self.scratch.extend_from_slice(&p[bitmap_end + 1..]);
+            } else {
+                self.scratch.extend_from_slice(p);
+            }
+            self.scratch[at + 5..at + 9].copy_from_slice(&server_id.to_le_bytes());
+            sextant_protocol::codec::finish_packet(&mut self.scratch, at, 0);
+        } else {
+            // 16 MiB and more: rare enough to build the payload separately.
+            let mut q = Vec::with_capacity(len);
+            if inject_types {
+                q.extend_from_slice(&p[..bitmap_end]);
+                q.push(1);
+                q.extend_from_slice(&st.types);
+                q.extend_from_slice(&p[bitmap_end + 1..]);
+            } else {
+                q.extend_from_slice(p);
+            }
+            q[1..5].copy_from_slice(&server_id.to_le_bytes());
+            write_packet(&mut self.scratch, 0, &q);
+        }
+        let sql = st.sql.clone();
+        if st.route.decision.target == Target::Primary {
+            self.primary_reads_until = Some(Instant::now() + self.hold);
+        }
+        if let Some(a) = self.binding.direct_mut() {
+            a.conn_mut().stmt_used(&sql, sent_types);
+        }
+        let outcome = self.send_and_relay(Expect::Execute, None).await?;
+        if let Outcome::Retry(_) = outcome {
+            return Ok(outcome);
+        }
+        self.pins.remove(Pins::LONG_DATA);
+        if let Outcome::Done(res) = &outcome {
+            self.note_insert_id(res);
+            if flags & cursor::READ_ONLY != 0 && res.status & status::CURSOR_EXISTS != 0 {
+                self.pins.insert(Pins::CURSOR);
+            }
+        }
+        self.after_statement();
+        Ok(outcome)
+    }
+
+    /// Attaches a connection for `target` and makes sure statement `id` is
+    /// prepared there; returns its server id and whether that server
+    /// statement has been sent its parameter types.
+    async fn attach_for_stmt(
+        &mut self,
+        target: Target,
+        id: u32,
+    ) -> Result<Option<(u32, bool)>, SessionError> {
+        let Some(sql) = self.stmts.get(&id).map(|st| st.sql.clone()) else {
+            self.reply_error(SessionError::UnknownStatement {
+                id,
+                command: "mysqld_stmt_execute",
+            })
+            .await?;
+            return Ok(None);
+        };
+        if let Err(e) = self.attach(target).await {
+            self.reply_error(e).await?;
+            return Ok(None);
+        }
+        let Some(a) = self.binding.direct_mut() else {
+            return Ok(None);
+        };
+        match a.conn_mut().ensure_prepared(&sql).await {
+            Ok(s) => Ok(Some((s.id, s.types_sent))),
+            Err(e) => {
+                // A server error (the statement no longer prepares) leaves
+                // the connection usable; anything else does not.
+                if !matches!(e, sextant_backend::BackendError::Server { .. }) {
+                    self.detach_discard();
+                }
+                self.reply_error(e.into()).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    pub(super) async fn long_data(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let id = stmt_id(p)?;
+        // No response is sent for this command, errors included; the
+        // execute that follows reports them.
+        let Some(sql) = self.stmts.get(&id).map(|st| st.sql.clone()) else {
+            return Ok(());
+        };
+        if self.attach(Target::Primary).await.is_err() {
+            return Ok(());
+        }
+        let Some(a) = self.binding.direct_mut() else {
+            return Ok(());
+        };
+        let Ok(s) = a.conn_mut().ensure_prepared(&sql).await else {
+            return Ok(());
+        };
+        let mut q = p.to_vec();
+        q[1..5].copy_from_slice(&s.id.to_le_bytes());
+        self.scratch.clear();
+        write_packet(&mut self.scratch, 0, &q);
+        if a.conn_mut().write_raw(&self.scratch).await.is_err() {
+            self.detach_discard();
+            return Ok(());
+        }
+        self.pins.insert(Pins::LONG_DATA);
+        Ok(())
+    }
+
+    pub(super) fn stmt_close(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let id = stmt_id(p)?;
+        self.stmts.remove(&id);
+        Ok(())
+    }
+
+    pub(super) async fn stmt_reset(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let id = stmt_id(p)?;
+        let Some(st) = self.stmts.get(&id) else {
+            return self
+                .reply_error(SessionError::UnknownStatement {
+                    id,
+                    command: "mysqld_stmt_reset",
+                })
+                .await;
+        };
+        let sql = st.sql.clone();
+        let server_stmt = self.binding.direct().and_then(|a| a.conn().stmt(&sql));
+        match server_stmt {
+            Some(s) if self.pins.intersects(Pins::CURSOR | Pins::LONG_DATA) => {
+                let mut q = p.to_vec();
+                q[1..5].copy_from_slice(&s.id.to_le_bytes());
+                self.scratch.clear();
+                write_packet(&mut self.scratch, 0, &q);
+                self.send_and_relay(Expect::Single, None).await?;
+                self.pins.remove(Pins::CURSOR | Pins::LONG_DATA);
+                self.after_statement();
+                Ok(())
+            }
+            _ => {
+                // Nothing is pending on any server for this statement.
+                write_simple_ok(&mut self.client.out, 1, self.status);
+                self.client.flush().await
+            }
+        }
+    }
+
+    pub(super) async fn fetch(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let id = stmt_id(p)?;
+        let sql = self.stmts.get(&id).map(|s| s.sql.clone());
+        let server_stmt = sql
+            .as_ref()
+            .and_then(|sql| self.binding.direct().and_then(|a| a.conn().stmt(sql)));
+        let Some(s) = server_stmt.filter(|_| self.pins.contains(Pins::CURSOR)) else {
+            return self
+                .reply_error(SessionError::UnknownStatement {
+                    id,
+                    command: "mysqld_stmt_fetch (no open cursor)",
+                })
+                .await;
+        };
+        let mut q = p.to_vec();
+        q[1..5].copy_from_slice(&s.id.to_le_bytes());
+        self.scratch.clear();
+        write_packet(&mut self.scratch, 0, &q);
+        if let Outcome::Done(res) = self.send_and_relay(Expect::Fetch, None).await? {
+            if res.error || res.status & status::LAST_ROW_SENT != 0 {
+                self.pins.remove(Pins::CURSOR);
+            }
+        }
+        self.after_statement();
+        Ok(())
+    }
+}
+
+fn stmt_id(p: &[u8]) -> Result<u32, SessionError> {
+    let mut r = Reader::new(p);
+    r.u8("command").map_err(SessionError::Malformed)?;
+    r.u32("statement id").map_err(SessionError::Malformed)
+}

@@ -1,0 +1,261 @@
+//! What every session shares. What a reload may change (the config, the
+//! users, the server groups and their pools) is one [`Runtime`] value
+//! behind an `ArcSwap`: a session takes the runtime current at its login
+//! (its user entry holds its group), so swapping in a new one never
+//! touches a session in flight. What lives as long as the process (the
+//! counters, the login set-up, connection ids) stays beside it.
+
+use crate::frontend::Users;
+use crate::start::StartError;
+use arc_swap::ArcSwap;
+use sextant_admin::Counters;
+use sextant_backend::{Group, Pool, PoolSettings, Role, Server};
+use sextant_config::Config;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct UserEntry {
+    pub name: String,
+    pub password: String,
+    pub require_tls: bool,
+    /// [routing] with this user's overrides.
+    pub policy: sextant_config::RoutingPolicy,
+    pub backend_user: String,
+    pub backend_password: String,
+    pub group: Arc<Group>,
+    /// The newest write of any session of this user (packed GTID, and its
+    /// server id), for read_your_writes with scope "user".
+    pub latest_write: std::sync::atomic::AtomicU64,
+    pub latest_write_server: AtomicU32,
+    /// MySQL: that write's source uuid (high, low halves); 0 for MariaDB.
+    pub latest_write_uuid: [std::sync::atomic::AtomicU64; 2],
+}
+
+/// Everything the configuration decides, built from one config.
+pub struct Runtime {
+    pub config: Config,
+    pub pool: Pool,
+    pub users: HashMap<String, Arc<UserEntry>>,
+}
+
+impl Runtime {
+    /// Builds the runtime of `config`. With the `previous` runtime (a
+    /// reload), a group whose settings did not change keeps its servers,
+    /// their pools and health, and a user whose entry and group did not
+    /// change keeps its entry (and the newest write its reads must see).
+    pub fn build(config: Config, previous: Option<&Runtime>) -> Result<Runtime, StartError> {
+        let mut pool = Pool::default();
+        for (name, g) in &config.groups {
+            let kept = previous.and_then(|p| {
+                let same = p.config.groups.get(name) == Some(g);
+                same.then(|| p.pool.groups.get(name).cloned()).flatten()
+            });
+            let group = match kept {
+                Some(group) => group,
+                None => Arc::new(build_group(name, g)?),
+            };
+            pool.groups.insert(name.clone(), group);
+        }
+        let mut users = HashMap::new();
+        for u in &config.users {
+            let gname = config.group_for(u);
+            let group =
+                pool.groups
+                    .get(gname)
+                    .cloned()
+                    .ok_or_else(|| StartError::UnknownGroup {
+                        user: u.name.clone(),
+                        group: gname.to_string(),
+                    })?;
+            let policy = config.routing.policy().with(&u.routing);
+            let kept = previous.and_then(|p| p.users.get(&u.name)).filter(|e| {
+                Arc::ptr_eq(&e.group, &group)
+                    && e.policy == policy
+                    && e.password == u.password
+                    && e.require_tls == u.require_tls
+                    && e.backend_user == u.backend_user()
+                    && e.backend_password == u.backend_password()
+            });
+            let entry = match kept {
+                Some(e) => e.clone(),
+                None => Arc::new(UserEntry {
+                    name: u.name.clone(),
+                    password: u.password.clone(),
+                    require_tls: u.require_tls,
+                    policy,
+                    latest_write: Default::default(),
+                    latest_write_server: Default::default(),
+                    latest_write_uuid: Default::default(),
+                    backend_user: u.backend_user().to_string(),
+                    backend_password: u.backend_password().to_string(),
+                    group,
+                }),
+            };
+            users.insert(u.name.clone(), entry);
+        }
+        Ok(Runtime {
+            config,
+            pool,
+            users,
+        })
+    }
+}
+
+fn build_group(name: &str, g: &sextant_config::Group) -> Result<Group, StartError> {
+    let tls = match g.tls {
+        true => Some(
+            sextant_net::tls::client_config(g.tls_ca.as_deref()).map_err(|e| StartError::Tls {
+                what: format!("groups.{name}"),
+                source: e,
+            })?,
+        ),
+        false => None,
+    };
+    let target = |addr: &str| -> Result<Option<sextant_backend::TlsTarget>, StartError> {
+        match &tls {
+            Some(config) => Ok(Some(sextant_backend::TlsTarget {
+                config: config.clone(),
+                name: sextant_net::tls::server_name(addr).map_err(|e| StartError::Tls {
+                    what: format!("groups.{name}"),
+                    source: e,
+                })?,
+            })),
+            None => Ok(None),
+        }
+    };
+    let mut settings = PoolSettings {
+        max: g.pool_max,
+        min: g.pool_min,
+        connect_timeout: Duration::from_millis(g.connect_timeout_ms),
+        idle_timeout: Duration::from_millis(g.idle_timeout_ms),
+        max_lifetime: Duration::from_millis(g.max_lifetime_ms),
+        health_check_idle: Duration::from_millis(g.health_check_idle_ms),
+        wait: Duration::from_millis(g.pool_wait_ms),
+        max_prepared: g.max_prepared_per_connection,
+        tls: None,
+        pipeline_depth: g.pipeline_depth,
+        pipeline_connections: g.pipeline_connections,
+    };
+    settings.tls = target(&g.primary.0)?;
+    let primary = Arc::new(Server::new(
+        &g.primary.0,
+        name,
+        Role::Primary,
+        1,
+        settings.clone(),
+    ));
+    let mut replicas = Vec::new();
+    for r in &g.replicas {
+        settings.tls = target(&r.addr.0)?;
+        replicas.push(Arc::new(Server::new(
+            &r.addr.0,
+            name,
+            Role::Replica,
+            r.weight,
+            settings.clone(),
+        )));
+    }
+    let mut group = Group::with_topology(
+        name,
+        primary,
+        replicas,
+        g.primary_weight,
+        g.topology,
+        Duration::from_millis(g.primary_wait_ms),
+    );
+    group.multi_writer = g.galera_multi_writer;
+    Ok(group)
+}
+
+impl Users for Runtime {
+    fn password(&self, user: &str) -> Option<&str> {
+        self.users.get(user).map(|u| u.password.as_str())
+    }
+    fn require_tls(&self, user: &str) -> bool {
+        self.users.get(user).is_some_and(|u| u.require_tls)
+    }
+}
+
+pub struct Shared {
+    /// Swapped whole by a reload; sessions keep what they logged in with.
+    pub runtime: ArcSwap<Runtime>,
+    pub counters: Counters,
+    pub server_version: String,
+    pub next_conn_id: AtomicU32,
+    pub auth: crate::frontend::AuthSetup,
+    pub admin_auth: crate::frontend::AuthSetup,
+}
+
+impl Shared {
+    /// The runtime now (a lock-free load; hold it briefly).
+    pub fn runtime(&self) -> arc_swap::Guard<Arc<Runtime>> {
+        self.runtime.load()
+    }
+}
+
+/// The admin port's single user.
+pub struct AdminUsers {
+    pub user: String,
+    pub password: String,
+}
+
+impl Users for AdminUsers {
+    fn password(&self, user: &str) -> Option<&str> {
+        (user == self.user).then_some(self.password.as_str())
+    }
+    fn require_tls(&self, _: &str) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[proxy]
+listen = "127.0.0.1:16033"
+default_group = "a"
+[[users]]
+name = "app"
+password = "apppass"
+[[users]]
+name = "other"
+password = "otherpass"
+default_group = "b"
+[groups.a]
+primary = "127.0.0.1:23307"
+replicas = ["127.0.0.1:23308"]
+[groups.b]
+primary = "127.0.0.1:23317"
+"#;
+
+    fn config(text: &str) -> Config {
+        Config::parse(text, "test.toml").expect("config")
+    }
+
+    #[test]
+    fn a_rebuild_keeps_unchanged_groups_and_users() {
+        let old = Runtime::build(config(BASE), None).expect("build");
+        let changed = BASE.replace("127.0.0.1:23317", "127.0.0.1:23327");
+        let new = Runtime::build(config(&changed), Some(&old)).expect("rebuild");
+        assert!(Arc::ptr_eq(&old.pool.groups["a"], &new.pool.groups["a"]));
+        assert!(!Arc::ptr_eq(&old.pool.groups["b"], &new.pool.groups["b"]));
+        assert_eq!(&*new.pool.groups["b"].members[0].addr, "127.0.0.1:23327");
+        // app's group is unchanged: its entry (and its newest write) stays.
+        assert!(Arc::ptr_eq(&old.users["app"], &new.users["app"]));
+        // other's group was rebuilt: a new entry on the new group.
+        assert!(!Arc::ptr_eq(&old.users["other"], &new.users["other"]));
+        assert!(Arc::ptr_eq(
+            &new.users["other"].group,
+            &new.pool.groups["b"]
+        ));
+        // A changed password makes a new entry too.
+        let changed = BASE.replace("apppass", "newpass");
+        let newer = Runtime::build(config(&changed), Some(&new)).expect("rebuild");
+        assert!(!Arc::ptr_eq(&new.users["app"], &newer.users["app"]));
+        assert!(Arc::ptr_eq(&new.pool.groups["a"], &newer.pool.groups["a"]));
+    }
+}

@@ -1,0 +1,378 @@
+//! Starting the proxy: the runtime of the config, the login set-up, the
+//! listeners, the worker threads, the monitors and the pool upkeep. `run`
+//! serves until interrupted; the `sextant` binary is a thin `main` around
+//! it, and tests or an embedding program can call it in-process.
+
+use crate::shared::{AdminUsers, Runtime, Shared};
+use crate::{admin, client, errors, frontend, session};
+use arc_swap::ArcSwap;
+use sextant_backend::Pool;
+use sextant_config::Config;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+use tracing::Instrument;
+
+/// Why the proxy could not start.
+#[derive(Debug, Error)]
+pub enum StartError {
+    #[error("{what}: {source}")]
+    Tls {
+        what: String,
+        source: sextant_net::NetError,
+    },
+    #[error("user {user} names unknown group {group}")]
+    UnknownGroup { user: String, group: String },
+    #[error("cannot listen on {addr}{which}: {source}")]
+    Listen {
+        addr: String,
+        which: &'static str,
+        source: std::io::Error,
+    },
+    #[error("cannot start {what}: {source}")]
+    Thread {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+fn build_auth(config: &Config) -> Result<frontend::AuthSetup, StartError> {
+    let p = &config.proxy;
+    let tls = match (&p.tls_cert, &p.tls_key) {
+        (Some(cert), Some(key)) => Some(sextant_net::tls::server_config(cert, key).map_err(
+            |e| StartError::Tls {
+                what: "[proxy] tls_cert / tls_key".into(),
+                source: e,
+            },
+        )?),
+        _ => None,
+    };
+    let plugin = match p.auth_plugin {
+        sextant_config::AuthPlugin::NativePassword => sextant_protocol::consts::NATIVE_PASSWORD,
+        sextant_config::AuthPlugin::CachingSha2Password => {
+            sextant_protocol::consts::CACHING_SHA2_PASSWORD
+        }
+    };
+    let rsa = match (&p.rsa_key, p.sha2_full_auth) {
+        (Some(path), _) => {
+            let what = || "[proxy] rsa_key".to_string();
+            let pem = std::fs::read_to_string(path).map_err(|e| StartError::Tls {
+                what: what(),
+                source: sextant_net::NetError::Read {
+                    what: "RSA key file",
+                    path: path.clone(),
+                    source: e,
+                },
+            })?;
+            Some(Arc::new(
+                sextant_net::tls::RsaKeys::from_pem(&pem).map_err(|e| StartError::Tls {
+                    what: what(),
+                    source: e,
+                })?,
+            ))
+        }
+        (None, sextant_config::FullAuth::Never) => None,
+        (None, _) => {
+            tracing::info!("generating a 2048-bit RSA key for caching_sha2_password (set [proxy] rsa_key to use your own)");
+            Some(Arc::new(
+                sextant_net::tls::RsaKeys::generate(2048).map_err(|e| StartError::Tls {
+                    what: "generating an RSA key".into(),
+                    source: e,
+                })?,
+            ))
+        }
+    };
+    Ok(frontend::AuthSetup {
+        tls,
+        require_tls: p.require_tls,
+        plugin,
+        full_auth: p.sha2_full_auth,
+        rsa,
+        sha2_cache: Default::default(),
+    })
+}
+
+/// Serves the config's listeners with `threads` worker threads (0 or 1:
+/// the sessions run on the calling runtime) until interrupted.
+pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
+    let auth = build_auth(&config)?;
+    let runtime = Runtime::build(config, None)?;
+    let config = &runtime.config;
+    let server_version = match &config.proxy.server_version {
+        Some(v) => v.clone(),
+        None => probe_version(config, &runtime.pool).await,
+    };
+    let listener = listen(&config.proxy.listen.0).map_err(|e| StartError::Listen {
+        addr: config.proxy.listen.to_string(),
+        which: "",
+        source: e,
+    })?;
+    let admin = match &config.admin {
+        Some(a) => Some((
+            tokio::net::TcpListener::bind(&a.listen.0)
+                .await
+                .map_err(|e| StartError::Listen {
+                    addr: a.listen.to_string(),
+                    which: " (admin)",
+                    source: e,
+                })?,
+            Arc::new(AdminUsers {
+                user: a.user.clone(),
+                password: a.password.clone(),
+            }),
+        )),
+        None => None,
+    };
+    let shared = Arc::new(Shared {
+        runtime: ArcSwap::from_pointee(runtime),
+        counters: sextant_admin::Counters {
+            allocations: crate::alloc_count::counter(),
+            ..Default::default()
+        },
+        server_version,
+        next_conn_id: AtomicU32::new(1),
+        auth,
+        admin_auth: frontend::AuthSetup::plain(),
+    });
+    if let Some((l, users)) = admin {
+        tracing::info!(
+            "admin port listening on {}",
+            l.local_addr().map(|a| a.to_string()).unwrap_or_default()
+        );
+        tokio::spawn(admin::serve(l, shared.clone(), users));
+    }
+    let monitor_on = shared.runtime().config.monitor.enabled;
+    if monitor_on {
+        start_monitors(&shared);
+    }
+    {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                for s in shared.runtime().pool.servers() {
+                    s.reap();
+                    // Without the monitor, a TCP probe is what brings a
+                    // failed server back.
+                    if !monitor_on && !s.health.reachable() {
+                        let s = s.clone();
+                        tokio::spawn(async move { s.probe().await });
+                    }
+                }
+            }
+        });
+    }
+    tracing::info!(
+        "sextant {} listening on {} (server version {:?})",
+        env!("CARGO_PKG_VERSION"),
+        listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default(),
+        shared.server_version
+    );
+    let workers = if threads > 1 {
+        start_workers(&shared, threads)?
+    } else {
+        Vec::new()
+    };
+    let mut next_worker = 0;
+    let accept = async {
+        loop {
+            let (stream, peer) = match listener.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off briefly.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            if workers.is_empty() {
+                tokio::spawn(serve_client(shared.clone(), stream, peer));
+                continue;
+            }
+            next_worker = (next_worker + 1) % workers.len();
+            match stream.into_std() {
+                Ok(s) => {
+                    if workers[next_worker].send((s, peer)).is_err() {
+                        tracing::error!("worker thread {next_worker} is gone");
+                    }
+                }
+                Err(e) => tracing::warn!("cannot hand {peer} to a worker thread: {e}"),
+            }
+        }
+    };
+    tokio::select! {
+        _ = accept => Ok(()),
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("interrupted, shutting down");
+            Ok(())
+        }
+    }
+}
+
+type Handoff = (std::net::TcpStream, std::net::SocketAddr);
+
+/// Starts `n` worker threads, each with a current-thread runtime serving
+/// the client connections it is handed.
+fn start_workers(
+    shared: &Arc<Shared>,
+    n: usize,
+) -> Result<Vec<tokio::sync::mpsc::UnboundedSender<Handoff>>, StartError> {
+    let mut senders = Vec::with_capacity(n);
+    for i in 0..n {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Handoff>();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StartError::Thread {
+                what: format!("worker runtime {i}"),
+                source: e,
+            })?;
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("sextant-w{i}"))
+            .spawn(move || {
+                rt.block_on(async move {
+                    while let Some((s, peer)) = rx.recv().await {
+                        match tokio::net::TcpStream::from_std(s) {
+                            Ok(stream) => {
+                                tokio::spawn(serve_client(shared.clone(), stream, peer));
+                            }
+                            Err(e) => tracing::warn!("cannot serve {peer}: {e}"),
+                        }
+                    }
+                })
+            })
+            .map_err(|e| StartError::Thread {
+                what: format!("worker thread {i}"),
+                source: e,
+            })?;
+        senders.push(tx);
+    }
+    Ok(senders)
+}
+
+/// One client connection, from login to close.
+async fn serve_client(
+    shared: Arc<Shared>,
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+) {
+    let c = &shared.counters;
+    let n = c.client_connections.fetch_add(1, Ordering::Relaxed) + 1;
+    c.client_connections_total.fetch_add(1, Ordering::Relaxed);
+    let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
+    let (max_connections, max_packet) = {
+        let rt = shared.runtime();
+        (
+            rt.config.proxy.max_connections,
+            rt.config.proxy.max_allowed_packet,
+        )
+    };
+    let mut client = client::Client::new(stream, peer, max_packet);
+    if n > max_connections {
+        let e = errors::SessionError::TooManyConnections(max_connections);
+        let _ = client.send_error(0, &e).await;
+    } else {
+        // Every event of the session carries its id, peer and (once logged
+        // in) user.
+        let span = tracing::info_span!("session", id, %peer, user = tracing::field::Empty);
+        session::Session::run(shared.clone(), client, id)
+            .instrument(span)
+            .await;
+    }
+    shared
+        .counters
+        .client_connections
+        .fetch_sub(1, Ordering::Relaxed);
+}
+
+/// The client listener, with a deep accept queue: when thousands of
+/// clients connect at once (an application fleet restarting) while the
+/// sessions keep the threads busy, tokio's default backlog of 1024
+/// overflowed and the kernel dropped SYNs, which clients only retry after
+/// 1, 3, 7... seconds (measured: 165 of 1,000 simultaneous clients not
+/// logged in after 10 s). The kernel caps it at net.core.somaxconn.
+fn listen(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(addr)?
+        .next()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not an address"))?;
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(65_535)
+}
+
+fn start_monitors(shared: &Shared) {
+    let rt = shared.runtime();
+    let m = &rt.config.monitor;
+    let (user, password) = match (&m.user, &m.password, rt.config.users.first()) {
+        (Some(u), Some(p), _) => (u.clone(), p.clone()),
+        (_, _, Some(u)) => (
+            u.backend_user().to_string(),
+            u.backend_password().to_string(),
+        ),
+        _ => return,
+    };
+    let instance_id = sextant_monitor::instance_id();
+    for (name, g) in &rt.pool.groups {
+        let max_lag_ms = rt
+            .config
+            .groups
+            .get(name)
+            .map(|c| c.max_replica_lag_ms)
+            .unwrap_or(0);
+        for s in &g.members {
+            let settings = sextant_monitor::Settings {
+                interval: Duration::from_millis(m.interval_ms),
+                user: user.clone(),
+                password: password.clone(),
+                heartbeat: m.heartbeat,
+                max_lag_ms,
+                instance_id,
+            };
+            tokio::spawn(sextant_monitor::watch(s.clone(), g.clone(), settings));
+        }
+    }
+}
+
+/// The version string clients see: the default group's primary's own, so
+/// client libraries enable the same features they would directly.
+async fn probe_version(config: &Config, pool: &Pool) -> String {
+    const FALLBACK: &str = "8.0.36-sextant";
+    let Some(u) = config.users.first() else {
+        return FALLBACK.into();
+    };
+    let Some(g) = pool.groups.get(config.group_for(u)) else {
+        return FALLBACK.into();
+    };
+    let flavor = sextant_backend::Flavor::new(0, frontend::DEFAULT_CHARSET);
+    let Some(primary) = g.primary() else {
+        return FALLBACK.into();
+    };
+    match primary
+        .acquire(u.backend_user(), u.backend_password(), flavor)
+        .await
+    {
+        Ok(c) => {
+            let v = c.server_version.clone();
+            primary.release(c);
+            v
+        }
+        Err(e) => {
+            tracing::warn!(
+                "cannot reach the primary at start-up ({e}); announcing version {FALLBACK}"
+            );
+            FALLBACK.into()
+        }
+    }
+}

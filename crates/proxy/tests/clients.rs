@@ -1,0 +1,254 @@
+//! Real client libraries through sextant against real MariaDB: the mariadb
+//! command-line client (libmariadb, C), PyMySQL (Python), and the `mysql`
+//! crate (Rust, binary protocol for prepared statements).
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+
+#[test]
+fn cli_basic_multi_statements_and_procedures() {
+    let p = Setup::default().start();
+    let out = cli(
+        p.port,
+        "app",
+        "apppass",
+        &["-N", "-B", "-e", "SELECT 1+1; SELECT 'two'"],
+        None,
+    );
+    assert_eq!(assert_ok(&out, "cli"), "2\ntwo\n");
+
+    // A procedure returning two result sets (multi-results), created and
+    // called through sextant.
+    let script = "USE sextant_test;
+        DROP PROCEDURE IF EXISTS two_sets;
+        DELIMITER //
+        CREATE PROCEDURE two_sets() BEGIN SELECT 'first'; SELECT 'second'; END //
+        DELIMITER ;
+        CALL two_sets();
+        SELECT 'after';";
+    let out = cli(p.port, "app", "apppass", &["-N", "-B"], Some(script));
+    assert_eq!(assert_ok(&out, "cli procedure"), "first\nsecond\nafter\n");
+}
+
+#[test]
+fn cli_load_data_local_infile() {
+    let p = Setup::default().start();
+    let csv = lab().dir.join("load.csv");
+    let rows: String = (1..=5000).map(|i| format!("{i},name-{i}\n")).collect();
+    std::fs::write(&csv, rows).unwrap();
+    let script = format!(
+        "USE sextant_test; DROP TABLE IF EXISTS loaded; CREATE TABLE loaded (id int primary key, name varchar(40));
+         LOAD DATA LOCAL INFILE '{}' INTO TABLE loaded FIELDS TERMINATED BY ',';
+         SELECT COUNT(*), SUM(id) FROM loaded FOR UPDATE;",
+        csv.display()
+    );
+    let out = cli(
+        p.port,
+        "app",
+        "apppass",
+        &["-N", "-B", "--local-infile=1"],
+        Some(&script),
+    );
+    assert_eq!(assert_ok(&out, "load data"), "5000\t12502500\n");
+}
+
+#[test]
+fn cli_wrong_password_and_unknown_user_get_1045() {
+    let p = Setup::default().start();
+    for (user, pass) in [("app", "wrong"), ("nobody", "x")] {
+        let out = cli(p.port, user, pass, &["-e", "SELECT 1"], None);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("1045") && err.contains("Access denied"),
+            "{err}"
+        );
+        assert!(err.contains(&format!("'{user}'")), "{err}");
+    }
+    // The proxy still serves everyone else.
+    let out = cli(p.port, "app", "apppass", &["-N", "-e", "SELECT 7"], None);
+    assert_eq!(assert_ok(&out, "after failures").trim(), "7");
+}
+
+#[test]
+fn admin_tool_ping_and_statistics() {
+    let p = Setup::default().start();
+    let run = |cmd: &str| {
+        std::process::Command::new("mariadb-admin")
+            .args([
+                "--no-defaults",
+                "-h127.0.0.1",
+                "--protocol=tcp",
+                "-uapp",
+                "-papppass",
+            ])
+            .arg(format!("-P{}", p.port))
+            .arg(cmd)
+            .output()
+            .expect("mariadb-admin")
+    };
+    assert!(assert_ok(&run("ping"), "ping").contains("alive"));
+    // COM_STATISTICS answers with the server's status line.
+    assert!(assert_ok(&run("status"), "status").contains("Uptime"));
+}
+
+#[test]
+fn pymysql_session_big_packets_transactions_infile() {
+    let p = Setup::default().start();
+    let script = r#"
+import os, pymysql
+from pymysql.constants import CLIENT
+port = int(os.environ['PORT'])
+c = pymysql.connect(host='127.0.0.1', port=port, user='app', password='apppass',
+                    database='sextant_test', local_infile=True, autocommit=True,
+                    client_flag=CLIENT.MULTI_STATEMENTS, max_allowed_packet=64 << 20)
+cur = c.cursor()
+cur.execute("DROP TABLE IF EXISTS py_t")
+cur.execute("CREATE TABLE py_t (id int primary key, v longblob)")
+
+# Session state follows the client.
+cur.execute("SET NAMES latin1")
+cur.execute("SELECT @@character_set_client, @@character_set_results")
+assert cur.fetchone() == ('latin1', 'latin1'), 'charset'
+cur.execute("SET NAMES utf8mb4")
+
+# COM_PING and COM_INIT_DB.
+c.ping(reconnect=False)
+c.select_db('sbtest')
+cur.execute("SELECT DATABASE()")
+assert cur.fetchone()[0] == 'sbtest', 'init db'
+c.select_db('sextant_test')
+
+# A 20 MiB value: the client splits the packet, the server splits the row.
+big = b'xyz' * (7 << 20)
+cur.execute("INSERT INTO py_t VALUES (1, %s)", (big,))
+cur.execute("/*#mode=READWRITE*/ SELECT LENGTH(v), v FROM py_t WHERE id = 1")
+n, v = cur.fetchone()
+assert n == len(big) and v == big, 'big value round trip'
+
+# Multi-statements and multiple result sets.
+cur.execute("SELECT 1; SELECT 2, 3")
+assert cur.fetchall() == ((1,),)
+assert cur.nextset()
+assert cur.fetchall() == ((2, 3),)
+
+# A rolled-back transaction leaves nothing behind.
+c.begin()
+cur.execute("INSERT INTO py_t VALUES (2, 'r')")
+c.rollback()
+cur.execute("/*#mode=READWRITE*/ SELECT COUNT(*) FROM py_t WHERE id = 2")
+assert cur.fetchone()[0] == 0, 'rollback'
+
+# LOAD DATA LOCAL INFILE.
+path = os.path.join(os.environ.get('TMPDIR', '/tmp'), 'py_infile_%d.csv' % os.getpid())
+with open(path, 'w') as f:
+    for i in range(10, 1010):
+        f.write('%d,row%d\n' % (i, i))
+cur.execute("LOAD DATA LOCAL INFILE %s INTO TABLE py_t FIELDS TERMINATED BY ','", (path,))
+os.unlink(path)
+cur.execute("/*#mode=READWRITE*/ SELECT COUNT(*) FROM py_t WHERE id >= 10")
+assert cur.fetchone()[0] == 1000, 'infile'
+
+# Server errors reach the client unchanged.
+try:
+    cur.execute("SELECT * FROM no_such_table")
+    raise SystemExit('expected an error')
+except pymysql.err.ProgrammingError as e:
+    assert e.args[0] == 1146, e
+cur.execute("SELECT 'still fine'")
+assert cur.fetchone()[0] == 'still fine'
+print("OK")
+"#;
+    let out = python(p.port, script);
+    assert_eq!(assert_ok(&out, "pymysql").trim(), "OK");
+}
+
+#[test]
+fn rust_client_prepared_statements_across_connections() {
+    // hold_ms = 0 and a small pool: every statement may land on a different
+    // server connection, so client statements must be re-prepared there.
+    let p = Setup {
+        group: "[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    }
+    .start();
+    let mut setup = p.conn();
+    setup.query_drop("DROP TABLE IF EXISTS ps_t").unwrap();
+    setup
+        .query_drop("CREATE TABLE ps_t (id int primary key, name varchar(20), score double)")
+        .unwrap();
+    let mut conns: Vec<mysql::Conn> = (0..4).map(|_| p.conn()).collect();
+    let insert = "INSERT INTO ps_t VALUES (?, ?, ?)";
+    for i in 0..200i32 {
+        let c = &mut conns[i as usize % 4];
+        c.exec_drop(insert, (i, format!("n{i}"), i as f64 / 2.0))
+            .unwrap();
+    }
+    sync_replicas();
+    for i in 0..200i32 {
+        let c = &mut conns[(i as usize + 1) % 4];
+        let row: Option<(i32, String, f64)> = c
+            .exec_first("SELECT id, name, score FROM ps_t WHERE id = ?", (i,))
+            .unwrap();
+        assert_eq!(row, Some((i, format!("n{i}"), i as f64 / 2.0)));
+    }
+    // NULL parameters and a statement with no parameters.
+    conns[0]
+        .exec_drop(insert, (500, None::<String>, None::<f64>))
+        .unwrap();
+    let n: Option<i64> = conns[1]
+        .exec_first(
+            "/*#mode=READWRITE*/ SELECT COUNT(*) FROM ps_t WHERE name IS NULL",
+            (),
+        )
+        .unwrap();
+    assert_eq!(n, Some(1));
+    // A statement that fails at execution keeps the session usable.
+    let dup = conns[2].exec_drop(insert, (1, "dup", 0.0));
+    assert!(format!("{dup:?}").contains("1062"), "{dup:?}");
+    let one: Option<i32> = conns[2].exec_first("SELECT ?", (1,)).unwrap();
+    assert_eq!(one, Some(1));
+}
+
+#[test]
+fn rust_client_change_user_reset_and_ping() {
+    let p = Setup::default().start();
+    let mut c = p.conn();
+    c.query_drop("SET @secret = 42").unwrap();
+    c.query_drop("SET SESSION sql_mode = 'ANSI'").unwrap();
+    let v: Option<i64> = c.query_first("SELECT @secret").unwrap();
+    assert_eq!(v, Some(42));
+    assert!(c.ping().is_ok());
+
+    // COM_RESET_CONNECTION: variables gone, session usable.
+    c.reset().unwrap();
+    let v: Option<Option<i64>> = c.query_first("SELECT @secret").unwrap();
+    assert_eq!(v, Some(None));
+    let mode: Option<String> = c.query_first("SELECT @@session.sql_mode").unwrap();
+    assert!(!mode.unwrap().contains("ANSI"));
+
+    // COM_CHANGE_USER to another proxy user.
+    c.change_user(
+        mysql::ChangeUserOpts::default()
+            .with_user(Some("other".into()))
+            .with_pass(Some("otherpass".into()))
+            .with_db_name(Some("sbtest".into())),
+    )
+    .unwrap();
+    let db: Option<String> = c.query_first("SELECT DATABASE()").unwrap();
+    assert_eq!(db.as_deref(), Some("sbtest"));
+    let bad = c.change_user(
+        mysql::ChangeUserOpts::default()
+            .with_user(Some("other".into()))
+            .with_pass(Some("wrong".into())),
+    );
+    assert!(format!("{bad:?}").contains("1045"), "{bad:?}");
+
+    // COM_INIT_DB to a database that does not exist: the server's error.
+    let mut c = p.conn();
+    let e = c.select_db("no_such_db");
+    assert!(format!("{e:?}").contains("1049"), "{e:?}");
+    let one: Option<i32> = c.query_first("SELECT 1").unwrap();
+    assert_eq!(one, Some(1));
+}

@@ -1,0 +1,304 @@
+//! Every command and capability sextant offers, each against real MariaDB
+//! through sextant, with the raw protocol where client libraries hide them.
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+use sextant_protocol::consts::{cap, status};
+use sextant_protocol::packets::{parse_ok, session_changes, StateChange};
+use sextant_protocol::tracker::Expect;
+
+#[test]
+fn com_field_list() {
+    let p = Setup::default().start();
+    p.conn()
+        .query_drop("CREATE TABLE IF NOT EXISTS fl_t (a int, b varchar(10))")
+        .unwrap();
+    let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+    r.send(0, b"\x04fl_t\x00");
+    let resp = r.read_response_as(Expect::FieldList);
+    assert_eq!(resp.len(), 3, "two column definitions and EOF: {resp:?}");
+    assert!(resp[0].windows(4).any(|w| w == b"fl_t"));
+    assert_eq!(resp[2][0], 0xfe);
+    r.send(0, b"\x04no_such_table\x00");
+    let resp = r.read_response_as(Expect::FieldList);
+    assert_eq!(err_of(&resp[0]).0, 1146);
+}
+
+#[test]
+fn com_set_option_toggles_multi_statements_across_connections() {
+    let p = Setup {
+        group: "[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    }
+    .start();
+    // CAPS lacks CLIENT_MULTI_STATEMENTS.
+    let mut r = Raw::login(p.port, "app", "apppass", None);
+    let mut churn = p.conn();
+    r.query("SELECT 1; SELECT 2");
+    assert_eq!(err_of(&r.read_response()[0]).0, 1064);
+    r.send(0, &[0x1b, 0, 0]); // MYSQL_OPTION_MULTI_STATEMENTS_ON
+    let (_, eof) = r.read().unwrap();
+    assert_eq!(eof[0], 0xfe);
+    for _ in 0..5 {
+        churn.query_drop("SELECT 1").unwrap();
+        r.query("SELECT 1; SELECT 2");
+        let resp = r.read_response();
+        let rows: Vec<_> = resp.iter().filter(|p| p.len() == 2 && p[0] == 1).collect();
+        assert_eq!(rows.len(), 2, "{resp:?}");
+    }
+    r.send(0, &[0x1b, 1, 0]); // OFF
+    r.read().unwrap();
+    churn.query_drop("SELECT 1").unwrap();
+    r.query("SELECT 1; SELECT 2");
+    assert_eq!(err_of(&r.read_response()[0]).0, 1064);
+}
+
+#[test]
+fn com_stmt_reset_close_and_quit() {
+    let p = Setup::default().start();
+    let mut r = Raw::login(p.port, "app", "apppass", None);
+    r.send(0, b"\x16SELECT ?");
+    let resp = r.read_response_as(Expect::Prepare);
+    let id = u32::from_le_bytes(resp[0][1..5].try_into().unwrap());
+    let mut reset = vec![0x1a];
+    reset.extend_from_slice(&id.to_le_bytes());
+    r.send(0, &reset);
+    let (_, ok) = r.read().unwrap();
+    assert_eq!(ok[0], 0, "COM_STMT_RESET answers OK");
+    let mut close = vec![0x19];
+    close.extend_from_slice(&id.to_le_bytes());
+    r.send(0, &close); // no answer
+    r.send(0, &reset);
+    let (_, e) = r.read().unwrap();
+    assert_eq!(err_of(&e).0, 1243, "a closed statement is unknown");
+    let before = client_count(&p);
+    r.send(0, &[0x01]); // COM_QUIT
+    assert!(r.read().is_none(), "sextant closes on COM_QUIT");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while client_count(&p) >= before {
+        assert!(std::time::Instant::now() < deadline, "session not ended");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn client_count(p: &Proxy) -> u64 {
+    let rows: Vec<(String, String)> = p.admin().query("SHOW STATUS").unwrap();
+    rows.iter()
+        .find(|(k, _)| k == "client_connections")
+        .map(|(_, v)| v.parse().unwrap())
+        .unwrap()
+}
+
+#[test]
+fn session_track_and_deprecate_eof_as_the_client_negotiated() {
+    let p = Setup::default().start();
+    p.conn()
+        .query_drop("CREATE TABLE IF NOT EXISTS st_t (id int primary key, v int)")
+        .unwrap();
+    p.conn()
+        .query_drop("REPLACE INTO st_t VALUES (1, 0)")
+        .unwrap();
+    let attrs = vec![
+        ("_client_name".to_string(), "sextant-test".to_string()),
+        ("purpose".into(), "attrs".into()),
+    ];
+    // A client with session tracking and without EOF packets.
+    let caps = CAPS | cap::SESSION_TRACK | cap::DEPRECATE_EOF | cap::CONNECT_ATTRS;
+    let mut r = Raw::login_with(p.port, "app", "apppass", Some("sextant_test"), caps, attrs);
+    r.query("SET SESSION sql_mode = 'ANSI'");
+    let resp = r.read_response();
+    let ok = parse_ok(&resp[0], true).unwrap();
+    assert!(ok.status & status::SESSION_STATE_CHANGED != 0);
+    let changes: Vec<_> = session_changes(ok.session_state)
+        .map(|c| c.unwrap())
+        .collect();
+    assert!(
+        changes
+            .iter()
+            .any(|c| matches!(c, StateChange::SystemVariable { name, .. } if *name == b"sql_mode")),
+        "{changes:?}"
+    );
+    r.query("SELECT 1");
+    let resp = r.read_response();
+    assert_eq!(resp.len(), 4, "count, definition, row, OK: {resp:?}");
+    assert_eq!(resp[3][0], 0xfe);
+    r.query("UPDATE st_t SET v = v + 1 WHERE id = 1");
+    let ok_bytes = r.read_response().remove(0);
+    let ok = parse_ok(&ok_bytes, true).unwrap();
+    assert!(
+        ok.info.starts_with(b"Rows matched: 1"),
+        "{:?}",
+        String::from_utf8_lossy(ok.info)
+    );
+
+    // A client with neither: no state in OK packets, info as a plain string,
+    // EOF packets after definitions and rows.
+    let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+    r.query("SET SESSION sql_mode = 'ANSI'");
+    let resp = r.read_response();
+    let ok = parse_ok(&resp[0], false).unwrap();
+    assert_eq!(ok.status & status::SESSION_STATE_CHANGED, 0);
+    assert!(ok.info.is_empty(), "{:?}", ok.info);
+    r.query("UPDATE st_t SET v = v + 1 WHERE id = 1");
+    let ok_bytes = r.read_response().remove(0);
+    let ok = parse_ok(&ok_bytes, false).unwrap();
+    assert!(
+        ok.info.starts_with(b"Rows matched: 1"),
+        "{:?}",
+        String::from_utf8_lossy(ok.info)
+    );
+    r.query("SELECT 1");
+    let resp = r.read_response();
+    assert_eq!(resp.len(), 5, "count, definition, EOF, row, EOF: {resp:?}");
+}
+
+#[test]
+fn procedures_through_prepared_statements() {
+    let p = Setup::default().start();
+    let mut c = p.conn();
+    c.query_drop("DROP PROCEDURE IF EXISTS ps_two_sets")
+        .unwrap();
+    c.query_drop("CREATE PROCEDURE ps_two_sets(IN n INT) BEGIN SELECT n; SELECT n * 2, 'x'; END")
+        .unwrap();
+    let mut sets: Vec<Vec<mysql::Row>> = Vec::new();
+    let mut result = c.exec_iter("CALL ps_two_sets(?)", (21,)).unwrap();
+    while let Some(set) = result.iter() {
+        sets.push(set.map(|r| r.unwrap()).collect());
+    }
+    drop(result);
+    assert_eq!(sets.len(), 3, "two result sets and the CALL's own status");
+    assert_eq!(sets[0][0].get::<i64, _>(0), Some(21));
+    assert_eq!(sets[1][0].get::<i64, _>(0), Some(42));
+    let v: Option<i32> = c.query_first("SELECT 5").unwrap();
+    assert_eq!(v, Some(5));
+}
+
+#[test]
+fn lock_tables_pins_until_unlock() {
+    let p = Setup {
+        group: "pool_max = 2\n[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    }
+    .start();
+    let mut a = p.conn();
+    let mut b = p.conn();
+    a.query_drop("CREATE TABLE IF NOT EXISTS lt_t (id int)")
+        .unwrap();
+    a.query_drop("LOCK TABLES lt_t WRITE").unwrap();
+    for i in 0..5 {
+        b.query_drop("SELECT 1").unwrap();
+        a.query_drop(format!("INSERT INTO lt_t VALUES ({i})"))
+            .unwrap();
+        // Only the locking connection may read the table now.
+        let n: Option<i64> = a.query_first("SELECT COUNT(*) FROM lt_t").unwrap();
+        assert!(n.unwrap() > i);
+    }
+    a.query_drop("UNLOCK TABLES").unwrap();
+    let n: Option<i64> = b
+        .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) >= 5 FROM lt_t")
+        .unwrap();
+    assert_eq!(n, Some(1));
+}
+
+#[test]
+fn hold_window_keeps_the_connection_between_statements() {
+    let borrows = |p: &Proxy| -> u64 { p.backends_sum("borrows") };
+    // Default hold (256 ms): back-to-back statements, one borrow, one
+    // server connection.
+    let p = Setup::default().start();
+    let mut c = p.conn();
+    // Let the connection used by the client library's own start-up
+    // queries go back first.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let before = borrows(&p);
+    let ids: Vec<u64> = (0..20)
+        .map(|_| {
+            c.query_first::<u64, _>("SELECT CONNECTION_ID()")
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    assert!(ids.iter().all(|&i| i == ids[0]), "{ids:?}");
+    assert_eq!(borrows(&p) - before, 1);
+    // After the window the connection goes back (and the next statement
+    // borrows again).
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    c.query_drop("SELECT 1").unwrap();
+    assert_eq!(borrows(&p) - before, 2);
+    // hold_ms = 0: a borrow per statement.
+    let p = Setup {
+        group: "[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    }
+    .start();
+    let mut c = p.conn();
+    let before = borrows(&p);
+    for _ in 0..20 {
+        c.query_drop("SELECT 1").unwrap();
+    }
+    assert_eq!(borrows(&p) - before, 20);
+}
+
+#[test]
+fn command_line() {
+    let bin = env!("CARGO_BIN_EXE_sextant");
+    let run = |args: &[&str]| std::process::Command::new(bin).args(args).output().unwrap();
+    let out = run(&["--version"]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("sextant "));
+    let out = run(&["--help"]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("check-config"));
+    let example = repo_root().join("examples/sextant.toml");
+    let out = run(&["check-config", example.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("OK"));
+    let bad = std::env::temp_dir().join(format!("sextant-bad-{}.toml", std::process::id()));
+    std::fs::write(&bad, "[proxy]\nlisten = \"127.0.0.1:6033\"\nlisen = 1\n").unwrap();
+    let out = run(&["--config", bad.to_str().unwrap(), "--check"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.contains(bad.to_str().unwrap()) && err.contains("line 3") && err.contains("lisen"),
+        "{err}"
+    );
+    let out = run(&["--frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_file(bad);
+}
+
+#[test]
+fn connections_go_back_after_every_kind_of_command() {
+    let p = Setup::default().start();
+    let used = |p: &Proxy| -> u64 { p.backends_sum("conn_used") };
+    let mut r = Raw::login(p.port, "app", "apppass", None);
+    for (what, payload, expect) in [
+        ("COM_INIT_DB", b"\x02sextant_test".to_vec(), Expect::Single),
+        (
+            "COM_FIELD_LIST",
+            b"\x04fl_t\x00".to_vec(),
+            Expect::FieldList,
+        ),
+        ("COM_STATISTICS", b"\x09".to_vec(), Expect::Single),
+        ("COM_QUERY", b"\x03SELECT 1".to_vec(), Expect::Query),
+        (
+            "COM_STMT_PREPARE",
+            b"\x16SELECT 1".to_vec(),
+            Expect::Prepare,
+        ),
+    ] {
+        r.send(0, &payload);
+        r.read_response_as(expect);
+        // The hold window is 256 ms: after it, nothing may stay borrowed by
+        // an idle client.
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        assert_eq!(
+            used(&p),
+            0,
+            "a server connection stayed with an idle client after {what}"
+        );
+    }
+}

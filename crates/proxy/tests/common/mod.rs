@@ -1,0 +1,813 @@
+//! Integration-test harness: a real MariaDB lab (primary + 2 replicas,
+//! started by scripts/lab, once per test binary), sextant processes with
+//! generated configs, and a minimal raw-protocol client for the cases no
+//! client library will produce (malformed packets, cursors, long data).
+//!
+//! Nothing here skips: if MariaDB is missing, the lab fails to start and
+//! the tests fail, saying why.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub struct Lab {
+    pub dir: PathBuf,
+    pub primary: u16,
+    pub replicas: Vec<u16>,
+    /// CA, certificate and key (for 127.0.0.1) the lab's servers use.
+    pub tls_ca: String,
+    pub tls_cert: String,
+    pub tls_key: String,
+    /// Unix socket of each server: the primary's first.
+    pub sockets: Vec<String>,
+}
+
+static LAB: OnceLock<Lab> = OnceLock::new();
+
+/// Extra `scripts/lab start` options for this test binary's lab (e.g.
+/// `--galera`); set before the first `lab()`.
+pub static LAB_ARGS: OnceLock<&'static [&'static str]> = OnceLock::new();
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+extern "C" {
+    fn atexit(cb: extern "C" fn()) -> i32;
+}
+
+extern "C" fn stop_lab() {
+    if let Some(l) = LAB.get() {
+        let _ = Command::new(repo_root().join("scripts/lab"))
+            .args(["stop", "--dir"])
+            .arg(&l.dir)
+            .stdout(Stdio::null())
+            .status();
+    }
+}
+
+/// The lab of this test binary, started on first use and stopped at exit.
+pub fn lab() -> &'static Lab {
+    LAB.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("sextant-test-lab-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = Command::new(repo_root().join("scripts/lab"))
+            .args(["start", "--base-port", "auto", "--dir"])
+            .arg(&dir)
+            .args(LAB_ARGS.get().copied().unwrap_or(&[]))
+            .output()
+            .expect("cannot run scripts/lab");
+        assert!(
+            out.status.success(),
+            "the MariaDB lab did not start (is mariadb-server installed?):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        unsafe {
+            atexit(stop_lab);
+        }
+        let env = std::fs::read_to_string(dir.join("lab.env")).expect("lab.env");
+        let get = |k: &str| {
+            env.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                .unwrap_or_else(|| panic!("{k} missing from lab.env"))
+                .trim_matches('"')
+                .to_string()
+        };
+        Lab {
+            primary: get("LAB_PRIMARY_PORT").parse().expect("port"),
+            replicas: get("LAB_REPLICA_PORTS")
+                .split_whitespace()
+                .map(|p| p.parse().expect("port"))
+                .collect(),
+            tls_ca: get("LAB_TLS_CA"),
+            tls_cert: get("LAB_TLS_CERT"),
+            tls_key: get("LAB_TLS_KEY"),
+            sockets: get("LAB_SOCKETS")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect(),
+            dir,
+        }
+    })
+}
+
+/// How a test wants its sextant: the one way to start one. Fields left at
+/// their defaults give sextant in front of the lab's primary and replicas,
+/// two worker threads, everything else at sextant's defaults:
+/// `Setup { group: "pool_max = 2\n", ..Default::default() }.start()`.
+#[derive(Default)]
+pub struct Setup<'a> {
+    /// Keys for [proxy].
+    pub proxy: &'a str,
+    /// More [[users]] entries (or keys for the last built-in user).
+    pub users: &'a str,
+    /// Keys for [groups.main], then any further tables.
+    pub group: &'a str,
+    /// A port to use instead of the lab's primary.
+    pub primary: Option<u16>,
+    pub no_replicas: bool,
+    /// Replica ports instead of the lab's (e.g. closed ports).
+    pub replicas_override: Option<Vec<u16>>,
+    /// Weights for the lab's replicas.
+    pub replica_weights: Option<Vec<u32>>,
+    pub attempt: u32,
+    /// Start sextant with SEXTANT_COUNT_ALLOCATIONS=1.
+    pub count_allocations: bool,
+    /// Name the lab's servers by their Unix sockets instead of TCP ports.
+    pub unix_sockets: bool,
+}
+
+impl Setup<'_> {
+    /// Starts sextant with this setup and waits until it listens.
+    pub fn start(self) -> Proxy {
+        Proxy::start(self)
+    }
+}
+
+/// A port that is free now, below the kernel's ephemeral range (32768 and
+/// up), so outgoing connections cannot take it before sextant binds it.
+/// Labs use 20000-29999; proxies 10000-19999.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let seed = (std::process::id() as u16).wrapping_mul(7919) % 10_000;
+    for _ in 0..10_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 10_000 + (seed.wrapping_add(n.wrapping_mul(13)) % 10_000);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 10000-19999")
+}
+
+pub struct Proxy {
+    child: Child,
+    pub port: u16,
+    pub admin_port: u16,
+    pub log: PathBuf,
+}
+
+impl Proxy {
+    fn start(s: Setup<'_>) -> Proxy {
+        let (extra_proxy, extra, primary, with_replicas, extra_users) =
+            (s.proxy, s.group, s.primary, !s.no_replicas, s.users);
+        let lab = lab();
+        let port = free_port();
+        let admin_port = free_port();
+        let ports = s
+            .replicas_override
+            .clone()
+            .unwrap_or_else(|| lab.replicas.clone());
+        let replicas: Vec<String> = if with_replicas {
+            ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let addr = match s.unix_sockets {
+                        true => lab.sockets[i + 1].clone(),
+                        false => format!("127.0.0.1:{p}"),
+                    };
+                    match &s.replica_weights {
+                        Some(w) => format!("{{ addr = \"{addr}\", weight = {} }}", w[i]),
+                        None => format!("\"{addr}\""),
+                    }
+                })
+                .collect()
+        } else {
+            vec![]
+        };
+        // Two worker threads unless the test chooses.
+        let threads = if extra_proxy.contains("threads") {
+            ""
+        } else {
+            "threads = 2"
+        };
+        let cfg = format!(
+            r#"
+[proxy]
+listen = "127.0.0.1:{port}"
+{threads}
+{extra_proxy}
+
+[admin]
+listen = "127.0.0.1:{admin_port}"
+user = "admin"
+password = "adminpass"
+
+[[users]]
+name = "app"
+password = "apppass"
+
+[[users]]
+name = "other"
+password = "otherpass"
+backend_user = "app"
+backend_password = "apppass"
+{extra_users}
+
+[groups.main]
+primary = "{primary}"
+replicas = [{replicas}]
+{extra}
+"#,
+            primary = match s.unix_sockets {
+                true => lab.sockets[0].clone(),
+                false => format!("127.0.0.1:{}", primary.unwrap_or(lab.primary)),
+            },
+            replicas = replicas.join(", "),
+        );
+        let logs = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sextant-logs");
+        std::fs::create_dir_all(&logs).expect("log dir");
+        let path = logs.join(format!("sextant-{port}.toml"));
+        std::fs::write(&path, cfg).expect("write config");
+        let log = logs.join(format!("sextant-{port}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_sextant"))
+            .arg("--config")
+            .arg(&path)
+            .env(
+                "SEXTANT_COUNT_ALLOCATIONS",
+                if s.count_allocations { "1" } else { "0" },
+            )
+            .env(
+                "RUST_LOG",
+                std::env::var("SEXTANT_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdout(std::fs::File::create(&log).expect("log"))
+            .stderr(std::fs::File::create(log.with_extension("err")).expect("log"))
+            .spawn()
+            .expect("start sextant");
+        let mut p = Proxy {
+            child,
+            port,
+            admin_port,
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(st)) = p.child.try_wait() {
+                let logs = p.logs();
+                if logs.contains("cannot listen") && s.attempt < 3 {
+                    // Another process took the port in between: new ports.
+                    return Self::start(Setup {
+                        attempt: s.attempt + 1,
+                        replicas_override: s.replicas_override.clone(),
+                        replica_weights: s.replica_weights.clone(),
+                        ..s
+                    });
+                }
+                panic!("sextant exited with {st}: {logs}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sextant did not listen: {}",
+                p.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        p
+    }
+
+    pub fn logs(&self) -> String {
+        format!(
+            "{}{}",
+            std::fs::read_to_string(&self.log).unwrap_or_default(),
+            std::fs::read_to_string(self.log.with_extension("err")).unwrap_or_default()
+        )
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn url(&self, user: &str, pass: &str, db: &str) -> String {
+        // prefer_socket=false: the crate would otherwise ask @@socket and
+        // reconnect over the server's unix socket, bypassing sextant.
+        format!(
+            "mysql://{user}:{pass}@127.0.0.1:{}/{db}?prefer_socket=false",
+            self.port
+        )
+    }
+
+    pub fn conn(&self) -> mysql::Conn {
+        mysql::Conn::new(
+            mysql::Opts::from_url(&self.url("app", "apppass", "sextant_test")).expect("url"),
+        )
+        .expect("connect through sextant")
+    }
+
+    /// Sum of a SHOW BACKENDS column over all servers.
+    pub fn backends_sum(&self, column: &str) -> u64 {
+        use mysql::prelude::Queryable;
+        let rows: Vec<mysql::Row> = self.admin().query("SHOW BACKENDS").expect("SHOW BACKENDS");
+        rows.iter()
+            .map(|r| {
+                r.get::<String, _>(column)
+                    .unwrap_or_else(|| panic!("no column {column} in SHOW BACKENDS"))
+                    .parse::<u64>()
+                    .expect("a number")
+            })
+            .sum()
+    }
+
+    pub fn admin(&self) -> mysql::Conn {
+        let opts = mysql::OptsBuilder::new()
+            .ip_or_hostname(Some("127.0.0.1"))
+            .tcp_port(self.admin_port)
+            .user(Some("admin"))
+            .pass(Some("adminpass"))
+            .prefer_socket(false);
+        mysql::Conn::new(opts).expect("connect to the admin port")
+    }
+
+    /// Resident set size of the sextant process, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// Peak resident set size of the sextant process, in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        s.lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A direct connection to a lab server.
+pub fn direct(port: u16) -> mysql::Conn {
+    mysql::Conn::new(
+        mysql::Opts::from_url(&format!(
+            "mysql://app:apppass@127.0.0.1:{port}/sextant_test?prefer_socket=false"
+        ))
+        .expect("url"),
+    )
+    .expect("direct connection")
+}
+
+/// A global status counter of one server (e.g. "Com_select").
+pub fn status_counter(port: u16, name: &str) -> u64 {
+    use mysql::prelude::Queryable;
+    let mut c = direct(port);
+    let row: Option<(String, String)> = c
+        .exec_first("SHOW GLOBAL STATUS WHERE Variable_name = ?", (name,))
+        .expect("show status");
+    row.map(|(_, v)| v.parse().unwrap_or(0)).unwrap_or(0)
+}
+
+/// Waits until every replica has applied everything the primary has.
+pub fn sync_replicas() {
+    use mysql::prelude::Queryable;
+    let lab = lab();
+    let pos: String = direct(lab.primary)
+        .query_first("SELECT @@gtid_binlog_pos")
+        .expect("gtid")
+        .unwrap_or_default();
+    for &r in &lab.replicas {
+        let w: Option<i64> = direct(r)
+            .exec_first("SELECT MASTER_GTID_WAIT(?, 30)", (pos.clone(),))
+            .expect("gtid wait");
+        assert_eq!(w, Some(0), "replica {r} did not catch up");
+    }
+}
+
+/// Runs the mariadb command-line client against sextant.
+pub fn cli(
+    port: u16,
+    user: &str,
+    pass: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> std::process::Output {
+    let mut cmd = Command::new("mariadb");
+    cmd.args(["--no-defaults", "-h127.0.0.1", "--protocol=tcp"])
+        .arg(format!("-P{port}"))
+        .arg(format!("-u{user}"))
+        .arg(format!("-p{pass}"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .expect("mariadb client (apt-get install mariadb-client)");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+    } else {
+        drop(child.stdin.take());
+    }
+    child.wait_with_output().expect("mariadb client output")
+}
+
+/// Runs a Python script with PyMySQL (Debian's python3-pymysql) against
+/// sextant; the script gets PORT in its environment.
+pub fn python(port: u16, script: &str) -> std::process::Output {
+    Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(script)
+        .env("PORT", port.to_string())
+        .output()
+        .expect("python3")
+}
+
+pub fn assert_ok(out: &std::process::Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// A bare protocol client: enough to log in and send arbitrary packets.
+pub struct Raw {
+    pub s: TcpStream,
+    pub caps: u32,
+}
+
+pub const CAPS: u32 = 0x0000_0200 // PROTOCOL_41
+    | 0x0000_8000 // SECURE_CONNECTION
+    | 0x0008_0000 // PLUGIN_AUTH
+    | 0x0002_0000 // MULTI_RESULTS
+    | 0x0000_0008; // CONNECT_WITH_DB
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20))).ok();
+        Raw { s, caps: CAPS }
+    }
+
+    pub fn login(port: u16, user: &str, pass: &str, db: Option<&str>) -> Raw {
+        Self::login_with(port, user, pass, db, CAPS, vec![])
+    }
+
+    pub fn login_with(
+        port: u16,
+        user: &str,
+        pass: &str,
+        db: Option<&str>,
+        caps: u32,
+        attrs: Vec<(String, String)>,
+    ) -> Raw {
+        let mut r = Raw::connect(port);
+        r.caps = caps;
+        let (_, greeting) = r.read().expect("greeting");
+        let hs = sextant_protocol::handshake::InitialHandshake::parse(&greeting)
+            .expect("greeting parses");
+        let resp = sextant_protocol::handshake::HandshakeResponse {
+            capabilities: r.caps,
+            max_packet: 1 << 30,
+            charset: 45,
+            user: user.into(),
+            auth_response: sextant_protocol::auth::native_scramble(pass.as_bytes(), &hs.nonce),
+            database: db.map(|d| d.into()),
+            auth_plugin: Some("mysql_native_password".into()),
+            attrs,
+        };
+        let mut p = Vec::new();
+        resp.encode(&mut p);
+        r.send(1, &p);
+        let (_, ok) = r.read().expect("login reply");
+        assert_eq!(ok[0], 0, "login failed: {}", String::from_utf8_lossy(&ok));
+        r
+    }
+
+    pub fn send(&mut self, seq: u8, payload: &[u8]) {
+        let mut out = Vec::new();
+        sextant_protocol::codec::write_packet(&mut out, seq, payload);
+        self.s.write_all(&out).expect("send");
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).expect("send");
+    }
+
+    /// One frame: (seq, payload); None at EOF.
+    pub fn read(&mut self) -> Option<(u8, Vec<u8>)> {
+        let mut h = [0u8; 4];
+        self.s.read_exact(&mut h).ok()?;
+        let len = h[0] as usize | (h[1] as usize) << 8 | (h[2] as usize) << 16;
+        let mut p = vec![0u8; len];
+        self.s.read_exact(&mut p).ok()?;
+        Some((h[3], p))
+    }
+
+    pub fn query(&mut self, sql: &str) {
+        let mut p = vec![3u8];
+        p.extend_from_slice(sql.as_bytes());
+        self.send(0, &p);
+    }
+
+    /// Reads packets until an OK/EOF without MORE_RESULTS or an ERR, for
+    /// simple result sets; returns them.
+    pub fn read_response(&mut self) -> Vec<Vec<u8>> {
+        self.read_response_as(sextant_protocol::tracker::Expect::Query)
+    }
+
+    pub fn read_response_as(&mut self, expect: sextant_protocol::tracker::Expect) -> Vec<Vec<u8>> {
+        let deprecate = self.caps & (1 << 24) != 0;
+        let mut t = sextant_protocol::tracker::Tracker::new(expect, deprecate);
+        let mut v = Vec::new();
+        while !t.is_done() {
+            let (_, p) = self.read().expect("response packet");
+            t.feed(p.len(), &p).expect("valid response");
+            v.push(p);
+        }
+        v
+    }
+}
+
+impl Raw {
+    /// Reads a whole text result (no DEPRECATE_EOF) through a large buffer,
+    /// counting rows and bytes without keeping them.
+    pub fn drain_result(&mut self) -> (u64, u64) {
+        let mut rd = std::io::BufReader::with_capacity(1 << 20, self.s.try_clone().expect("clone"));
+        let mut t = sextant_protocol::tracker::Tracker::new(
+            sextant_protocol::tracker::Expect::Query,
+            false,
+        );
+        let (mut packets, mut bytes) = (0u64, 0u64);
+        let mut payload = Vec::new();
+        while !t.is_done() {
+            let mut h = [0u8; 4];
+            rd.read_exact(&mut h).expect("frame header");
+            let len = h[0] as usize | (h[1] as usize) << 8 | (h[2] as usize) << 16;
+            payload.resize(len, 0);
+            rd.read_exact(&mut payload).expect("frame");
+            let kind = t.feed(len, &payload).expect("valid response");
+            assert_ne!(
+                kind,
+                sextant_protocol::tracker::Packet::Err,
+                "{}",
+                String::from_utf8_lossy(&payload)
+            );
+            packets += 1;
+            bytes += len as u64 + 4;
+        }
+        (packets, bytes)
+    }
+}
+
+impl Raw {
+    /// COM_STMT_EXECUTE of statement `id` with one parameter of MySQL type
+    /// `ty`, sending its type, and `value` in binary form (empty when the
+    /// value was sent as long data).
+    pub fn execute_one(&mut self, id: u32, ty: u8, value: &[u8]) {
+        let mut e = vec![0x17];
+        e.extend_from_slice(&id.to_le_bytes());
+        e.push(0); // no cursor
+        e.extend_from_slice(&1u32.to_le_bytes()); // iterations
+        e.push(0); // null bitmap
+        e.push(1); // types follow
+        e.extend_from_slice(&[ty, 0]);
+        e.extend_from_slice(value);
+        self.send(0, &e);
+    }
+}
+
+/// A sysbench command against the lab's sbtest database, as the app user.
+pub fn sysbench_cmd(port: u16, tables: u32, table_size: u32) -> Command {
+    let mut c = Command::new("sysbench");
+    c.args([
+        "--db-driver=mysql",
+        "--mysql-host=127.0.0.1",
+        "--mysql-user=app",
+        "--mysql-password=apppass",
+    ])
+    .arg("--mysql-db=sbtest")
+    .arg(format!("--mysql-port={port}"))
+    .arg(format!("--tables={tables}"))
+    .arg(format!("--table-size={table_size}"));
+    c
+}
+
+/// The (errno, message) of an ERR packet payload.
+pub fn err_of(p: &[u8]) -> (u16, String) {
+    assert_eq!(
+        p[0],
+        0xff,
+        "expected an error packet, got {:?}",
+        String::from_utf8_lossy(p)
+    );
+    let e = sextant_protocol::packets::parse_err(p).expect("err packet");
+    (e.code, String::from_utf8_lossy(e.message).into_owned())
+}
+
+/// A TCP forwarder in front of a lab server that a test can cut, to stand
+/// for that server dying: after cut(), every open connection is closed as
+/// soon as the next request arrives (before any answer), and new
+/// connections are refused.
+pub struct Forwarder {
+    pub port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Forwarder {
+    pub fn start(target: u16) -> Forwarder {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let port = free_port();
+        let listener = TcpListener::bind(("127.0.0.1", port)).expect("forwarder bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let cut = Arc::new(AtomicBool::new(false));
+        let flag = cut.clone();
+        std::thread::spawn(move || loop {
+            if flag.load(Ordering::Relaxed) {
+                return; // drops the listener: new connections are refused
+            }
+            match listener.accept() {
+                Ok((client, _)) => {
+                    client.set_nonblocking(false).ok();
+                    let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                        continue;
+                    };
+                    let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                    let f = flag.clone();
+                    // client -> server: stops at the first request after the cut.
+                    std::thread::spawn(move || {
+                        let (mut from, mut to) = (client, server);
+                        let mut buf = [0u8; 65536];
+                        while let Ok(n) = from.read(&mut buf) {
+                            if n == 0 || f.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                    std::thread::spawn(move || {
+                        let (mut from, mut to) = (s2, c2);
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        });
+        Forwarder { port, cut }
+    }
+
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Proxy {
+    /// A server's state in SHOW BACKENDS (up, down, lagging, maintenance).
+    pub fn state_of(&self, port: u16) -> String {
+        self.state_at(&format!("127.0.0.1:{port}"))
+    }
+
+    /// The state of the server at `address` (host:port or socket path).
+    pub fn state_at(&self, address: &str) -> String {
+        use mysql::prelude::Queryable;
+        let rows: Vec<mysql::Row> = self.admin().query("SHOW BACKENDS").unwrap();
+        rows.iter()
+            .find(|r| r.get::<String, _>("address").unwrap() == address)
+            .map(|r| r.get::<String, _>("state").unwrap())
+            .unwrap_or_else(|| panic!("no server {address} in SHOW BACKENDS"))
+    }
+
+    /// Waits until a server reaches `want`; returns how long it took.
+    pub fn wait_state(&self, port: u16, want: &str, within: Duration) -> Duration {
+        self.wait_state_at(&format!("127.0.0.1:{port}"), want, within)
+    }
+
+    /// The same for the server at `address` (host:port or socket path).
+    pub fn wait_state_at(&self, address: &str, want: &str, within: Duration) -> Duration {
+        let t = Instant::now();
+        while self.state_at(address) != want {
+            assert!(
+                t.elapsed() < within,
+                "{address} not {want} within {within:?} (is {})",
+                self.state_at(address)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        t.elapsed()
+    }
+}
+
+/// Sets a replication delay on every lab replica (0: none).
+pub fn set_replica_delay(secs: u32) {
+    for &r in &lab().replicas {
+        set_delay(r, secs);
+    }
+}
+
+/// Sets a replication delay on one lab replica (0: none).
+pub fn set_delay(replica: u16, secs: u32) {
+    use mysql::prelude::Queryable;
+    let mut d = direct(replica);
+    let _ = d.query_drop("STOP SLAVE");
+    let _ = d.query_drop(format!("CHANGE MASTER TO MASTER_DELAY = {secs}"));
+    let _ = d.query_drop("START SLAVE");
+}
+
+/// Puts the lab's replication back as it was (no delay, all threads
+/// running, caught up) when dropped, whatever the test did.
+pub struct RestoreReplication;
+
+impl Drop for RestoreReplication {
+    fn drop(&mut self) {
+        set_replica_delay(0);
+        sync_replicas();
+    }
+}
+
+/// SIGKILLs lab server `index` (0: the primary, 1..: replicas or Galera
+/// nodes).
+pub fn kill_lab_server(index: usize) {
+    let pidfile = lab().dir.join(format!("s{index}.pid"));
+    let pid = std::fs::read_to_string(&pidfile)
+        .expect("pid file")
+        .trim()
+        .to_string();
+    assert!(Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .expect("kill")
+        .success());
+    let _ = std::fs::remove_file(&pidfile);
+}
+
+/// Starts lab server `index` again with its own config. The lab stops it
+/// by its pid file when the test binary exits; nobody waits for it here.
+#[allow(clippy::zombie_processes)]
+pub fn restart_lab_server(index: usize) {
+    Command::new("mariadbd")
+        .arg(format!(
+            "--defaults-file={}",
+            lab().dir.join(format!("s{index}.cnf")).display()
+        ))
+        .arg("--user=root")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("restart mariadbd");
+}
+
+/// A finished sysbench run that must have seen no error: returns its
+/// report, and the value of one of its counters (e.g. "queries:").
+pub fn sysbench_clean(out: &std::process::Output, what: &str, counter: &str) -> (String, u64) {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && !text.contains("FATAL"),
+        "sysbench saw an error when {what}:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = text
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(counter))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u64::MAX);
+    (text, n)
+}
+
+/// sysbench's tables (`tables` x `rows`) on the server at `port`.
+pub fn sysbench_prepare(port: u16, tables: u32, rows: u32) {
+    // Tables from an earlier test of the same lab go first (sysbench's
+    // prepare refuses to overwrite them).
+    let _ = sysbench_cmd(port, tables, rows)
+        .args(["oltp_read_only", "cleanup"])
+        .output();
+    assert_ok(
+        &sysbench_cmd(port, tables, rows)
+            .args(["oltp_read_only", "prepare"])
+            .output()
+            .expect("sysbench"),
+        "sysbench prepare",
+    );
+}

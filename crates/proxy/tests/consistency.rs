@@ -1,0 +1,297 @@
+//! Read-your-writes against real replicas made to lag (MASTER_DELAY), as in
+//! seed 003: a row written and read back at once must be there, on the same
+//! connection and on another one of the same user. (Its own test binary:
+//! it changes the lab's replication.)
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+use std::sync::Mutex;
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Delays every replica by `secs` until dropped.
+struct Delay(#[allow(dead_code)] RestoreReplication);
+
+impl Delay {
+    fn set(secs: u32) -> Delay {
+        set_replica_delay(secs);
+        Delay(RestoreReplication)
+    }
+}
+
+/// Lag is no reason to leave rotation here (max_replica_lag_ms = 0), so
+/// the delayed replicas stay in use and only the consistency rule can keep
+/// stale reads away.
+fn proxy(routing: &str) -> Proxy {
+    Setup {
+        group: &format!("max_replica_lag_ms = 0\n[routing]\nhold_ms = 0\n{routing}\n"),
+        ..Default::default()
+    }
+    .start()
+}
+
+fn table(c: &mut mysql::Conn, name: &str) {
+    c.query_drop(format!(
+        "CREATE TABLE IF NOT EXISTS {name} (id INT PRIMARY KEY, v INT)"
+    ))
+    .unwrap();
+    c.query_drop(format!("DELETE FROM {name}")).unwrap();
+}
+
+/// `rounds` of: insert on `w`, read it back at once on `r`. Returns how
+/// many reads did not see their row.
+fn stale_reads(w: &mut mysql::Conn, r: Option<&mut mysql::Conn>, name: &str, rounds: i32) -> usize {
+    let mut stale = 0;
+    let mut r = r;
+    for i in 0..rounds {
+        w.query_drop(format!("INSERT INTO {name} VALUES ({i}, {i})"))
+            .unwrap();
+        let reader: &mut mysql::Conn = match r.as_deref_mut() {
+            Some(c) => c,
+            None => &mut *w,
+        };
+        let v: Option<i32> = reader
+            .query_first(format!("SELECT v FROM {name} WHERE id = {i}"))
+            .unwrap();
+        if v != Some(i) {
+            stale += 1;
+        }
+    }
+    stale
+}
+
+#[test]
+fn eventual_reads_are_stale_on_lagging_replicas() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The test setup can see staleness at all: without the guarantee,
+    // writes read back at once from delayed replicas are missing.
+    let p = proxy("consistency = \"eventual\"");
+    let mut c = p.conn();
+    table(&mut c, "ev_t");
+    // The table must reach the replicas before they are delayed, or the
+    // reads below fail on a missing table instead of finding stale rows.
+    sync_replicas();
+    let _delay = Delay::set(2);
+    let stale = stale_reads(&mut c, None, "ev_t", 50);
+    eprintln!("eventual: {stale} of 50 reads stale");
+    assert!(
+        stale > 40,
+        "expected stale reads with eventual consistency, got {stale}"
+    );
+}
+
+#[test]
+fn read_your_writes_on_one_connection_and_across_connections() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The default: read_your_writes for all sessions of the user.
+    let p = proxy("");
+    let mut a = p.conn();
+    let mut b = p.conn();
+    table(&mut a, "ryw_t");
+    table(&mut a, "ryw_u");
+    sync_replicas();
+    let delay = Delay::set(2);
+    let stale = stale_reads(&mut a, None, "ryw_t", 1000);
+    assert_eq!(stale, 0, "stale reads on the writing connection");
+    let stale = stale_reads(&mut a, Some(&mut b), "ryw_u", 1000);
+    assert_eq!(
+        stale, 0,
+        "stale reads on another connection of the same user"
+    );
+    // The same with server-side prepared statements (the binary protocol
+    // takes another path through sextant).
+    table(&mut a, "ryw_p");
+    let mut stale = 0;
+    for i in 0..300 {
+        a.exec_drop("INSERT INTO ryw_p VALUES (?, ?)", (i, i))
+            .unwrap();
+        let v: Option<i32> = b
+            .exec_first("SELECT v FROM ryw_p WHERE id = ?", (i,))
+            .unwrap();
+        if v != Some(i) {
+            stale += 1;
+        }
+    }
+    assert_eq!(stale, 0, "stale reads with prepared statements");
+    // Once the replicas have caught up, reads go to them again.
+    drop(delay);
+    std::thread::sleep(Duration::from_millis(1500));
+    let lab = lab();
+    let before: i64 = lab
+        .replicas
+        .iter()
+        .map(|&r| status_counter(r, "Com_select") as i64)
+        .sum();
+    for _ in 0..200 {
+        let _: Option<i32> = b.query_first("SELECT v FROM ryw_u WHERE id = 1").unwrap();
+    }
+    let after: i64 = lab
+        .replicas
+        .iter()
+        .map(|&r| status_counter(r, "Com_select") as i64)
+        .sum();
+    assert!(
+        after - before >= 190,
+        "reads did not return to the replicas: {}",
+        after - before
+    );
+}
+
+#[test]
+fn session_scope_and_statement_hints() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = proxy("consistency_scope = \"session\"");
+    let mut a = p.conn();
+    let mut b = p.conn();
+    table(&mut a, "ss_t");
+    sync_replicas();
+    let _delay = Delay::set(2);
+    assert_eq!(stale_reads(&mut a, None, "ss_t", 100), 0, "own writes");
+    // Scope session: another connection is not covered, and reads stale.
+    a.query_drop("INSERT INTO ss_t VALUES (5000, 1)").unwrap();
+    let v: Option<i32> = b.query_first("SELECT v FROM ss_t WHERE id = 5000").unwrap();
+    assert_eq!(v, None, "scope session does not cover other sessions");
+    // A statement can ask for more, or less.
+    let v: Option<i32> = b
+        .query_first("/*# consistency=strong */ SELECT v FROM ss_t WHERE id = 5000")
+        .unwrap();
+    assert_eq!(v, Some(1));
+    a.query_drop("INSERT INTO ss_t VALUES (5001, 1)").unwrap();
+    let v: Option<i32> = a
+        .query_first("/*# consistency=eventual */ SELECT v FROM ss_t WHERE id = 5001")
+        .unwrap();
+    assert_eq!(v, None, "an eventual hint reads the (stale) replica");
+}
+
+#[test]
+fn causal_wait_reads_from_a_replica_once_it_has_the_write() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = proxy("causal_wait_ms = 3000");
+    let mut c = p.conn();
+    table(&mut c, "cw_t");
+    sync_replicas();
+    let _delay = Delay::set(1);
+    let lab = lab();
+    let before: i64 = lab
+        .replicas
+        .iter()
+        .map(|&r| status_counter(r, "Com_select") as i64)
+        .sum();
+    let primary_before = status_counter(lab.primary, "Com_select") as i64;
+    assert_eq!(stale_reads(&mut c, None, "cw_t", 3), 0);
+    let after: i64 = lab
+        .replicas
+        .iter()
+        .map(|&r| status_counter(r, "Com_select") as i64)
+        .sum();
+    let primary_after = status_counter(lab.primary, "Com_select") as i64;
+    // Each read waited on a replica (MASTER_GTID_WAIT is a SELECT too)
+    // and ran there, not on the primary.
+    assert!(after - before >= 6, "replica selects: {}", after - before);
+    assert!(
+        primary_after - primary_before <= 1,
+        "primary selects: {}",
+        primary_after - primary_before
+    );
+}
+
+/// Reads a counter that a direct connection to the primary keeps raising,
+/// `reads` times through `c`, with replica 0 current and replica 1 two
+/// seconds behind (both in rotation). Halfway, replica 0 goes into
+/// maintenance. Returns how many reads saw a smaller value than the read
+/// before.
+fn backwards_reads(p: &Proxy, c: &mut mysql::Conn, reads: usize) -> usize {
+    let lab = lab();
+    let mut w = direct(lab.primary);
+    w.query_drop("CREATE TABLE IF NOT EXISTS sextant_test.mono (id INT PRIMARY KEY, n BIGINT)")
+        .unwrap();
+    w.query_drop("REPLACE INTO sextant_test.mono VALUES (1, 0)")
+        .unwrap();
+    sync_replicas();
+    let _restore = RestoreReplication;
+    set_delay(lab.replicas[1], 2);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                w.query_drop("UPDATE sextant_test.mono SET n = n + 1 WHERE id = 1")
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    // Let the delayed replica fall behind.
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut admin = p.admin();
+    let (mut last, mut backwards) = (0i64, 0);
+    for i in 0..reads {
+        if i == reads / 2 {
+            admin
+                .query_drop(format!("SET MAINTENANCE ON 127.0.0.1:{}", lab.replicas[0]))
+                .unwrap();
+        }
+        let n: i64 = c
+            .query_first("SELECT n FROM sextant_test.mono WHERE id = 1")
+            .unwrap()
+            .unwrap();
+        if n < last {
+            backwards += 1;
+        }
+        last = n;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    admin
+        .query_drop(format!("SET MAINTENANCE OFF 127.0.0.1:{}", lab.replicas[0]))
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    backwards
+}
+
+#[test]
+fn monotonic_reads_never_go_back_in_time() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The control: spread over a current and a delayed replica, reads go
+    // back and forth in time.
+    let p = proxy("consistency = \"eventual\"");
+    let mut c = p.conn();
+    let back = backwards_reads(&p, &mut c, 300);
+    eprintln!("eventual: {back} of 300 reads went back in time");
+    assert!(back > 20, "the setup must show the anomaly: {back}");
+    drop(c);
+    drop(p);
+
+    let p = proxy("consistency = \"monotonic\"");
+    let mut c = p.conn();
+    let back = backwards_reads(&p, &mut c, 300);
+    eprintln!("monotonic: {back} of 300 reads went back in time");
+    assert_eq!(back, 0);
+
+    // Per statement, by hint, over an eventual default.
+    let p = proxy("consistency = \"eventual\"");
+    let mut c = p.conn();
+    let lab = lab();
+    let before: Vec<u64> = lab
+        .replicas
+        .iter()
+        .map(|&r| status_counter(r, "Com_select"))
+        .collect();
+    for _ in 0..100 {
+        c.query_drop("SELECT /*# consistency=monotonic */ 1")
+            .unwrap();
+    }
+    let got: Vec<u64> = lab
+        .replicas
+        .iter()
+        .zip(&before)
+        .map(|(&r, b)| status_counter(r, "Com_select") - b)
+        .collect();
+    eprintln!("hinted monotonic reads per replica: {got:?}");
+    assert!(
+        got.iter().any(|&n| n < 20),
+        "hinted reads keep to one replica (or ones as far along): {got:?}"
+    );
+}

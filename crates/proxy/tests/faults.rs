@@ -1,0 +1,294 @@
+//! Bad input and failures: every client that is still there gets a MySQL
+//! error packet, everyone else keeps being served, and no server connection
+//! in an unknown state goes back to the pool.
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+use std::time::{Duration, Instant};
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn still_serving(p: &Proxy) {
+    let mut c = p.conn();
+    let v: Option<i32> = c.query_first("SELECT 41 + 1").unwrap();
+    assert_eq!(v, Some(42));
+}
+
+#[test]
+fn malformed_out_of_order_and_unknown_commands() {
+    let p = Setup::default().start();
+    // A truncated COM_STMT_EXECUTE: 1835, then the connection is closed.
+    let mut r = Raw::login(p.port, "app", "apppass", None);
+    r.send(0, &[0x17, 1]);
+    let (_, e) = r.read().expect("error packet");
+    assert_eq!(err_of(&e).0, 1835);
+    assert!(r.read().is_none(), "connection should be closed");
+
+    // A command with sequence id 3: 1156.
+    let mut r = Raw::login(p.port, "app", "apppass", None);
+    r.send(3, b"\x03SELECT 1");
+    let (_, e) = r.read().expect("error packet");
+    let (code, msg) = err_of(&e);
+    assert_eq!(code, 1156, "{msg}");
+    assert!(r.read().is_none());
+
+    // An unknown command: 1047, and the session goes on.
+    let mut r = Raw::login(p.port, "app", "apppass", None);
+    r.send(0, &[0x1d]);
+    let (_, e) = r.read().expect("error packet");
+    assert_eq!(err_of(&e).0, 1047);
+    r.query("SELECT 5");
+    let resp = r.read_response();
+    assert_eq!(resp[3], b"\x015");
+
+    // Unknown statement ids: 1243.
+    let mut q = vec![0x17];
+    q.extend_from_slice(&999u32.to_le_bytes());
+    q.extend_from_slice(&[0, 1, 0, 0, 0]);
+    r.send(0, &q);
+    let (_, e) = r.read().expect("error packet");
+    assert_eq!(err_of(&e).0, 1243);
+    still_serving(&p);
+}
+
+#[test]
+fn packets_over_max_allowed_packet() {
+    let p = Setup {
+        proxy: "max_allowed_packet = 1048576",
+        ..Default::default()
+    }
+    .start();
+    let mut r = Raw::login(p.port, "app", "apppass", None);
+    let mut q = b"\x03SELECT '".to_vec();
+    q.extend(std::iter::repeat_n(b'a', 2 << 20));
+    q.push(b'\'');
+    r.send(0, &q);
+    let (_, e) = r.read().expect("error packet");
+    let (code, msg) = err_of(&e);
+    assert_eq!(code, 1153, "{msg}");
+    assert!(msg.contains("max_allowed_packet"), "{msg}");
+    still_serving(&p);
+}
+
+#[test]
+fn silent_clients_time_out_without_blocking_others() {
+    let p = Setup {
+        proxy: "handshake_timeout_ms = 300",
+        ..Default::default()
+    }
+    .start();
+    let mut silent: Vec<Raw> = (0..20).map(|_| Raw::connect(p.port)).collect();
+    still_serving(&p);
+    for r in &mut silent {
+        let (seq, greeting) = r.read().expect("greeting");
+        assert_eq!((seq, greeting[0]), (0, 10));
+        let (_, e) = r.read().expect("error after the timeout");
+        assert_eq!(err_of(&e).0, 1043);
+        assert!(r.read().is_none());
+    }
+}
+
+#[test]
+fn client_vanishing_mid_result_frees_the_server_connection() {
+    let p = Setup::default().start();
+    let before = p.backends_sum("conn_open");
+    {
+        let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+        r.query("SELECT seq, REPEAT('x', 200) FROM seq_1_to_3000000");
+        for _ in 0..100 {
+            r.read().expect("rows");
+        }
+    } // dropped mid-result
+      // The connection that was streaming is closed, not pooled.
+    wait_until("the abandoned server connection to be closed", || {
+        p.backends_sum("conn_used") == 0
+    });
+    let open = p.backends_sum("conn_open");
+    assert!(open <= before + 1, "connections leaked: {before} -> {open}");
+    // The server stopped working on it.
+    wait_until("the server to abandon the query", || {
+        lab().replicas.iter().chain([&lab().primary]).all(|&port| {
+            let mut d = direct(port);
+            let n: Option<i64> = d
+                .query_first("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%seq_1_to_3000000%' AND ID <> CONNECTION_ID()")
+                .unwrap();
+            n == Some(0)
+        })
+    });
+    still_serving(&p);
+}
+
+#[test]
+fn server_connection_killed_mid_result() {
+    let p = Setup::default().start();
+    let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+    r.query("SELECT seq, REPEAT('y', 200) FROM seq_1_to_4000000");
+    for _ in 0..50 {
+        r.read().expect("rows");
+    }
+    // Kill the server thread running it, wherever it runs.
+    let mut killed = false;
+    for &port in lab().replicas.iter().chain([&lab().primary]) {
+        let mut d = direct(port);
+        let ids: Vec<u64> = d
+            .query("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%seq_1_to_4000000%' AND ID <> CONNECTION_ID()")
+            .unwrap();
+        for id in ids {
+            d.query_drop(format!("KILL {id}")).unwrap();
+            killed = true;
+        }
+    }
+    assert!(killed, "the query was not found on any server");
+    // The client gets an error packet (the server's, or sextant's 9003)...
+    let err = loop {
+        let (_, pk) = r.read().expect("an error packet, not a dropped connection");
+        if pk[0] == 0xff {
+            break err_of(&pk);
+        }
+    };
+    assert!([1927, 9003].contains(&err.0), "{err:?}");
+    // ...and its session goes on.
+    r.query("SELECT 6");
+    let resp = r.read_response();
+    assert_eq!(resp[3], b"\x016");
+    wait_until("no connection in use", || p.backends_sum("conn_used") == 0);
+    // Many statements later, nobody got the dead connection.
+    let mut c = p.conn();
+    for i in 0..50 {
+        let v: Option<i32> = c.query_first(format!("SELECT {i}")).unwrap();
+        assert_eq!(v, Some(i));
+    }
+}
+
+#[test]
+fn primary_down_reads_still_work_and_writes_fail_clearly() {
+    // A proxy whose primary is a closed port.
+    let dead = free_port();
+    let p = Setup {
+        group: "connect_timeout_ms = 500\n",
+        primary: Some(dead),
+        ..Default::default()
+    }
+    .start();
+    let mut r = Raw::login(p.port, "app", "apppass", None);
+    r.query("SELECT 8");
+    let resp = r.read_response();
+    assert_eq!(
+        resp[3], b"\x018",
+        "a read must not fail while replicas are up"
+    );
+    let t = Instant::now();
+    r.query("CREATE DATABASE IF NOT EXISTS never");
+    let resp = r.read_response();
+    let (code, msg) = err_of(&resp[0]);
+    assert_eq!(code, 9001, "{msg}");
+    assert!(msg.contains(&format!("127.0.0.1:{dead}")), "{msg}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    r.query("SELECT 9");
+    assert_eq!(r.read_response()[3], b"\x019");
+}
+
+#[test]
+fn full_pool_makes_statements_wait_then_fail() {
+    let p = Setup {
+        group: "pool_max = 1\npool_wait_ms = 300\n[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    }
+    .start();
+    let mut a = p.conn();
+    a.query_drop("CREATE TABLE IF NOT EXISTS pool_t (id int primary key)")
+        .unwrap();
+    a.query_drop("BEGIN").unwrap();
+    a.query_drop("INSERT INTO pool_t VALUES (1) ON DUPLICATE KEY UPDATE id = id")
+        .unwrap();
+    let mut r = Raw::login(p.port, "app", "apppass", None);
+    let t = Instant::now();
+    r.query("INSERT INTO sextant_test.pool_t VALUES (2) ON DUPLICATE KEY UPDATE id = id");
+    let resp = r.read_response();
+    let (code, msg) = err_of(&resp[0]);
+    assert_eq!(code, 9001, "{msg}");
+    assert!(msg.contains("pool is full"), "{msg}");
+    assert!(t.elapsed() >= Duration::from_millis(250));
+    a.query_drop("COMMIT").unwrap();
+    r.query("INSERT INTO sextant_test.pool_t VALUES (2) ON DUPLICATE KEY UPDATE id = id");
+    assert_eq!(r.read_response()[0][0], 0);
+}
+
+#[test]
+fn reads_survive_a_replica_dying_mid_session() {
+    let lab = lab();
+    let fwd = Forwarder::start(lab.replicas[0]);
+    let p = Setup {
+        group: "connect_timeout_ms = 300\n[routing]\nhold_ms = 0\n",
+        replicas_override: Some(vec![fwd.port, lab.replicas[1]]),
+        ..Default::default()
+    }
+    .start();
+    // Several clients keep connections to both replicas pooled.
+    let mut clients: Vec<_> = (0..4).map(|_| p.conn()).collect();
+    for i in 0..200 {
+        let c = &mut clients[i % 4];
+        let v: Option<i64> = c.query_first(format!("SELECT {i}")).unwrap();
+        assert_eq!(v, Some(i as i64));
+    }
+    // The replica dies: pooled connections to it fail at the next
+    // statement, new ones are refused. No read may fail.
+    fwd.cut();
+    for i in 0..400 {
+        let c = &mut clients[i % 4];
+        let v: Option<i64> = c
+            .query_first(format!("SELECT {i}"))
+            .unwrap_or_else(|e| panic!("read {i} failed after the replica died: {e}"));
+        assert_eq!(v, Some(i as i64));
+    }
+    let mut a = p.admin();
+    let rows: Vec<mysql::Row> = a.query("SHOW BACKENDS").unwrap();
+    let dead = rows
+        .iter()
+        .find(|r| {
+            r.get::<String, _>("address")
+                .unwrap()
+                .ends_with(&format!(":{}", fwd.port))
+        })
+        .unwrap();
+    assert_eq!(dead.get::<String, _>("state").unwrap(), "down");
+}
+
+#[test]
+fn a_transaction_whose_server_dies_gets_a_clear_error_and_the_session_goes_on() {
+    let p = Setup::default().start();
+    let mut c = p.conn();
+    c.query_drop("CREATE TABLE IF NOT EXISTS txd_t (id int primary key)")
+        .unwrap();
+    c.query_drop("DELETE FROM txd_t").unwrap();
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("INSERT INTO txd_t VALUES (1)").unwrap();
+    let backend_id: u64 = c.query_first("SELECT CONNECTION_ID()").unwrap().unwrap();
+    // The server side of the transaction's connection dies.
+    direct(lab().primary)
+        .query_drop(format!("KILL {backend_id}"))
+        .unwrap();
+    let e = c
+        .query_drop("INSERT INTO txd_t VALUES (2)")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("9003") || e.contains("1927"), "{e}");
+    // The session is usable, the transaction is gone (nothing committed),
+    // and the failed statement was not run again.
+    let n: Option<i64> = c
+        .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM txd_t")
+        .unwrap();
+    assert_eq!(n, Some(0));
+    c.query_drop("INSERT INTO txd_t VALUES (3)").unwrap();
+    let n: Option<i64> = c
+        .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM txd_t")
+        .unwrap();
+    assert_eq!(n, Some(1));
+}

@@ -1,0 +1,211 @@
+//! Pipelined reads (pipeline_depth): plain reads of many sessions share a
+//! few server connections, written together and answered in order. Each
+//! session must get its own answer, whatever the size of the answers
+//! around it, whatever state other sessions have, and a client that goes
+//! away mid-answer must not disturb the others.
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+use std::io::Write;
+use std::time::Duration;
+
+/// One pipelined connection per server and thread, deep enough that all
+/// the test's sessions share it.
+fn proxy(extra_proxy: &str) -> Proxy {
+    Setup {
+        proxy: extra_proxy,
+        group: "pipeline_depth = 16\npipeline_connections = 1\n[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    }
+    .start()
+}
+
+/// `threads` sessions each read `rounds` values only they asked for, with
+/// answers of different sizes (a few bytes to 64 KiB, so several answers
+/// share one read from the server, and one answer spans several). Panics
+/// on any answer that is not the session's own.
+fn own_answers(p: &Proxy, threads: u64, rounds: u64) {
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let url = p.url("app", "apppass", "sextant_test");
+            std::thread::spawn(move || {
+                let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+                for i in 0..rounds {
+                    let id = t * 1_000_000 + i;
+                    let len = if i % 50 == 7 { 65_536 } else { (i * 37) % 300 };
+                    let row: Option<(u64, String)> = c
+                        .query_first(format!("SELECT {id}, REPEAT(CHAR(65 + {t} % 26), {len})"))
+                        .unwrap_or_else(|e| panic!("session {t}, read {i}: {e}"));
+                    let (got, text) = row.expect("a row");
+                    assert_eq!(got, id, "session {t} got another session's answer");
+                    assert_eq!(
+                        text.len() as u64,
+                        len,
+                        "session {t}: answer {i} cut or mixed"
+                    );
+                    assert!(
+                        text.bytes().all(|b| u64::from(b) == 65 + t % 26),
+                        "session {t}: answer {i} holds another session's bytes"
+                    );
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("a session failed");
+    }
+}
+
+#[test]
+fn every_session_gets_its_own_answers() {
+    // Both runtimes: one thread, and several worker threads (each with
+    // pipes of its own).
+    for threads in ["threads = 1", "threads = 2"] {
+        let p = proxy(threads);
+        own_answers(&p, 16, 400);
+        let reads = p.backends_sum("pipelined");
+        let sends = p.backends_sum("pipe_sends");
+        eprintln!("{threads}: {reads} reads pipelined in {sends} sends");
+        assert!(
+            reads >= 16 * 400 / 2,
+            "{threads}: most reads should have gone through pipes, {reads} did"
+        );
+        assert!(
+            sends < reads,
+            "{threads}: no two reads ever went out together ({reads} reads, {sends} sends)"
+        );
+    }
+}
+
+#[test]
+fn sessions_with_other_state_keep_it() {
+    // Sessions that changed their state (sql_mode, database) must not read
+    // through a pipe carrying another state, and the pipes must not take
+    // theirs.
+    let p = proxy("");
+    let default_mode: String = p.conn().query_first("SELECT @@sql_mode").unwrap().unwrap();
+    let workers: Vec<_> = (0..12)
+        .map(|t| {
+            let url = p.url("app", "apppass", "sextant_test");
+            let default_mode = default_mode.clone();
+            std::thread::spawn(move || {
+                let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+                let (mode, db) = match t % 3 {
+                    0 => (default_mode, "sextant_test".to_string()),
+                    1 => {
+                        c.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES'")
+                            .unwrap();
+                        ("ANSI_QUOTES".to_string(), "sextant_test".to_string())
+                    }
+                    _ => {
+                        c.query_drop("USE mysql").unwrap();
+                        (default_mode, "mysql".to_string())
+                    }
+                };
+                for i in 0..300 {
+                    let row: Option<(String, String)> = c
+                        .query_first("SELECT @@sql_mode, DATABASE()")
+                        .unwrap_or_else(|e| panic!("session {t}, read {i}: {e}"));
+                    assert_eq!(
+                        row,
+                        Some((mode.clone(), db.clone())),
+                        "session {t}, read {i}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("a session saw another session's state");
+    }
+    assert!(p.backends_sum("pipelined") > 0, "no read was pipelined");
+}
+
+#[test]
+fn a_client_gone_mid_answer_does_not_disturb_the_others() {
+    let p = proxy("threads = 1");
+    let others = {
+        let url = p.url("app", "apppass", "sextant_test");
+        std::thread::spawn(move || {
+            let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+            for i in 0..3000u64 {
+                let v: Option<u64> = c
+                    .query_first(format!("SELECT {i}"))
+                    .unwrap_or_else(|e| panic!("read {i} failed: {e}"));
+                assert_eq!(v, Some(i));
+            }
+        })
+    };
+    // Clients that ask for an 8 MiB answer and hang up after its first
+    // bytes, while the other session reads on the same pipes.
+    for _ in 0..20 {
+        let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+        let q = b"\x03SELECT REPEAT('x', 8388608)";
+        let mut pkt = vec![q.len() as u8, 0, 0, 0];
+        pkt.extend_from_slice(q);
+        r.s.write_all(&pkt).unwrap();
+        let mut first = [0u8; 64];
+        std::io::Read::read_exact(&mut r.s, &mut first).unwrap();
+        drop(r);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    others
+        .join()
+        .expect("a read failed while other clients hung up");
+    // And sextant is still whole.
+    own_answers(&p, 4, 100);
+}
+
+#[test]
+fn a_long_read_holds_up_no_new_reads() {
+    // One thread, one pipe per server: a 2-second read sits at the head of
+    // its pipe, and reads that come after it must not queue behind it.
+    let p = Setup {
+        proxy: "threads = 1",
+        group: "pipeline_depth = 16\npipeline_connections = 1\nprimary_weight = 1\n[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    }
+    .start();
+    let sleeping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sleeper = {
+        let url = p.url("app", "apppass", "sextant_test");
+        let sleeping = sleeping.clone();
+        std::thread::spawn(move || {
+            // One on every server of the lab (round robin), so whichever
+            // server a read goes to, a pipe there is held up.
+            let threads: Vec<_> = (0..3)
+                .map(|_| {
+                    let url = url.clone();
+                    std::thread::spawn(move || {
+                        let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+                        let v: Option<i32> = c.query_first("SELECT SLEEP(2)").unwrap();
+                        assert_eq!(v, Some(0));
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            sleeping.store(false, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let before = p.backends_sum("pipelined");
+    let mut c = p.conn();
+    for i in 0..200 {
+        let v: Option<i32> = c.query_first(format!("SELECT {i}")).unwrap();
+        assert_eq!(v, Some(i));
+    }
+    assert!(
+        sleeping.load(std::sync::atomic::Ordering::SeqCst),
+        "quick reads waited for the long ones to end"
+    );
+    sleeper.join().unwrap();
+    // (The first long read may find no other session busy and take a
+    // connection of its own; the two after it have company.)
+    assert!(
+        before >= 2,
+        "the long reads did not go through pipes ({before})"
+    );
+}

@@ -1,0 +1,232 @@
+//! Session logic against SCRIPTED FAKE SERVERS, not MariaDB: small servers
+//! that speak the MySQL protocol (native password login, sextant's set-up
+//! statements, text results) and answer each client statement as a test
+//! scripts it, including failures a real server cannot be made to produce
+//! at a chosen moment (hanging up after reading a statement, before any
+//! answer). sextant runs in-process, started through its library.
+//!
+//! What they check: how one attempt at a statement ends (done, retried,
+//! reported) and that a statement that may have written is never run twice.
+
+mod common;
+use common::{err_of, free_port, Raw};
+use sextant_protocol::codec::{parse_header, write_packet};
+use sextant_protocol::consts::{cap, com};
+use sextant_protocol::handshake::{HandshakeResponse, InitialHandshake};
+use sextant_protocol::packets::{coltype, write_simple_ok, write_text_resultset};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How a fake server answers one client statement.
+#[derive(Clone, Copy)]
+enum Reply {
+    /// A one-column, one-row result with this text.
+    Value(&'static str),
+    Ok,
+    /// Close the connection after reading the statement: nothing answered.
+    HangUp,
+}
+
+type Script = fn(&str) -> Reply;
+
+/// A fake server on a port of its own. `seen` lists every client statement
+/// it read (not sextant's own set-up statements).
+struct FakeServer {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeServer {
+    fn start(script: Script) -> FakeServer {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(conn) = conn else { continue };
+                let seen = s2.clone();
+                std::thread::spawn(move || {
+                    let _ = serve(conn, script, &seen);
+                });
+            }
+        });
+        FakeServer { port, seen }
+    }
+
+    fn seen(&self, sql: &str) -> usize {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|s| *s == sql)
+            .count()
+    }
+}
+
+fn read(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+    let mut h = [0u8; 4];
+    s.read_exact(&mut h)?;
+    let h = parse_header(&h).ok_or_else(|| std::io::Error::other("bad header"))?;
+    let mut p = vec![0; h.len];
+    s.read_exact(&mut p)?;
+    Ok((h.seq, p))
+}
+
+fn serve(mut s: TcpStream, script: Script, seen: &Mutex<Vec<String>>) -> std::io::Result<()> {
+    let hs = InitialHandshake {
+        server_version: "10.11.99-MariaDB-scripted".into(),
+        connection_id: 7,
+        nonce: b"abcdefghij0123456789".to_vec(),
+        capabilities: 0xdfff_ffff & !cap::SSL,
+        charset: 45,
+        status: 2,
+        auth_plugin: "mysql_native_password".into(),
+    };
+    let mut out = Vec::new();
+    let mut g = Vec::new();
+    hs.encode(&mut g);
+    write_packet(&mut out, 0, &g);
+    s.write_all(&out)?;
+    let (seq, p) = read(&mut s)?;
+    let resp = HandshakeResponse::parse(&p).map_err(|e| std::io::Error::other(e.to_string()))?;
+    // (Any password: the login itself is tested against MariaDB.)
+    let deprecate_eof = resp.capabilities & cap::DEPRECATE_EOF != 0;
+    out.clear();
+    write_simple_ok(&mut out, seq + 1, 2);
+    s.write_all(&out)?;
+    loop {
+        let (_, p) = read(&mut s)?;
+        out.clear();
+        match p.first() {
+            Some(&com::QUIT) | None => return Ok(()),
+            Some(&com::QUERY) => {
+                let sql = String::from_utf8_lossy(&p[1..]).into_owned();
+                let reply = if sql.starts_with("SET SESSION session_track") {
+                    Reply::Ok
+                } else if sql.starts_with("SELECT @@character_set_client") {
+                    let cols = ["a", "b", "c", "d"].map(|c| (c, coltype::VAR_STRING));
+                    let row = ["utf8mb4", "utf8mb4", "utf8mb4", "utf8mb4_general_ci"]
+                        .map(|v| Some(v.to_string()))
+                        .to_vec();
+                    write_text_resultset(&mut out, 1, &cols, &[row], deprecate_eof, 2);
+                    s.write_all(&out)?;
+                    continue;
+                } else {
+                    seen.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(sql.clone());
+                    script(&sql)
+                };
+                match reply {
+                    Reply::Ok => write_simple_ok(&mut out, 1, 2),
+                    Reply::Value(v) => {
+                        write_text_resultset(
+                            &mut out,
+                            1,
+                            &[("v", coltype::VAR_STRING)],
+                            &[vec![Some(v.to_string())]],
+                            deprecate_eof,
+                            2,
+                        );
+                    }
+                    Reply::HangUp => return Ok(()),
+                }
+            }
+            // COM_INIT_DB, COM_PING, COM_RESET_CONNECTION...
+            Some(_) => write_simple_ok(&mut out, 1, 2),
+        }
+        s.write_all(&out)?;
+    }
+}
+
+/// sextant in this process (its library), in front of the fake servers,
+/// with no monitor (the fake servers know no replication) and no hold.
+fn sextant(primary: u16, replica: u16) -> u16 {
+    let port = free_port();
+    let text = format!(
+        r#"
+[proxy]
+listen = "127.0.0.1:{port}"
+server_version = "10.11.99-MariaDB-scripted"
+[[users]]
+name = "app"
+password = "apppass"
+[groups.main]
+primary = "127.0.0.1:{primary}"
+replicas = ["127.0.0.1:{replica}"]
+[routing]
+hold_ms = 0
+[monitor]
+enabled = false
+"#
+    );
+    let config = sextant_config::Config::parse(&text, "scripted.toml").expect("config");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        if let Err(e) = rt.block_on(sextant_proxy::run(config, 1)) {
+            panic!("sextant: {e}");
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "sextant did not listen");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    port
+}
+
+fn answer_text(r: &[Vec<u8>]) -> String {
+    // column count, column, EOF, row, EOF: the row is a length-prefixed text.
+    let row = &r[r.len() - 2];
+    String::from_utf8_lossy(&row[1..]).into_owned()
+}
+
+#[test]
+fn scripted_a_read_whose_replica_hangs_up_is_retried_on_the_primary() {
+    let primary = FakeServer::start(|_| Reply::Value("from the primary"));
+    let replica = FakeServer::start(|sql| match sql {
+        "SELECT v FROM t" => Reply::HangUp,
+        _ => Reply::Value("from the replica"),
+    });
+    let port = sextant(primary.port, replica.port);
+    let mut c = Raw::login(port, "app", "apppass", None);
+    c.query("SELECT v FROM t");
+    let r = c.read_response();
+    assert_ne!(r[0][0], 0xff, "{}", String::from_utf8_lossy(&r[0]));
+    assert_eq!(answer_text(&r), "from the primary");
+    // The replica read it and hung up; the primary answered it.
+    assert_eq!(replica.seen("SELECT v FROM t"), 1);
+    assert_eq!(primary.seen("SELECT v FROM t"), 1);
+    // The session goes on.
+    c.query("SELECT 1");
+    assert_ne!(c.read_response()[0][0], 0xff);
+}
+
+#[test]
+fn scripted_a_write_whose_server_hangs_up_is_reported_and_never_run_twice() {
+    let primary = FakeServer::start(|sql| match sql {
+        "INSERT INTO t VALUES (1)" => Reply::HangUp,
+        _ => Reply::Ok,
+    });
+    let replica = FakeServer::start(|_| Reply::Value("from the replica"));
+    let port = sextant(primary.port, replica.port);
+    let mut c = Raw::login(port, "app", "apppass", None);
+    c.query("INSERT INTO t VALUES (1)");
+    let r = c.read_response();
+    let (code, msg) = err_of(&r[0]);
+    assert_eq!(code, 9003, "{msg}");
+    assert!(msg.contains("may or may not have run"), "{msg}");
+    assert_eq!(primary.seen("INSERT INTO t VALUES (1)"), 1);
+    assert_eq!(replica.seen("INSERT INTO t VALUES (1)"), 0);
+    // The client's connection to sextant is still good.
+    c.query("UPDATE t SET v = 2");
+    let r = c.read_response();
+    assert_eq!(r[0][0], 0x00, "{}", String::from_utf8_lossy(&r[0]));
+    assert_eq!(primary.seen("UPDATE t SET v = 2"), 1);
+}

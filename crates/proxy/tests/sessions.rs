@@ -1,0 +1,313 @@
+//! Session state across pooled server connections. With hold_ms = 0 and a
+//! pool of two connections per server, consecutive statements of one client
+//! land on different server connections that other clients have just used,
+//! so anything sextant fails to carry over shows up as a wrong answer.
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+
+fn tight_proxy() -> Proxy {
+    Setup {
+        group: "pool_max = 2\n[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    }
+    .start()
+}
+
+#[test]
+fn variables_database_and_charset_follow_each_client() {
+    let p = tight_proxy();
+    let mut a = p.conn();
+    let mut b = p.conn();
+    a.query_drop("SET SESSION sql_mode = CONCAT('ANSI_QUOTES,', @@sql_mode)")
+        .unwrap();
+    a.query_drop("SET time_zone = '+05:00', max_join_size = 1000")
+        .unwrap();
+    a.query_drop("SET NAMES latin1 COLLATE latin1_bin").unwrap();
+    a.query_drop("USE sbtest").unwrap();
+    b.query_drop("SET time_zone = '-03:00'").unwrap();
+    type Row = (String, String, String, String, u64, Option<String>);
+    let q = "SELECT @@sql_mode, @@time_zone, @@character_set_client, @@collation_connection, @@max_join_size, DATABASE()";
+    for _ in 0..40 {
+        let ra: Row = a.query_first(q).unwrap().unwrap();
+        assert!(ra.0.starts_with("ANSI_QUOTES"), "{ra:?}");
+        assert_eq!(
+            (ra.1.as_str(), ra.2.as_str(), ra.3.as_str(), ra.4),
+            ("+05:00", "latin1", "latin1_bin", 1000)
+        );
+        assert_eq!(ra.5.as_deref(), Some("sbtest"));
+        let rb: Row = b.query_first(q).unwrap().unwrap();
+        assert!(!rb.0.contains("ANSI_QUOTES"), "{rb:?}");
+        assert_eq!(
+            (rb.1.as_str(), rb.2.as_str(), rb.4),
+            ("-03:00", "utf8mb4", 18446744073709551615)
+        );
+        assert_eq!(rb.5.as_deref(), Some("sextant_test"));
+        // Writes too (primary), interleaved with the reads (replicas).
+        a.query_drop("DO 1").unwrap();
+    }
+    // A fresh client gets a clean session on the same pooled connections.
+    let mut c = p.conn();
+    let r: Row = c.query_first(q).unwrap().unwrap();
+    assert_eq!(
+        (r.1.as_str(), r.2.as_str(), r.4),
+        ("SYSTEM", "utf8mb4", 18446744073709551615)
+    );
+}
+
+#[test]
+fn transactions_stay_on_one_connection() {
+    let p = tight_proxy();
+    let mut setup = p.conn();
+    setup
+        .query_drop("CREATE TABLE IF NOT EXISTS trx_t (id int primary key)")
+        .unwrap();
+    setup.query_drop("DELETE FROM trx_t").unwrap();
+    let mut a = p.conn();
+    let mut b = p.conn();
+    for style in ["BEGIN", "START TRANSACTION", "SET autocommit = 0"] {
+        a.query_drop(style).unwrap();
+        a.query_drop("INSERT INTO trx_t VALUES (1)").unwrap();
+        // Reads inside the transaction see its own uncommitted row.
+        for _ in 0..5 {
+            let n: Option<i64> = a.query_first("SELECT COUNT(*) FROM trx_t").unwrap();
+            assert_eq!(n, Some(1), "{style}: own row not visible");
+            let n: Option<i64> = b
+                .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM trx_t")
+                .unwrap();
+            assert_eq!(
+                n,
+                Some(0),
+                "{style}: uncommitted row visible to another client"
+            );
+        }
+        a.query_drop("ROLLBACK").unwrap();
+        if style.starts_with("SET") {
+            a.query_drop("SET autocommit = 1").unwrap();
+        }
+        let n: Option<i64> = a
+            .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM trx_t")
+            .unwrap();
+        assert_eq!(n, Some(0), "{style}: rollback lost");
+    }
+    // Commit is visible to others.
+    a.query_drop("BEGIN").unwrap();
+    a.query_drop("INSERT INTO trx_t VALUES (2)").unwrap();
+    a.query_drop("COMMIT").unwrap();
+    let n: Option<i64> = b
+        .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM trx_t")
+        .unwrap();
+    assert_eq!(n, Some(1));
+}
+
+/// An error packet carries no status flags. A statement that fails inside
+/// a transaction leaves the transaction open: the session keeps its
+/// connection, and no other client ever borrows it mid-transaction.
+#[test]
+fn an_error_inside_a_transaction_keeps_it() {
+    let p = tight_proxy();
+    let mut setup = p.conn();
+    setup
+        .query_drop("CREATE TABLE IF NOT EXISTS trx_err (id int primary key)")
+        .unwrap();
+    setup.query_drop("DELETE FROM trx_err").unwrap();
+    let mut a = p.conn();
+    for style in ["BEGIN", "SET autocommit = 0"] {
+        a.query_drop(style).unwrap();
+        a.query_drop("INSERT INTO trx_err VALUES (1)").unwrap();
+        let dup = a.query_drop("INSERT INTO trx_err VALUES (1)");
+        assert!(dup.is_err(), "{style}: duplicate key accepted");
+        // Other clients churn the pool meanwhile (two connections per
+        // server): none may get the open transaction's connection.
+        for _ in 0..4 {
+            let mut o = p.conn();
+            let n: Option<i64> = o
+                .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM trx_err")
+                .unwrap();
+            assert_eq!(
+                n,
+                Some(0),
+                "{style}: another client sees the open transaction"
+            );
+            let t: Option<i64> = o
+                .query_first("/*#mode=READWRITE*/ SELECT @@in_transaction")
+                .unwrap();
+            assert_eq!(
+                t,
+                Some(0),
+                "{style}: another client inherited a transaction"
+            );
+        }
+        let n: Option<i64> = a.query_first("SELECT COUNT(*) FROM trx_err").unwrap();
+        assert_eq!(
+            n,
+            Some(1),
+            "{style}: the read after an error left the transaction"
+        );
+        a.query_drop("ROLLBACK").unwrap();
+        if style.starts_with("SET") {
+            a.query_drop("SET autocommit = 1").unwrap();
+        }
+    }
+    // Outside a transaction, an error changes nothing either: plain reads
+    // still go to the replicas (an error once made the session look like
+    // autocommit was off).
+    let before = status_counter(lab().primary, "Com_select");
+    for _ in 0..20 {
+        // (eventual: the session's own writes above would send its reads
+        // to the primary until the monitor sees the replicas apply them)
+        assert!(a
+            .query_drop("/*# consistency=eventual */ SELECT * FROM no_such_table")
+            .is_err());
+    }
+    let on_primary = status_counter(lab().primary, "Com_select") - before;
+    assert!(
+        on_primary < 10,
+        "{on_primary} of 20 failing reads ran on the primary"
+    );
+}
+
+#[test]
+fn unmovable_state_pins_the_session() {
+    let p = tight_proxy();
+    let mut a = p.conn();
+    let mut others: Vec<_> = (0..3).map(|_| p.conn()).collect();
+    a.query_drop("SET @x = 5").unwrap();
+    a.query_drop("CREATE TEMPORARY TABLE tmp_t (v int)")
+        .unwrap();
+    a.query_drop("INSERT INTO tmp_t VALUES (7)").unwrap();
+    let lock: Option<i64> = a.query_first("SELECT GET_LOCK('sextant_lock', 0)").unwrap();
+    assert_eq!(lock, Some(1));
+    for round in 0..20 {
+        for o in &mut others {
+            o.query_drop("SELECT 1").unwrap();
+        }
+        let x: Option<i64> = a.query_first("SELECT @x").unwrap();
+        assert_eq!(x, Some(5), "round {round}");
+        let v: Option<i64> = a.query_first("SELECT v FROM tmp_t").unwrap();
+        assert_eq!(v, Some(7), "round {round}");
+    }
+    // The named lock is held by a's connection and nobody else's.
+    let other: Option<i64> = others[0]
+        .query_first("SELECT GET_LOCK('sextant_lock', 0)")
+        .unwrap();
+    assert_eq!(other, Some(0));
+    let rel: Option<i64> = a
+        .query_first("SELECT RELEASE_LOCK('sextant_lock')")
+        .unwrap();
+    assert_eq!(rel, Some(1));
+    // COM_RESET_CONNECTION ends the pin and the state.
+    a.reset().unwrap();
+    let x: Option<Option<i64>> = a.query_first("SELECT @x").unwrap();
+    assert_eq!(x, Some(None));
+}
+
+#[test]
+fn last_insert_id_and_found_rows() {
+    let p = Setup::default().start();
+    let mut a = p.conn();
+    a.query_drop("CREATE TABLE IF NOT EXISTS ai_t (id int auto_increment primary key, v int)")
+        .unwrap();
+    for i in 0..20 {
+        a.query_drop(format!("INSERT INTO ai_t (v) VALUES ({i})"))
+            .unwrap();
+        let want = a.last_insert_id();
+        let got: Option<u64> = a.query_first("SELECT LAST_INSERT_ID()").unwrap();
+        assert_eq!(got, Some(want));
+    }
+    let _: Vec<i64> = a
+        .query("SELECT SQL_CALC_FOUND_ROWS id FROM ai_t LIMIT 3")
+        .unwrap();
+    let total: Option<i64> = a.query_first("SELECT FOUND_ROWS()").unwrap();
+    let real: Option<i64> = a
+        .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM ai_t")
+        .unwrap();
+    assert_eq!(total, real);
+}
+
+/// Raw protocol: a server-side cursor (COM_STMT_EXECUTE with
+/// CURSOR_TYPE_READ_ONLY, then COM_STMT_FETCH) and COM_STMT_SEND_LONG_DATA.
+#[test]
+fn cursors_and_long_data() {
+    let p = tight_proxy();
+    let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+    // Prepare.
+    let mut q = vec![0x16];
+    q.extend_from_slice(b"SELECT seq FROM seq_1_to_100");
+    r.send(0, &q);
+    let (_, ok) = r.read().unwrap();
+    assert_eq!(ok[0], 0, "{:?}", String::from_utf8_lossy(&ok));
+    let id = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
+    let cols = u16::from_le_bytes([ok[5], ok[6]]);
+    for _ in 0..cols + 1 {
+        r.read().unwrap(); // column definitions + EOF
+    }
+    // Execute with a read-only cursor: metadata and EOF, no rows.
+    let mut e = vec![0x17];
+    e.extend_from_slice(&id.to_le_bytes());
+    e.push(1);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    r.send(0, &e);
+    let (_, cc) = r.read().unwrap();
+    assert_eq!(cc, vec![1]);
+    r.read().unwrap();
+    let (_, eof) = r.read().unwrap();
+    assert_eq!(eof[0], 0xfe);
+    let st = u16::from_le_bytes([eof[3], eof[4]]);
+    assert!(st & 0x40 != 0, "no cursor opened");
+    // Other clients churn the pool meanwhile.
+    let mut churn = p.conn();
+    let mut rows = 0;
+    loop {
+        churn.query_drop("SELECT 1").unwrap();
+        let mut f = vec![0x1c];
+        f.extend_from_slice(&id.to_le_bytes());
+        f.extend_from_slice(&30u32.to_le_bytes());
+        r.send(0, &f);
+        let last = loop {
+            let (_, pk) = r.read().unwrap();
+            assert_ne!(
+                pk[0],
+                0xff,
+                "fetch failed: {}",
+                String::from_utf8_lossy(&pk)
+            );
+            if pk[0] == 0xfe && pk.len() < 9 {
+                break u16::from_le_bytes([pk[3], pk[4]]) & 0x80 != 0;
+            }
+            rows += 1;
+        };
+        if last {
+            break;
+        }
+    }
+    assert_eq!(rows, 100);
+
+    // Long data: a parameter sent in pieces before the execute.
+    let mut q = vec![0x16];
+    q.extend_from_slice(b"SELECT LENGTH(?)");
+    r.send(0, &q);
+    let (_, ok) = r.read().unwrap();
+    let id = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
+    for _ in 0..4 {
+        r.read().unwrap(); // param def, EOF, column def, EOF
+    }
+    for _ in 0..3 {
+        churn.query_drop("SELECT 1").unwrap();
+        let mut l = vec![0x18];
+        l.extend_from_slice(&id.to_le_bytes());
+        l.extend_from_slice(&0u16.to_le_bytes());
+        l.extend_from_slice(&[b'z'; 1000]);
+        r.send(0, &l);
+    }
+    r.execute_one(id, 0xfc, &[]); // BLOB, sent as long data
+    let resp = r.read_response();
+    // Binary row: header, null bitmap, LENGTH() as a 4-byte LONG.
+    let row = resp
+        .iter()
+        .find(|p| p[0] == 0 && p.len() == 1 + 1 + 4)
+        .unwrap_or_else(|| panic!("no binary row in {resp:?}"));
+    let len = u32::from_le_bytes(row[2..6].try_into().unwrap());
+    assert_eq!(len, 3000);
+}
