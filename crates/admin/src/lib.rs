@@ -178,7 +178,9 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
         (_, None) => String::new(),
     };
     let mut note = String::new();
-    if d.rule == Rule::Read && policy.read_primary_percent > 0 {
+    if d.hint_ignored {
+        note = "the READONLY hint does not apply: the statement may write, lock, or leave state on its connection".into();
+    } else if d.rule == Rule::Read && policy.read_primary_percent > 0 {
         note = format!(
             "{}% of such reads go to the primary (read_primary_percent)",
             policy.read_primary_percent

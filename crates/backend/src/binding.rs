@@ -43,6 +43,12 @@ impl Lease {
         )
     }
 
+    /// Takes the connection out (the lease then returns nothing), for a
+    /// caller that hands it back to the pool another way.
+    pub fn into_conn(mut self) -> Option<BackendConn> {
+        self.conn.take()
+    }
+
     /// Closes the connection instead of returning it to the pool: its
     /// state is unknown or unwanted.
     pub fn discard(mut self) {

@@ -307,6 +307,22 @@ impl Server {
         }
     }
 
+    /// Closes `c` and opens a new connection in its place (its slot in the
+    /// pool passes to the new one): for a session that must not have what
+    /// `c` carries and that no statement can undo (a current database).
+    pub async fn replace(
+        &self,
+        c: BackendConn,
+        user: &str,
+        password: &str,
+        flavor: Flavor,
+    ) -> Result<BackendConn, BackendError> {
+        drop(c);
+        self.discarded.fetch_add(1, Ordering::Relaxed);
+        self.borrows.fetch_add(1, Ordering::Relaxed);
+        self.open_new(user, password, flavor).await
+    }
+
     /// Waits for a returned (or closed) connection, in arrival order.
     async fn wait_turn(
         &self,

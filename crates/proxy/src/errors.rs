@@ -3,6 +3,7 @@
 
 use sextant_backend::BackendError;
 use sextant_protocol::ProtoError;
+use sextant_routing::Refusal;
 use thiserror::Error;
 
 /// Sextant's own error numbers, in the range MySQL leaves to applications
@@ -26,6 +27,8 @@ pub const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
 pub const ER_MALFORMED_PACKET: u16 = 1835;
 pub const CR_SERVER_LOST: u16 = 2013;
 pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
+pub const ER_OPTION_PREVENTS_STATEMENT: u16 = 1290;
+pub const ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: u16 = 1792;
 
 #[derive(Debug, Error)]
 pub enum SessionError {
@@ -59,6 +62,11 @@ pub enum SessionError {
     UnknownStatement { id: u32, command: &'static str },
     #[error("sextant: group {group} has no primary to write to (none is writable, or several are: split brain), after waiting {waited_ms} ms")]
     NoPrimary { group: String, waited_ms: u64 },
+    #[error("{}", match .0 {
+        Refusal::WriteInReplicaTransaction => "Cannot execute statement in a READ ONLY transaction (sextant: the transaction runs on a replica, and this statement may write)",
+        Refusal::WriteOnReplicaState => "sextant: this session's state (reported by the server after a read) lives on a replica connection, so a statement that may write cannot run; reset the connection (COM_RESET_CONNECTION) first",
+    })]
+    WriteOnReplica(Refusal),
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error("sextant lost its connection to server {addr} during the statement ({reason}); it may or may not have run, and was not retried")]
@@ -83,6 +91,14 @@ impl SessionError {
             UnknownStatement { .. } => (ER_UNKNOWN_STMT_HANDLER, "HY000", msg),
             BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
             NoPrimary { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
+            // The codes a client gets from a server that refuses a write:
+            // applications already treat them as "nothing was written".
+            WriteOnReplica(Refusal::WriteInReplicaTransaction) => {
+                (ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION, "25006", msg)
+            }
+            WriteOnReplica(Refusal::WriteOnReplicaState) => {
+                (ER_OPTION_PREVENTS_STATEMENT, "HY000", msg)
+            }
             Backend(b) => match b {
                 // A server's own answer to a statement sextant sent for the
                 // client (restoring its database, say) keeps the server's

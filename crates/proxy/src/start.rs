@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
-use tracing::Instrument;
 
 /// Why the proxy could not start.
 #[derive(Debug, Error)]
@@ -279,12 +278,7 @@ async fn serve_client(
         let e = errors::SessionError::TooManyConnections(max_connections);
         let _ = client.send_error(0, &e).await;
     } else {
-        // Every event of the session carries its id, peer and (once logged
-        // in) user.
-        let span = tracing::info_span!("session", id, %peer, user = tracing::field::Empty);
-        session::Session::run(shared.clone(), client, id)
-            .instrument(span)
-            .await;
+        session::Session::run(shared.clone(), client, id).await;
     }
     shared
         .counters

@@ -713,3 +713,101 @@ fn explain_route_agrees_with_the_servers_for_golden_cases() {
         cases.len()
     );
 }
+
+/// Nothing that may write runs on a replica: a READONLY hint on a write,
+/// or on a statement that binds the session to its connection, does not
+/// move it (nor the session) to a replica, and a write inside a read-only
+/// transaction (which runs on a replica) is refused, DDL included.
+#[test]
+fn writes_never_reach_a_replica_whatever_the_hints() {
+    let _g = serial();
+    let p = Setup {
+        group: NO_HOLD,
+        ..Default::default()
+    }
+    .start();
+    let mut c = p.conn();
+    c.query_drop("CREATE TABLE IF NOT EXISTS ro_t (id int primary key auto_increment, v int)")
+        .unwrap();
+    c.query_drop("DROP TABLE IF EXISTS ro_ddl").unwrap();
+    sync_replicas();
+    // (The replicas count the statements they replicate too: where a write
+    // ran shows on the primary's counter. consistency=eventual: without it,
+    // this user's own writes would keep a replica-bound statement on the
+    // primary anyway, until the monitor sees a replica apply them.)
+    let mut k = Counters::new();
+    for (sql, counter) in [
+        (
+            "/*#mode=READONLY consistency=eventual*/ INSERT INTO ro_t (v) VALUES (1)",
+            "Com_insert",
+        ),
+        (
+            "/*#mode=READONLY consistency=eventual*/ UPDATE ro_t SET v = 2 WHERE id = 1",
+            "Com_update",
+        ),
+        (
+            "/*#mode=READONLY consistency=eventual*/ DELETE FROM ro_t WHERE id = 0",
+            "Com_delete",
+        ),
+    ] {
+        let d = k.delta(counter, || reads(&mut c, 20, sql));
+        assert_eq!(d[0], 20, "{sql}: {d:?}");
+    }
+    // A hinted statement that binds the session leaves it on the primary,
+    // and the writes after it stay there.
+    for bind in [
+        "/*#mode=READONLY consistency=eventual*/ SET @v = 1",
+        "/*#mode=READONLY consistency=eventual*/ CREATE TEMPORARY TABLE ro_tmp (id int)",
+        "/*#mode=READONLY consistency=eventual*/ BEGIN",
+    ] {
+        let mut s = p.conn();
+        let d = k.delta("Com_insert", || {
+            s.query_drop(bind).unwrap();
+            reads(&mut s, 10, "INSERT INTO ro_t (v) VALUES (3)");
+            let _ = s.query_drop("COMMIT");
+        });
+        assert_eq!(d[0], 10, "{bind}: inserts went {d:?}");
+    }
+    // A read-only transaction runs on a replica: a write in it is refused
+    // with the server's own code for it, and DDL (which would commit the
+    // transaction and run) too.
+    // (eventual: this user's writes above would keep its reads on the
+    // primary until the monitor sees a replica apply them)
+    let mut s = p.conn();
+    s.query_drop("/*# consistency=eventual */ START TRANSACTION READ ONLY")
+        .unwrap();
+    let port: Option<u16> = s.query_first("SELECT @@port").unwrap();
+    assert!(
+        lab().replicas.contains(&port.unwrap_or(0)),
+        "the read-only transaction runs on {port:?}, not a replica"
+    );
+    let d = k.delta("Com_insert", || {
+        let e = s
+            .query_drop("INSERT INTO ro_t (v) VALUES (4)")
+            .expect_err("a write in a read-only transaction");
+        assert!(e.to_string().contains("1792"), "{e}");
+    });
+    assert_eq!(d, vec![0, 0, 0], "the refused insert ran somewhere");
+    let e = s
+        .query_drop("CREATE TABLE ro_ddl (id int)")
+        .expect_err("DDL in a read-only transaction");
+    assert!(e.to_string().contains("1792"), "{e}");
+    s.query_drop("COMMIT").unwrap();
+    for port in std::iter::once(lab().primary).chain(lab().replicas.iter().copied()) {
+        let n: Option<i64> = direct(port)
+            .query_first(
+                "SELECT COUNT(*) FROM information_schema.tables \
+                 WHERE table_schema = 'sextant_test' AND table_name = 'ro_ddl'",
+            )
+            .unwrap();
+        assert_eq!(n, Some(0), "ro_ddl created on {port}");
+    }
+    // The replicas have exactly the primary's rows: none diverged.
+    sync_replicas();
+    let q = "SELECT COUNT(*), COALESCE(SUM(v), 0) FROM ro_t";
+    let want: Option<(i64, i64)> = direct(lab().primary).query_first(q).unwrap();
+    for &r in &lab().replicas {
+        let got: Option<(i64, i64)> = direct(r).query_first(q).unwrap();
+        assert_eq!(got, want, "replica {r} diverged");
+    }
+}

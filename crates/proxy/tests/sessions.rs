@@ -311,3 +311,44 @@ fn cursors_and_long_data() {
     let len = u32::from_le_bytes(row[2..6].try_into().unwrap());
     assert_eq!(len, 3000);
 }
+
+/// One pooled connection shared in turn by sessions of the same user: a
+/// session sees none of the state another one left on it (its current
+/// database, its LAST_INSERT_ID()).
+#[test]
+fn the_next_session_on_a_connection_inherits_nothing() {
+    let p = Setup {
+        group: "pool_max = 1\n[routing]\nhold_ms = 0\n",
+        no_replicas: true,
+        ..Default::default()
+    }
+    .start();
+    let mut a = p.conn();
+    a.query_drop("CREATE TABLE IF NOT EXISTS lid_t (id int primary key auto_increment, v int)")
+        .unwrap();
+    a.query_drop("INSERT INTO lid_t (v) VALUES (1)").unwrap();
+    let a_id: Option<u64> = a.query_first("SELECT LAST_INSERT_ID()").unwrap();
+    assert!(a_id.unwrap_or(0) > 0);
+    // A session connected without a database has none, though the only
+    // connection was just in sextant_test.
+    let mut b =
+        mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", "")).unwrap()).unwrap();
+    for _ in 0..3 {
+        let db: Option<Option<String>> = b.query_first("SELECT DATABASE()").unwrap();
+        assert_eq!(db, Some(None), "a session without a database got one");
+        // ...and never another session's generated id.
+        let id: Option<u64> = b.query_first("SELECT LAST_INSERT_ID()").unwrap();
+        assert_eq!(id, Some(0), "LAST_INSERT_ID() of another session");
+        let db: Option<String> = a.query_first("SELECT DATABASE()").unwrap();
+        assert_eq!(db.as_deref(), Some("sextant_test"));
+        let id: Option<u64> = a.query_first("SELECT LAST_INSERT_ID()").unwrap();
+        assert_eq!(id, a_id, "a session's own LAST_INSERT_ID() changed");
+    }
+    // b's own insert is b's; a's stays a's.
+    b.query_drop("INSERT INTO sextant_test.lid_t (v) VALUES (2)")
+        .unwrap();
+    let b_id: Option<u64> = b.query_first("SELECT LAST_INSERT_ID()").unwrap();
+    assert!(b_id > a_id);
+    let id: Option<u64> = a.query_first("SELECT LAST_INSERT_ID()").unwrap();
+    assert_eq!(id, a_id);
+}

@@ -13,5 +13,7 @@ pub mod plan;
 pub mod rules;
 
 pub use balance::{pick, pick_weighted, Load};
-pub use plan::{plan, plan_execute, Command, GroupFacts, Plan, Prepared, ReadRequirement, Retry};
+pub use plan::{
+    plan, plan_execute, Command, GroupFacts, Plan, Prepared, ReadRequirement, Refusal, Retry,
+};
 pub use rules::{decide, Cursor, Decision, Rule, SessionFacts, Target};

@@ -61,6 +61,18 @@ pub struct ReadRequirement {
     pub monotonic: bool,
 }
 
+/// Why a statement is not run at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It may write, and the session's transaction runs on a replica
+    /// (START TRANSACTION READ ONLY): it would run there, or (DDL) commit
+    /// the transaction and run there outside it.
+    WriteInReplicaTransaction,
+    /// It may write, and state of the session that cannot move (reported
+    /// by the server after a read) lives on a replica connection.
+    WriteOnReplicaState,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
     pub target: Target,
@@ -76,8 +88,16 @@ pub struct Plan {
     /// request's size and whether other sessions are busy).
     pub pipeline: bool,
     /// Make the connection it runs on return this session's
-    /// LAST_INSERT_ID() first.
+    /// LAST_INSERT_ID() first (0 when the session has generated none: the
+    /// connection may carry another session's).
     pub restore_insert_id: bool,
+    /// Not to be run: the session is bound to a replica and the statement
+    /// may write. Nothing that may write runs on a replica, whatever the
+    /// hints, settings or pins.
+    pub refuse: Option<Refusal>,
+    /// A `/*# mode=READONLY */` hint did not apply: the statement may
+    /// write, lock or leave state on its connection.
+    pub hint_ignored: bool,
 }
 
 impl Plan {
@@ -99,6 +119,7 @@ impl Plan {
 pub struct Prepared {
     pub decision: Decision,
     pub read_only: bool,
+    pub may_write: bool,
     /// Its `/*# consistency=... */` hint.
     pub consistency: Option<Consistency>,
 }
@@ -108,6 +129,7 @@ impl Prepared {
         Prepared {
             decision: decide(c, SessionFacts::default(), policy, &mut Cursor::default()),
             read_only: c.read_only,
+            may_write: c.may_write(),
             consistency: consistency_hint(c),
         }
     }
@@ -128,7 +150,14 @@ pub fn plan(
 ) -> Plan {
     let d = decide(c, s, policy, cur);
     let mut p = finish(d, c.read_only, consistency_hint(c), s, policy, g);
-    p.restore_insert_id = s.has_insert_id && c.flags.contains(sextant_sql::Flags::LAST_INSERT_ID);
+    p.refuse = refusal(s, c.may_write());
+    p.hint_ignored = d.rule != Rule::Hint
+        && !s.pinned
+        && !s.in_transaction
+        && c.hints
+            .get("mode")
+            .is_some_and(|m| m.eq_ignore_ascii_case(b"READONLY"));
+    p.restore_insert_id = c.flags.contains(sextant_sql::Flags::LAST_INSERT_ID);
     if command == Command::Prepare {
         // Preparing needs the tables the statement names, so a replica
         // must have what a read there would need; it changes nothing, so
@@ -148,8 +177,15 @@ pub fn plan(
 }
 
 /// Plans an execution of a prepared statement: its prepare-time route,
-/// unless the session's connection holds a transaction or pinned state.
-pub fn plan_execute(st: &Prepared, s: SessionFacts, policy: &RoutingPolicy, g: GroupFacts) -> Plan {
+/// unless the session's connection holds a transaction or pinned state, or
+/// the execute opens a cursor.
+pub fn plan_execute(
+    st: &Prepared,
+    s: SessionFacts,
+    policy: &RoutingPolicy,
+    g: GroupFacts,
+    cursor: bool,
+) -> Plan {
     let d = if s.pinned {
         Decision {
             target: Target::Primary,
@@ -160,10 +196,28 @@ pub fn plan_execute(st: &Prepared, s: SessionFacts, policy: &RoutingPolicy, g: G
             target: Target::Primary,
             rule: Rule::Transaction,
         }
+    } else if cursor {
+        Decision {
+            target: Target::Primary,
+            rule: Rule::Cursor,
+        }
     } else {
         st.decision
     };
-    finish(d, st.read_only, st.consistency, s, policy, g)
+    let mut p = finish(d, st.read_only, st.consistency, s, policy, g);
+    p.refuse = refusal(s, st.may_write);
+    p
+}
+
+/// The invariant's one place: a statement that may write never runs on a
+/// replica. The rules send it to the primary; only a session already bound
+/// to a replica could run it there, and then it is refused.
+fn refusal(s: SessionFacts, may_write: bool) -> Option<Refusal> {
+    match (s.on_replica && may_write, s.in_transaction) {
+        (false, _) => None,
+        (true, true) => Some(Refusal::WriteInReplicaTransaction),
+        (true, false) => Some(Refusal::WriteOnReplicaState),
+    }
 }
 
 /// The consistency requirement and the retry rule of a decided statement.
@@ -184,6 +238,8 @@ fn finish(
         retry: Retry::Never,
         pipeline: false,
         restore_insert_id: false,
+        refuse: None,
+        hint_ignored: false,
     };
     let free = !s.pinned && !s.in_transaction;
     if d.target == Target::Replica {
@@ -239,13 +295,13 @@ mod tests {
         let policy = RoutingPolicy::default();
         let st = Prepared::new(&classify(b"SELECT c FROM t WHERE id = ?"), &policy);
         let g = GroupFacts::default();
-        let free = plan_execute(&st, SessionFacts::default(), &policy, g);
+        let free = plan_execute(&st, SessionFacts::default(), &policy, g, false);
         assert_eq!((free.target, free.rule), (Target::Replica, Rule::Read));
         let trx = SessionFacts {
             in_transaction: true,
             ..Default::default()
         };
-        let p = plan_execute(&st, trx, &policy, g);
+        let p = plan_execute(&st, trx, &policy, g, false);
         assert_eq!(
             (p.target, p.rule, p.retry),
             (Target::Primary, Rule::Transaction, Retry::Never)

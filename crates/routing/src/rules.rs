@@ -42,6 +42,10 @@ pub enum Rule {
     /// consistency mode (`strong`). Decided by [`crate::plan`], after the
     /// rules above.
     Strong,
+    /// A prepared statement executed with a cursor: the session keeps the
+    /// connection while the cursor is open, and writes may follow, so the
+    /// cursor is opened on the primary.
+    Cursor,
 }
 
 impl Rule {
@@ -60,6 +64,7 @@ impl Rule {
             Rule::ReadPrimaryPercent => "read-primary-percent",
             Rule::Read => "read",
             Rule::Strong => "strong-consistency",
+            Rule::Cursor => "cursor",
         }
     }
 }
@@ -75,9 +80,10 @@ pub struct Decision {
 pub struct SessionFacts {
     pub pinned: bool,
     pub in_transaction: bool,
-    /// A write of this session generated an id that LAST_INSERT_ID() must
-    /// return wherever the statement lands.
-    pub has_insert_id: bool,
+    /// The connection the session is bound to (its transaction, or state
+    /// that cannot move) is on a replica: a read-only transaction, or state
+    /// the server reported after a read.
+    pub on_replica: bool,
 }
 
 /// Per-session routing state: no shared counters, so deciding takes no
@@ -106,8 +112,11 @@ pub fn decide(
         if mode.eq_ignore_ascii_case(b"READWRITE") {
             return d(Target::Primary, Rule::Hint);
         }
-        // A hint cannot move a statement out of its transaction.
-        if mode.eq_ignore_ascii_case(b"READONLY") && !s.in_transaction {
+        // A hint cannot move a statement out of its transaction, and only a
+        // plain read may go to a replica: a statement that may write, lock
+        // or leave state on its connection goes where it would without the
+        // hint (a session is never bound to a replica by a hint).
+        if mode.eq_ignore_ascii_case(b"READONLY") && !s.in_transaction && c.plain_read() {
             return d(Target::Replica, Rule::Hint);
         }
     }

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 struct Case {
     sql: String,
     /// "free" (a fresh session), "transaction", "autocommit_off" (the same
-    /// to routing), "pinned", "insert_id" (a write of the session
-    /// generated an id).
+    /// to routing), "pinned", "replica_transaction" (a read-only transaction on
+    /// a replica), "replica_state" (state that cannot move, on a replica).
     #[serde(default = "free")]
     session: String,
     /// [routing] keys, as in the config file; the rest default.
@@ -30,8 +30,9 @@ struct Case {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     group: Vec<String>,
     /// "query" (default), "prepare", "execute" (prepared while the session
-    /// was fresh, executed in `session`), or "reads:N" (N queries in a
-    /// row, the plan of the last: read_primary_percent's share).
+    /// was fresh, executed in `session`), "execute_cursor" (the same,
+    /// opening a cursor), or "reads:N" (N queries in a row, the plan of the
+    /// last: read_primary_percent's share).
     #[serde(default = "query")]
     command: String,
     #[serde(default)]
@@ -46,6 +47,10 @@ struct Expect {
     retry: String,
     pipeline: bool,
     restore_insert_id: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refuse: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    hint_ignored: bool,
 }
 
 fn free() -> String {
@@ -66,8 +71,14 @@ fn facts(s: &str) -> SessionFacts {
             pinned: true,
             ..Default::default()
         },
-        "insert_id" => SessionFacts {
-            has_insert_id: true,
+        "replica_transaction" => SessionFacts {
+            pinned: true,
+            in_transaction: true,
+            on_replica: true,
+        },
+        "replica_state" => SessionFacts {
+            pinned: true,
+            on_replica: true,
             ..Default::default()
         },
         other => panic!("unknown session {other:?}"),
@@ -75,6 +86,23 @@ fn facts(s: &str) -> SessionFacts {
 }
 
 fn run(c: &Case) -> Expect {
+    let (p, cl_may_write, s) = plan_of(c);
+    // The invariant, over every case: nothing that may write runs on a
+    // replica, whatever the hints, settings or pins.
+    assert!(
+        !(cl_may_write && p.target == Target::Replica),
+        "{:?}: may write, planned for a replica",
+        c.sql
+    );
+    assert!(
+        !(cl_may_write && s.on_replica && p.refuse.is_none()),
+        "{:?}: may write, session bound to a replica, not refused",
+        c.sql
+    );
+    expect_of(&p)
+}
+
+fn plan_of(c: &Case) -> (Plan, bool, SessionFacts) {
     let o: RoutingOverride = if c.policy.is_null() {
         RoutingOverride::default()
     } else {
@@ -91,7 +119,8 @@ fn run(c: &Case) -> Expect {
     let p: Plan = match c.command.as_str() {
         "query" => plan(&cl, s, &policy, g, Command::Query, &mut cur),
         "prepare" => plan(&cl, s, &policy, g, Command::Prepare, &mut cur),
-        "execute" => plan_execute(&Prepared::new(&cl, &policy), s, &policy, g),
+        "execute" => plan_execute(&Prepared::new(&cl, &policy), s, &policy, g, false),
+        "execute_cursor" => plan_execute(&Prepared::new(&cl, &policy), s, &policy, g, true),
         n if n.starts_with("reads:") => {
             let n: usize = n[6..].parse().expect("reads:N");
             let mut last = None;
@@ -102,6 +131,10 @@ fn run(c: &Case) -> Expect {
         }
         other => panic!("unknown command {other:?}"),
     };
+    (p, cl.may_write(), s)
+}
+
+fn expect_of(p: &Plan) -> Expect {
     Expect {
         target: match p.target {
             Target::Primary => "primary",
@@ -113,6 +146,8 @@ fn run(c: &Case) -> Expect {
         retry: p.retry.name().into(),
         pipeline: p.pipeline,
         restore_insert_id: p.restore_insert_id,
+        refuse: p.refuse.map(|r| format!("{r:?}")),
+        hint_ignored: p.hint_ignored,
     }
 }
 

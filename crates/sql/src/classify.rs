@@ -99,6 +99,49 @@ impl Classification<'_> {
             .intersects(Flags::LAST_INSERT_ID | Flags::FOUND_ROWS | Flags::ROW_COUNT)
     }
 
+    /// Whether running the statement may change data (or the schema) on
+    /// the server: anything but a plain read, a locking read, or a
+    /// statement that only ends a transaction or reads status. Unknown
+    /// statements may write. Nothing that may write runs on a replica.
+    pub fn may_write(&self) -> bool {
+        if self.read_only {
+            // A read that calls a stored function may write through it.
+            return self.flags.contains(Flags::STORED_FUNCTION);
+        }
+        if self.flags.contains(Flags::MULTI) {
+            return true;
+        }
+        match self.kind {
+            Kind::Commit
+            | Kind::Rollback
+            | Kind::Savepoint
+            | Kind::Begin
+            | Kind::Show
+            | Kind::Explain
+            | Kind::Use
+            | Kind::Empty => false,
+            // A locking read locks; anything else a SELECT does besides
+            // reading (INTO OUTFILE, a sequence, INTO @variable, a stored
+            // function) counts as a write.
+            Kind::Select => {
+                !self.flags.contains(Flags::LOCKING_READ)
+                    || self
+                        .flags
+                        .intersects(Flags::INTO_FILE | Flags::SEQUENCE | Flags::STORED_FUNCTION)
+            }
+            _ => true,
+        }
+    }
+
+    /// A read that a replica may run and that leaves nothing behind on its
+    /// connection: what a READONLY hint may send to a replica.
+    pub fn plain_read(&self) -> bool {
+        let reads = self.read_only
+            || (matches!(self.kind, Kind::Show | Kind::Explain)
+                && !self.flags.contains(Flags::MULTI));
+        reads && !self.may_write() && !self.pins_session() && !self.needs_previous_connection()
+    }
+
     /// Statements after which the session's state lives on its server
     /// connection and cannot be moved.
     pub fn pins_session(&self) -> bool {

@@ -15,13 +15,18 @@ use tokio::time::Instant;
 impl Session {
     /// What routing needs to know about the session.
     pub(super) fn facts(&self) -> SessionFacts {
+        let pinned = self.pinned();
         SessionFacts {
-            pinned: self.pinned(),
+            pinned,
+            on_replica: pinned
+                && self
+                    .binding
+                    .leases()
+                    .any(|a| a.server.role() == Role::Replica),
             // With autocommit off every statement is part of a transaction
             // even before the server reports one open: the server's
             // AUTOCOMMIT status flag says so.
             in_transaction: self.in_transaction() || self.status & status::AUTOCOMMIT == 0,
-            has_insert_id: self.last_insert_id != 0,
         }
     }
 
@@ -90,7 +95,7 @@ impl Session {
             Ok(c) => c,
             Err(e) if target == Target::Replica && server.role() == Role::Replica => {
                 // A read never fails while the primary is up.
-                tracing::info!(server = %server.addr, "replica unavailable, reading from the primary: {e}");
+                tracing::info!(parent: &self.span, server = %server.addr, "replica unavailable, reading from the primary: {e}");
                 let p = self.primary_of(&group).await?;
                 let c = p
                     .acquire(
@@ -104,7 +109,7 @@ impl Session {
             }
             Err(e) => return Err(e.into()),
         };
-        tracing::trace!(server = %server.addr, "attached");
+        tracing::trace!(parent: &self.span, server = %server.addr, "attached");
         self.binding = Binding::Direct(Lease::new(server, conn));
         self.sync_attached().await
     }
@@ -205,6 +210,29 @@ impl Session {
     }
 
     async fn sync_attached(&mut self) -> Result<(), SessionError> {
+        let stale_schema = self.vars.schema.is_none()
+            && self
+                .binding
+                .direct()
+                .is_some_and(|a| a.conn().vars.schema.is_some());
+        if stale_schema {
+            // A session without a current database must not get another
+            // session's, and no statement unsets one (a reset keeps it): a
+            // new connection takes this one's place in the pool.
+            if let Binding::Direct(lease) = std::mem::take(&mut self.binding) {
+                let server = lease.server.clone();
+                if let Some(old) = lease.into_conn() {
+                    let c = Box::pin(server.replace(
+                        old,
+                        &self.user.backend_user,
+                        &self.user.backend_password,
+                        self.flavor,
+                    ))
+                    .await?;
+                    self.binding = Binding::Direct(Lease::new(server, c));
+                }
+            }
+        }
         let Some(a) = self.binding.direct_mut() else {
             return Ok(());
         };
@@ -235,12 +263,16 @@ impl Session {
     /// Gives the held connection(s) back to their pools.
     pub(super) fn release(&mut self) {
         self.hold_until = None;
+        // Lent to others from now on, the connection may come back with
+        // another session's LAST_INSERT_ID().
+        self.last_insert_conn = None;
         self.binding.release();
     }
 
     /// Closes the held connection(s): their state is unknown.
     pub(super) fn detach_discard(&mut self) {
         self.hold_until = None;
+        self.last_insert_conn = None;
         self.binding.discard();
     }
 }

@@ -60,10 +60,10 @@ impl Session {
                 Err(e) => {
                     match &e {
                         SessionError::ClientClosed | SessionError::ClientIo(_) => {
-                            tracing::debug!("client gone: {e}");
+                            tracing::debug!(parent: &self.span, "client gone: {e}");
                         }
                         _ => {
-                            tracing::info!("closing session: {e}");
+                            tracing::info!(parent: &self.span, "closing session: {e}");
                             self.shared
                                 .counters
                                 .client_errors
@@ -181,7 +181,7 @@ impl Session {
             return Err(SessionError::ClientClosed);
         };
         Box::pin(self.reset_session()).await;
-        tracing::Span::current().record("user", user.name.as_str());
+        self.span.record("user", user.name.as_str());
         self.user = user;
         if let Some(cs) = cu.charset {
             self.flavor.charset = cs;

@@ -69,8 +69,7 @@ impl Session {
             match outcome? {
                 Outcome::Done(r) => return Ok(Some(r)),
                 Outcome::Reported => return Ok(None),
-                Outcome::Retry(why) => tracing::info!(
-                    attempt,
+                Outcome::Retry(why) => tracing::info!(parent: &self.span, attempt,
                     ?why,
                     "statement failed before any result reached the client; retrying"
                 ),
@@ -182,7 +181,7 @@ impl Session {
                     && conn.track.last_gtid.is_none()
                     && !conn.in_transaction();
                 if !clean {
-                    tracing::debug!(server = %server.addr, "a pipelined read changed its connection's state: closing the pipe");
+                    tracing::debug!(parent: &self.span, server = %server.addr, "a pipelined read changed its connection's state: closing the pipe");
                     server.close_pipe(&pipe, Some(conn));
                 } else if let Some(conn) = pipe.pass(conn) {
                     server.close_pipe(&pipe, Some(conn));
@@ -240,7 +239,8 @@ impl Session {
                 // The server became read-only (a switchover the monitor has
                 // not seen yet). Nothing ran: the write waits for the new
                 // primary and runs there.
-                tracing::info!(server = %a.server.addr, "server answered read-only to a write: following the switchover now");
+                let span = self.span.clone();
+                tracing::info!(parent: &span, server = %a.server.addr, "server answered read-only to a write: following the switchover now");
                 a.server.health.set_writable(false);
                 self.user.group.follow();
                 self.release();
@@ -249,7 +249,8 @@ impl Session {
             Ok(res) => {
                 self.status = res.status & !status::SESSION_STATE_CHANGED;
                 if res.connection_ending {
-                    tracing::info!(server = %a.server.addr, "the server ended a connection");
+                    let span = self.span.clone();
+                    tracing::info!(parent: &span, server = %a.server.addr, "the server ended a connection");
                     self.detach_discard();
                     self.pins = Pins::empty();
                     return Ok(Outcome::Done(res));
@@ -305,7 +306,7 @@ impl Session {
             return Err(client_failed(e));
         };
         let addr = server.addr.to_string();
-        tracing::warn!(server = %addr, "server connection failed during a statement: {reason}");
+        tracing::warn!(parent: &self.span, server = %addr, "server connection failed during a statement: {reason}");
         if !started {
             server.mark_unreachable(&reason);
         }

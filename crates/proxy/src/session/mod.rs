@@ -112,11 +112,23 @@ pub struct Session {
     /// has it too.
     sticky: Option<Arc<Server>>,
     seen_us: i64,
+    /// The session's tracing span: id, peer, user.
+    span: tracing::Span,
 }
 
 impl Session {
     /// Logs the client in and serves it until it leaves.
     pub async fn run(shared: Arc<Shared>, mut client: Client, conn_id: u32) {
+        // Every event of the session carries its id, peer and (once logged
+        // in) user. Events name it as their parent instead of the session
+        // entering it: entering a span on every poll takes the log
+        // filter's lock, shared by all threads.
+        let span = tracing::info_span!(
+            "session",
+            id = conn_id,
+            peer = %client.peer,
+            user = tracing::field::Empty
+        );
         // The runtime current at login: a reload later changes nothing for
         // this session (its user entry holds its group and pools).
         let rt = shared.runtime.load_full();
@@ -135,11 +147,11 @@ impl Session {
         {
             Ok(Ok(l)) => l,
             Ok(Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_)))) => {
-                tracing::debug!(error = %e, "client left during login");
+                tracing::debug!(parent: &span, error = %e, "client left during login");
                 return;
             }
             Ok(Err(e)) => {
-                tracing::info!(error = %e, "login failed");
+                tracing::info!(parent: &span, error = %e, "login failed");
                 shared
                     .counters
                     .client_errors
@@ -155,7 +167,7 @@ impl Session {
                     "no complete login within {} ms",
                     timeout.as_millis()
                 ));
-                tracing::info!("{e}");
+                tracing::info!(parent: &span, "{e}");
                 let seq = client.last_seq.wrapping_add(1);
                 let _ = client.send_error(seq, &e).await;
                 return;
@@ -166,7 +178,7 @@ impl Session {
         };
         let hold = Duration::from_millis(rt.config.routing.hold_ms);
         drop(rt);
-        let mut s = Session::new(shared, client, user, &login, hold);
+        let mut s = Session::new(shared, client, user, &login, hold, span);
         if let Some(db) = login.database.clone() {
             s.vars.schema = Some(db.into());
             // Check the database now, as a server would at login.
@@ -181,8 +193,8 @@ impl Session {
         if s.client.flush().await.is_err() {
             return;
         }
-        tracing::Span::current().record("user", s.user.name.as_str());
-        tracing::debug!("client logged in");
+        s.span.record("user", s.user.name.as_str());
+        tracing::debug!(parent: &s.span, "client logged in");
         s.serve().await;
         s.close();
     }
@@ -193,6 +205,7 @@ impl Session {
         user: Arc<UserEntry>,
         login: &Login,
         hold: Duration,
+        span: tracing::Span,
     ) -> Self {
         let flavor = Flavor::new(login.caps, login.charset);
         Session {
@@ -230,6 +243,7 @@ impl Session {
             mono: false,
             sticky: None,
             seen_us: 0,
+            span,
         }
     }
 
@@ -244,7 +258,7 @@ impl Session {
     }
 
     async fn reply_error(&mut self, e: SessionError) -> Result<(), SessionError> {
-        tracing::debug!("error for client: {e}");
+        tracing::debug!(parent: &self.span, "error for client: {e}");
         self.client.send_error(1, &e).await
     }
 

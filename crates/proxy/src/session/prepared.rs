@@ -83,12 +83,19 @@ impl Session {
                 })
                 .await;
         };
+        // A cursor keeps the session on its connection while writes may
+        // follow: it opens on the primary.
+        let cursor = p.get(5).is_some_and(|f| f & cursor::READ_ONLY != 0);
         let plan = plan_execute(
             &st.route,
             self.facts(),
             &self.user.policy,
             self.user.group.plan_facts(),
+            cursor,
         );
+        if let Some(r) = plan.refuse {
+            return self.reply_error(SessionError::WriteOnReplica(r)).await;
+        }
         self.require(&plan);
         let r = self.run_plan(&plan, Work::Execute { id, payload: p }).await;
         self.read_done();

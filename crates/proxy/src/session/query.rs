@@ -51,6 +51,9 @@ impl Session {
             Command::Query,
             &mut self.cursor,
         );
+        if let Some(r) = plan.refuse {
+            return self.reply_error(SessionError::WriteOnReplica(r)).await;
+        }
         self.require(&plan);
         if plan.restore_insert_id {
             if let Err(e) = self.attach(plan.target).await {
@@ -58,7 +61,7 @@ impl Session {
             }
             Box::pin(self.restore_last_insert_id()).await;
         }
-        tracing::trace!(to = ?plan.target, rule = plan.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[1..p.len().min(200)]));
+        tracing::trace!(parent: &self.span, to = ?plan.target, rule = plan.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[1..p.len().min(200)]));
         let res = self.run_plan(&plan, Work::Query(p)).await;
         self.read_done();
         let Some(res) = res? else { return Ok(()) };
