@@ -86,6 +86,12 @@ pub struct TrackFlags {
     /// The GTID of the last write on this connection (MariaDB reports it
     /// as the last_gtid variable), not yet taken by the session.
     pub last_gtid: Option<crate::gtid::Gtid>,
+    /// `SET insert_id = N` ran here: the next INSERT on this connection
+    /// takes N. Not replayed elsewhere; the session keeps the connection
+    /// for its next statement, and the next borrow clears it.
+    pub insert_id_set: bool,
+    /// The last statement set insert_id (taken by the session).
+    pub insert_id_reported: bool,
 }
 
 /// A statement prepared on this connection.
@@ -97,6 +103,32 @@ pub struct ServerStmt {
     /// Whether this server statement has been sent parameter types.
     pub types_sent: bool,
     last_used: u64,
+}
+
+/// What a server statement's meaning depends on besides its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StmtContext {
+    schema: Option<Box<str>>,
+    sql_mode: Option<Box<str>>,
+    charset: Option<Box<str>>,
+}
+
+impl StmtContext {
+    fn of(vars: &SessionVars) -> StmtContext {
+        StmtContext {
+            schema: vars.schema.clone(),
+            sql_mode: vars.vars.get("sql_mode").cloned(),
+            charset: vars.vars.get("character_set_client").cloned(),
+        }
+    }
+
+    /// Whether a statement prepared under this context means the same
+    /// under `vars` (compared in place: no allocation per execute).
+    fn matches(&self, vars: &SessionVars) -> bool {
+        self.schema == vars.schema
+            && self.sql_mode.as_deref() == vars.vars.get("sql_mode").map(|v| &**v)
+            && self.charset.as_deref() == vars.vars.get("character_set_client").map(|v| &**v)
+    }
 }
 
 pub struct BackendConn {
@@ -119,7 +151,10 @@ pub struct BackendConn {
     pub track: TrackFlags,
     pub created: Instant,
     pub last_used: Instant,
-    stmts: HashMap<Arc<[u8]>, ServerStmt>,
+    /// Server statements by SQL text, each with the session state it was
+    /// prepared under: the server resolved its tables in that database and
+    /// parsed it with that sql_mode and character set.
+    stmts: HashMap<Arc<[u8]>, (ServerStmt, StmtContext)>,
     stmt_clock: u64,
     pub max_prepared: usize,
 }
@@ -357,14 +392,19 @@ impl BackendConn {
         Ok(())
     }
 
+    /// The server statement for `sql`, if one was prepared here under the
+    /// connection's current database, sql_mode and character set.
     pub fn stmt(&self, sql: &[u8]) -> Option<ServerStmt> {
-        self.stmts.get(sql).copied()
+        self.stmts
+            .get(sql)
+            .filter(|(_, ctx)| ctx.matches(&self.vars))
+            .map(|(s, _)| *s)
     }
 
     pub fn stmt_used(&mut self, sql: &[u8], types_sent: bool) {
         self.stmt_clock += 1;
         let clock = self.stmt_clock;
-        if let Some(s) = self.stmts.get_mut(sql) {
+        if let Some((s, _)) = self.stmts.get_mut(sql) {
             s.last_used = clock;
             s.types_sent |= types_sent;
         }
@@ -373,21 +413,25 @@ impl BackendConn {
     /// Prepares `sql` on this connection (if it is not already), closing the
     /// least recently used statement when the per-connection bound is hit.
     pub async fn ensure_prepared(&mut self, sql: &Arc<[u8]>) -> Result<ServerStmt, BackendError> {
-        if let Some(s) = self.stmts.get(&**sql) {
-            return Ok(*s);
+        if let Some(s) = self.stmt(sql) {
+            return Ok(s);
         }
         Box::pin(self.prepare_here(sql)).await
     }
 
     async fn prepare_here(&mut self, sql: &Arc<[u8]>) -> Result<ServerStmt, BackendError> {
+        // One prepared under another database or sql_mode is replaced.
+        if let Some((old, _)) = self.stmts.remove(&**sql) {
+            self.close_server_stmt(old.id).await?;
+        }
         if self.stmts.len() >= self.max_prepared.max(1) {
             if let Some(victim) = self
                 .stmts
                 .iter()
-                .min_by_key(|(_, s)| s.last_used)
+                .min_by_key(|(_, (s, _))| s.last_used)
                 .map(|(k, _)| k.clone())
             {
-                if let Some(s) = self.stmts.remove(&victim) {
+                if let Some((s, _)) = self.stmts.remove(&victim) {
                     self.close_server_stmt(s.id).await?;
                 }
             }
@@ -431,7 +475,8 @@ impl BackendConn {
             types_sent: false,
             last_used: self.stmt_clock,
         };
-        self.stmts.insert(sql.clone(), s);
+        self.stmts
+            .insert(sql.clone(), (s, StmtContext::of(&self.vars)));
         Ok(s)
     }
 
@@ -453,7 +498,7 @@ impl BackendConn {
             types_sent: false,
             last_used: self.stmt_clock,
         };
-        if let Some(old) = self.stmts.insert(sql, new) {
+        if let Some((old, _)) = self.stmts.insert(sql, (new, StmtContext::of(&self.vars))) {
             if old.id != id {
                 self.close_server_stmt(old.id).await?;
             }
@@ -462,12 +507,12 @@ impl BackendConn {
             let Some(victim) = self
                 .stmts
                 .iter()
-                .min_by_key(|(_, s)| s.last_used)
+                .min_by_key(|(_, (s, _))| s.last_used)
                 .map(|(k, _)| k.clone())
             else {
                 break;
             };
-            if let Some(s) = self.stmts.remove(&victim) {
+            if let Some((s, _)) = self.stmts.remove(&victim) {
                 self.close_server_stmt(s.id).await?;
             }
         }
@@ -488,6 +533,12 @@ impl BackendConn {
 
     /// Makes this connection's session state equal to `want`.
     pub async fn sync_to(&mut self, want: &SessionVars) -> Result<(), BackendError> {
+        if self.track.insert_id_set {
+            // Another session's SET insert_id must not give this one's
+            // next INSERT its id.
+            self.exec_internal("SET SESSION insert_id = 0").await?;
+            self.track.insert_id_set = false;
+        }
         if want.schema.is_some() && want.schema != self.vars.schema {
             let db = want.schema.as_deref().unwrap_or_default();
             let mut p = vec![com::INIT_DB];
@@ -788,6 +839,10 @@ pub fn apply_session_state(vars: &mut SessionVars, track: &mut TrackFlags, block
                 );
                 if name.eq_ignore_ascii_case(b"character_set_connection") {
                     track.charset_changed = true;
+                }
+                if name.eq_ignore_ascii_case(b"insert_id") && value != b"0" {
+                    track.insert_id_set = true;
+                    track.insert_id_reported = true;
                 }
                 if name.eq_ignore_ascii_case(b"last_gtid") && !value.is_empty() {
                     track.last_gtid = std::str::from_utf8(value)

@@ -101,6 +101,10 @@ pub struct Proxy {
     /// A client that has not finished its handshake by then is dropped.
     #[serde(default = "default_handshake_timeout_ms")]
     pub handshake_timeout_ms: u64,
+    /// Prepared statements one client session may hold; more get 1461, as
+    /// from a server at its max_prepared_stmt_count (whose default this is).
+    #[serde(default = "default_max_prepared_statements")]
+    pub max_prepared_statements: usize,
     /// Version string shown to clients; default: the primary's own.
     #[serde(default)]
     pub server_version: Option<String>,
@@ -157,6 +161,7 @@ impl Default for Proxy {
             max_connections: default_max_connections(),
             max_allowed_packet: default_max_allowed_packet(),
             handshake_timeout_ms: default_handshake_timeout_ms(),
+            max_prepared_statements: default_max_prepared_statements(),
             server_version: None,
             default_group: None,
             tls_cert: None,
@@ -573,29 +578,36 @@ impl Addr {
     }
 }
 
-fn check_addr(s: &str) -> Result<(), String> {
+/// What is wrong with an address, in the words the config error shows.
+#[derive(Debug, Error)]
+enum AddrError {
+    #[error("a Unix socket path is 2 to 107 bytes long, got {0} bytes")]
+    SocketPath(usize),
+    #[error("expected \"host:port\", got {0:?}")]
+    NoPort(String),
+    #[error("expected \"host:port\", got {0:?} (no host)")]
+    NoHost(String),
+    #[error("expected \"host:port\" with a port from 1 to 65535, got {0:?}")]
+    BadPort(String),
+}
+
+fn check_addr(s: &str) -> Result<(), AddrError> {
     if s.starts_with('/') {
-        return if s.len() > 1 && s.len() < 108 {
-            Ok(())
-        } else {
-            // sun_path holds 108 bytes with its terminating NUL.
-            Err(format!(
-                "a Unix socket path is 2 to 107 bytes long, got {} bytes",
-                s.len()
-            ))
+        // sun_path holds 108 bytes with its terminating NUL.
+        return match s.len() {
+            2..=107 => Ok(()),
+            n => Err(AddrError::SocketPath(n)),
         };
     }
     let (host, port) = s
         .rsplit_once(':')
-        .ok_or_else(|| format!("expected \"host:port\", got {s:?}"))?;
+        .ok_or_else(|| AddrError::NoPort(s.to_string()))?;
     if host.is_empty() {
-        return Err(format!("expected \"host:port\", got {s:?} (no host)"));
+        return Err(AddrError::NoHost(s.to_string()));
     }
     match port.parse::<u16>() {
         Ok(p) if p > 0 => Ok(()),
-        _ => Err(format!(
-            "expected \"host:port\" with a port from 1 to 65535, got {s:?}"
-        )),
+        _ => Err(AddrError::BadPort(s.to_string())),
     }
 }
 
@@ -610,6 +622,9 @@ fn default_max_connections() -> usize {
 }
 fn default_max_allowed_packet() -> usize {
     64 << 20
+}
+fn default_max_prepared_statements() -> usize {
+    16_382
 }
 fn default_handshake_timeout_ms() -> u64 {
     10_000

@@ -20,7 +20,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, users: Arc<AdminU
         let shared = shared.clone();
         let users = users.clone();
         tokio::spawn(async move {
-            let mut client = Client::new(stream, peer, 1 << 20);
+            let mut client = Client::new(stream, peer, crate::client::PRE_AUTH_MAX_PACKET);
             if let Err(e) = session(&mut client, &shared, &users).await {
                 tracing::debug!(%peer, "admin session ended: {e}");
             }
@@ -36,14 +36,32 @@ async fn session(
     let id = shared
         .next_conn_id
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let login =
-        match frontend::login(client, users, &shared.admin_auth, "8.0.0-sextant-admin", id).await {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = client.send_error(2, &e).await;
-                return Err(e);
-            }
-        };
+    // The same handshake timeout as the proxy port: a silent connection
+    // must not hold a file descriptor for ever.
+    let timeout =
+        std::time::Duration::from_millis(shared.runtime().config.proxy.handshake_timeout_ms);
+    let login = tokio::time::timeout(
+        timeout,
+        frontend::login(client, users, &shared.admin_auth, "8.0.0-sextant-admin", id),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(SessionError::Handshake(format!(
+            "no complete login within {} ms",
+            timeout.as_millis()
+        )))
+    });
+    let login = match login {
+        Ok(l) => l,
+        Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_))) => return Err(e),
+        Err(e) => {
+            tracing::warn!(peer = %client.peer, "admin login failed: {e}");
+            let seq = client.last_seq.wrapping_add(1);
+            let _ = client.send_error(seq, &e).await;
+            return Err(e);
+        }
+    };
+    client.max_packet = 1 << 20;
     frontend::send_ok(client, login.seq);
     client.flush().await?;
     let deprecate_eof = login.caps & cap::DEPRECATE_EOF != 0;

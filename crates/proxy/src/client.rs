@@ -8,6 +8,13 @@ use sextant_protocol::packets::write_err;
 use std::net::SocketAddr;
 use tokio::io::AsyncReadExt;
 
+/// Largest packet a client may send before it has logged in. A login
+/// packet (with its connection attributes), an auth-switch answer or an
+/// RSA-encrypted password is well under this; without a bound, a header
+/// announcing 16 MiB would have sextant hold 16 MiB for a client that has
+/// proven nothing.
+pub const PRE_AUTH_MAX_PACKET: usize = 64 << 10;
+
 pub struct Client {
     pub stream: Stream,
     pub rbuf: Vec<u8>,
@@ -29,6 +36,13 @@ impl Client {
             peer,
             max_packet,
             last_seq: 0,
+        }
+    }
+
+    /// Gives back read-buffer memory above `keep` when nothing is buffered.
+    pub fn shrink_idle(&mut self, keep: usize) {
+        if self.rbuf.is_empty() && self.rbuf.capacity() > keep {
+            self.rbuf = Vec::with_capacity(2048);
         }
     }
 
@@ -96,7 +110,7 @@ impl Client {
         };
         self.stream.read_exact(&mut h).await.map_err(eof)?;
         let hdr = parse_header(&h).ok_or(SessionError::ClientClosed)?;
-        if hdr.len >= MAX_PAYLOAD || hdr.len > self.max_packet {
+        if hdr.len >= MAX_PAYLOAD || hdr.len > self.max_packet.min(PRE_AUTH_MAX_PACKET) {
             return Err(SessionError::Handshake(format!(
                 "login packet of {} bytes",
                 hdr.len

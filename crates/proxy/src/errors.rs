@@ -29,6 +29,7 @@ pub const CR_SERVER_LOST: u16 = 2013;
 pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
 pub const ER_OPTION_PREVENTS_STATEMENT: u16 = 1290;
 pub const ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: u16 = 1792;
+pub const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 
 #[derive(Debug, Error)]
 pub enum SessionError {
@@ -67,6 +68,8 @@ pub enum SessionError {
         Refusal::WriteOnReplicaState => "sextant: this session's state (reported by the server after a read) lives on a replica connection, so a statement that may write cannot run; reset the connection (COM_RESET_CONNECTION) first",
     })]
     WriteOnReplica(Refusal),
+    #[error("Can't create more than max_prepared_stmt_count statements (current value: {0}; sextant's max_prepared_statements per session)")]
+    TooManyPrepared(usize),
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error("sextant lost its connection to server {addr} during the statement ({reason}); it may or may not have run, and was not retried")]
@@ -99,6 +102,7 @@ impl SessionError {
             WriteOnReplica(Refusal::WriteOnReplicaState) => {
                 (ER_OPTION_PREVENTS_STATEMENT, "HY000", msg)
             }
+            TooManyPrepared(_) => (ER_MAX_PREPARED_STMT_COUNT_REACHED, "42000", msg),
             Backend(b) => match b {
                 // A server's own answer to a statement sextant sent for the
                 // client (restoring its database, say) keeps the server's

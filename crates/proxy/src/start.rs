@@ -266,14 +266,9 @@ async fn serve_client(
     let n = c.client_connections.fetch_add(1, Ordering::Relaxed) + 1;
     c.client_connections_total.fetch_add(1, Ordering::Relaxed);
     let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
-    let (max_connections, max_packet) = {
-        let rt = shared.runtime();
-        (
-            rt.config.proxy.max_connections,
-            rt.config.proxy.max_allowed_packet,
-        )
-    };
-    let mut client = client::Client::new(stream, peer, max_packet);
+    let max_connections = shared.runtime().config.proxy.max_connections;
+    // Until the client has logged in, a small bound (Session::run lifts it).
+    let mut client = client::Client::new(stream, peer, client::PRE_AUTH_MAX_PACKET);
     if n > max_connections {
         let e = errors::SessionError::TooManyConnections(max_connections);
         let _ = client.send_error(0, &e).await;

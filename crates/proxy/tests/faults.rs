@@ -292,3 +292,126 @@ fn a_transaction_whose_server_dies_gets_a_clear_error_and_the_session_goes_on() 
         .unwrap();
     assert_eq!(n, Some(1));
 }
+
+/// A client that has not logged in cannot make sextant hold memory: a
+/// header announcing a 16 MiB login packet is refused at once (1043, not
+/// after the handshake timeout with the buffer held meanwhile), and fifty
+/// such connections leave sextant's memory where it was.
+#[test]
+fn announced_huge_login_packets_are_refused_before_buffering() {
+    let p = Setup::default().start();
+    still_serving(&p);
+    let before = p.rss_kib();
+    let started = std::time::Instant::now();
+    let mut conns = Vec::new();
+    for _ in 0..50 {
+        let mut r = Raw::connect(p.port);
+        r.read().expect("greeting");
+        // seq 1, length 0xfffffe: a login packet of 16 MiB - 2.
+        r.send_raw(&[0xfe, 0xff, 0xff, 1]);
+        conns.push(r);
+    }
+    for r in &mut conns {
+        let (_, e) = r.read().expect("an error, not silence");
+        let (code, msg) = err_of(&e);
+        assert_eq!(code, 1043, "{msg}");
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "refused only after {:?} (the handshake timeout is 10 s)",
+        started.elapsed()
+    );
+    let grown_mib = p.rss_kib().saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 64,
+        "sextant grew {grown_mib} MiB for 50 announced packets"
+    );
+    still_serving(&p);
+}
+
+/// The admin port has the proxy port's handshake timeout, and a failed
+/// admin login is logged.
+#[test]
+fn admin_port_logins_time_out_and_failures_are_logged() {
+    let p = Setup {
+        proxy: "handshake_timeout_ms = 300",
+        ..Default::default()
+    }
+    .start();
+    let mut silent = Raw::connect(p.admin_port);
+    silent.read().expect("greeting");
+    let started = std::time::Instant::now();
+    let (_, e) = silent.read().expect("an error after the timeout");
+    let (code, msg) = err_of(&e);
+    assert_eq!(code, 1043, "{msg}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(silent.read().is_none(), "the connection stays open");
+    let bad = mysql::Conn::new(
+        mysql::Opts::from_url(&format!(
+            "mysql://admin:wrong@127.0.0.1:{}/?prefer_socket=false",
+            p.admin_port
+        ))
+        .unwrap(),
+    );
+    assert!(bad.is_err());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        p.logs().contains("admin login failed"),
+        "no log line for a failed admin login"
+    );
+}
+
+/// A session holds no memory for a large statement once it is done.
+#[test]
+fn memory_of_a_large_statement_is_given_back() {
+    let p = Setup::default().start();
+    still_serving(&p);
+    let before = p.rss_kib();
+    let mut conns: Vec<mysql::Conn> = (0..8).map(|_| p.conn()).collect();
+    let big = format!("SELECT LENGTH('{}')", "a".repeat(6 << 20));
+    for c in &mut conns {
+        let n: Option<u64> = c.query_first(&big).unwrap();
+        assert_eq!(n, Some(6 << 20));
+    }
+    // Eight idle sessions now; each read, copied and sent 6 MiB.
+    let grown_mib = p.rss_kib().saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 40,
+        "8 idle sessions hold {grown_mib} MiB after a 6 MiB statement each"
+    );
+    still_serving(&p);
+}
+
+/// A session may hold max_prepared_statements prepared statements; one
+/// more gets the server's own error for it (1461), and closing one makes
+/// room.
+#[test]
+fn prepared_statements_per_session_are_capped() {
+    let p = Setup {
+        proxy: "max_prepared_statements = 10",
+        ..Default::default()
+    }
+    .start();
+    let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+    let prepare = |r: &mut Raw, i: usize| -> Vec<u8> {
+        let mut q = vec![0x16];
+        q.extend_from_slice(format!("SELECT ? + {i}").as_bytes());
+        r.send(0, &q);
+        let resp = r.read_response_as(sextant_protocol::tracker::Expect::Prepare);
+        resp[0].clone()
+    };
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        let ok = prepare(&mut r, i);
+        assert_eq!(ok[0], 0, "{}", String::from_utf8_lossy(&ok));
+        ids.push(u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]));
+    }
+    let e = prepare(&mut r, 10);
+    let (code, msg) = err_of(&e);
+    assert_eq!(code, 1461, "{msg}");
+    let mut close = vec![0x19];
+    close.extend_from_slice(&ids[0].to_le_bytes());
+    r.send(0, &close);
+    let ok = prepare(&mut r, 11);
+    assert_eq!(ok[0], 0, "{}", String::from_utf8_lossy(&ok));
+}

@@ -7,6 +7,16 @@ mod common;
 use common::*;
 use mysql::prelude::Queryable;
 
+/// Sessions of this proxy all share one server connection, in turn.
+fn one_connection_proxy() -> Proxy {
+    Setup {
+        group: "pool_max = 1\n[routing]\nhold_ms = 0\n",
+        no_replicas: true,
+        ..Default::default()
+    }
+    .start()
+}
+
 fn tight_proxy() -> Proxy {
     Setup {
         group: "pool_max = 2\n[routing]\nhold_ms = 0\n",
@@ -317,12 +327,7 @@ fn cursors_and_long_data() {
 /// database, its LAST_INSERT_ID()).
 #[test]
 fn the_next_session_on_a_connection_inherits_nothing() {
-    let p = Setup {
-        group: "pool_max = 1\n[routing]\nhold_ms = 0\n",
-        no_replicas: true,
-        ..Default::default()
-    }
-    .start();
+    let p = one_connection_proxy();
     let mut a = p.conn();
     a.query_drop("CREATE TABLE IF NOT EXISTS lid_t (id int primary key auto_increment, v int)")
         .unwrap();
@@ -351,4 +356,122 @@ fn the_next_session_on_a_connection_inherits_nothing() {
     assert!(b_id > a_id);
     let id: Option<u64> = a.query_first("SELECT LAST_INSERT_ID()").unwrap();
     assert_eq!(id, a_id);
+}
+
+/// `SET insert_id = N` gives N to the session's next INSERT, wherever the
+/// pool would have sent it, and never to another session's.
+#[test]
+fn set_insert_id_is_the_sessions_own() {
+    let p = Setup {
+        group: "pool_max = 2\n[routing]\nhold_ms = 0\n",
+        no_replicas: true,
+        ..Default::default()
+    }
+    .start();
+    let mut a = p.conn();
+    a.query_drop("CREATE TABLE IF NOT EXISTS iid_t (id int primary key auto_increment, v int)")
+        .unwrap();
+    a.query_drop("DELETE FROM iid_t WHERE id IN (1000, 2000)")
+        .unwrap();
+    let mut b = p.conn();
+    for round in 0..4 {
+        // a sets an id and does not use it; then b inserts on whichever
+        // connection it gets (with two, sometimes a's).
+        a.query_drop("SET insert_id = 1000").unwrap();
+        a.query_drop("SELECT 1").unwrap();
+        b.query_drop("INSERT INTO iid_t (v) VALUES (2)").unwrap();
+        let id: Option<u64> = b.query_first("SELECT LAST_INSERT_ID()").unwrap();
+        assert_ne!(
+            id,
+            Some(1000),
+            "round {round}: b's insert took a's insert_id"
+        );
+    }
+    let n: Option<i64> = a
+        .query_first("SELECT COUNT(*) FROM iid_t WHERE id = 1000")
+        .unwrap();
+    assert_eq!(n, Some(0));
+    // The session's own: the next statement's INSERT gets it.
+    a.query_drop("SET insert_id = 2000").unwrap();
+    a.query_drop("INSERT INTO iid_t (v) VALUES (3)").unwrap();
+    let id: Option<u64> = a.query_first("SELECT LAST_INSERT_ID()").unwrap();
+    assert_eq!(id, Some(2000));
+}
+
+/// State a stored procedure creates (a user variable, a temporary table)
+/// stays with the session that called it, and no other session sees it.
+#[test]
+fn state_created_inside_call_stays_with_its_session() {
+    let p = one_connection_proxy();
+    let mut setup = p.conn();
+    setup
+        .query_drop("DROP PROCEDURE IF EXISTS proc_state")
+        .unwrap();
+    setup
+        .query_drop("CREATE TABLE IF NOT EXISTS proc_log (id int primary key auto_increment)")
+        .unwrap();
+    // It writes too: the server then reports a variable (the write's GTID)
+    // beside the unexplained state change.
+    setup
+        .query_drop(
+            "CREATE PROCEDURE proc_state() BEGIN SET @from_proc = 42; \
+             CREATE TEMPORARY TABLE IF NOT EXISTS proc_tmp (id int); \
+             INSERT INTO proc_log VALUES (NULL); SELECT 1 AS one; END",
+        )
+        .unwrap();
+    drop(setup);
+    let mut a = p.conn();
+    // (It returns a result too, as procedures often do.)
+    a.query_drop("CALL proc_state()").unwrap();
+    let v: Option<Option<i64>> = a.query_first("SELECT @from_proc").unwrap();
+    assert_eq!(v, Some(Some(42)), "the caller lost its variable");
+    let n: Option<i64> = a.query_first("SELECT COUNT(*) FROM proc_tmp").unwrap();
+    assert_eq!(n, Some(0));
+    // The caller keeps its connection (the only one): another session
+    // waits for it, and once a is gone gets a clean one.
+    drop(a);
+    let mut b = p.conn();
+    let v: Option<Option<i64>> = b.query_first("SELECT @from_proc").unwrap();
+    assert_eq!(
+        v,
+        Some(None),
+        "another session sees the procedure's variable"
+    );
+    let e = b.query_drop("SELECT COUNT(*) FROM proc_tmp");
+    assert!(
+        e.is_err(),
+        "another session sees the procedure's temporary table"
+    );
+}
+
+/// Two sessions preparing the same unqualified text in different
+/// databases each read their own database's table, though their
+/// statements share one server connection.
+#[test]
+fn prepared_statements_follow_each_sessions_database() {
+    let p = one_connection_proxy();
+    let mut setup = p.conn();
+    for (db, v) in [("ps_db1", 1), ("ps_db2", 2)] {
+        setup
+            .query_drop(format!("CREATE DATABASE IF NOT EXISTS {db}"))
+            .unwrap();
+        setup
+            .query_drop(format!("CREATE OR REPLACE TABLE {db}.s (v int)"))
+            .unwrap();
+        setup
+            .query_drop(format!("INSERT INTO {db}.s VALUES ({v})"))
+            .unwrap();
+    }
+    drop(setup);
+    let open = |db: &str| {
+        mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", db)).unwrap()).unwrap()
+    };
+    let (mut a, mut b) = (open("ps_db1"), open("ps_db2"));
+    let sa = a.prep("SELECT v FROM s WHERE ? = ?").unwrap();
+    let sb = b.prep("SELECT v FROM s WHERE ? = ?").unwrap();
+    for round in 0..20 {
+        let va: Option<i64> = a.exec_first(&sa, (1, 1)).unwrap();
+        let vb: Option<i64> = b.exec_first(&sb, (1, 1)).unwrap();
+        assert_eq!((va, vb), (Some(1), Some(2)), "round {round}");
+    }
 }

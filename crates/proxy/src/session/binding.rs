@@ -236,7 +236,7 @@ impl Session {
         let Some(a) = self.binding.direct_mut() else {
             return Ok(());
         };
-        if a.conn().vars != self.vars {
+        if a.conn().vars != self.vars || a.conn().track.insert_id_set {
             if let Err(e) = Box::pin(a.conn_mut().sync_to(&self.vars)).await {
                 self.detach_discard();
                 return Err(e.into());

@@ -13,6 +13,9 @@ use sextant_routing::Target;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+/// Buffer capacity a session keeps between statements.
+const KEEP_BUFFER: usize = 64 << 10;
+
 pub(super) enum Flow {
     Continue,
     Quit,
@@ -49,6 +52,15 @@ impl Session {
                 Err(e) => Err(e),
             };
             self.payload = payload;
+            // A large statement grew the buffers; an idle session must not
+            // keep them (there may be thousands of sessions).
+            if self.payload.capacity() > KEEP_BUFFER {
+                self.payload = Vec::with_capacity(256);
+            }
+            if self.scratch.capacity() > KEEP_BUFFER {
+                self.scratch = Vec::new();
+            }
+            self.client.shrink_idle(KEEP_BUFFER);
             if let Err(SessionError::PacketTooLarge { .. }) = &flow {
                 // Read what the client is still sending, so that closing
                 // does not reset the connection before it reads the error.

@@ -267,6 +267,9 @@ impl Session {
                 if conn.track.opaque {
                     self.pins.insert(Pins::OPAQUE);
                 }
+                if std::mem::take(&mut conn.track.insert_id_reported) {
+                    self.pins.insert(Pins::INSERT_ID);
+                }
                 if let Some(g) = wrote {
                     self.note_write(g);
                 }

@@ -62,6 +62,9 @@ bitflags::bitflags! {
         /// SQL_CALC_FOUND_ROWS: FOUND_ROWS() must run on the same
         /// connection.
         const FOUND_ROWS = 1 << 5;
+        /// SET insert_id: the next statement (the INSERT) must run on the
+        /// same connection.
+        const INSERT_ID = 1 << 6;
     }
 }
 
@@ -114,6 +117,8 @@ pub struct Session {
     seen_us: i64,
     /// The session's tracing span: id, peer, user.
     span: tracing::Span,
+    /// Most prepared statements the session may hold.
+    max_stmts: usize,
 }
 
 impl Session {
@@ -177,8 +182,11 @@ impl Session {
             return;
         };
         let hold = Duration::from_millis(rt.config.routing.hold_ms);
+        client.max_packet = rt.config.proxy.max_allowed_packet;
+        let max_stmts = rt.config.proxy.max_prepared_statements;
         drop(rt);
         let mut s = Session::new(shared, client, user, &login, hold, span);
+        s.max_stmts = max_stmts;
         if let Some(db) = login.database.clone() {
             s.vars.schema = Some(db.into());
             // Check the database now, as a server would at login.
@@ -244,6 +252,7 @@ impl Session {
             sticky: None,
             seen_us: 0,
             span,
+            max_stmts: usize::MAX,
         }
     }
 

@@ -28,6 +28,11 @@ pub(super) struct ClientStmt {
 
 impl Session {
     pub(super) async fn prepare(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        if self.stmts.len() >= self.max_stmts {
+            return self
+                .reply_error(SessionError::TooManyPrepared(self.max_stmts))
+                .await;
+        }
         let sql: Arc<[u8]> = Arc::from(&p[1..]);
         let c = classify(&sql);
         let route = Prepared::new(&c, &self.user.policy);
@@ -179,7 +184,7 @@ impl Session {
         if let Outcome::Retry(_) = outcome {
             return Ok(outcome);
         }
-        self.pins.remove(Pins::LONG_DATA);
+        self.pins.remove(Pins::LONG_DATA | Pins::INSERT_ID);
         if let Outcome::Done(res) = &outcome {
             self.note_insert_id(res);
             if flags & cursor::READ_ONLY != 0 && res.status & status::CURSOR_EXISTS != 0 {

@@ -66,6 +66,10 @@ impl Session {
         self.read_done();
         let Some(res) = res? else { return Ok(()) };
         self.note_insert_id(&res);
+        if c.kind != Kind::Set {
+            // The statement after SET insert_id has run: it used it.
+            self.pins.remove(Pins::INSERT_ID);
+        }
         if c.flags.contains(Flags::FOUND_ROWS) {
             self.pins.insert(Pins::FOUND_ROWS);
         } else {
