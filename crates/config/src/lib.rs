@@ -101,6 +101,12 @@ pub struct Proxy {
     /// A client that has not finished its handshake by then is dropped.
     #[serde(default = "default_handshake_timeout_ms")]
     pub handshake_timeout_ms: u64,
+    /// A session idle inside a transaction for longer is ended: its
+    /// transaction rolled back, its server connection closed, and the
+    /// client told why (4031). 0: never. It frees the server connection
+    /// that an abandoned transaction holds.
+    #[serde(default)]
+    pub idle_in_transaction_timeout_ms: u64,
     /// Prepared statements one client session may hold; more get 1461, as
     /// from a server at its max_prepared_stmt_count (whose default this is).
     #[serde(default = "default_max_prepared_statements")]
@@ -162,6 +168,7 @@ impl Default for Proxy {
             max_allowed_packet: default_max_allowed_packet(),
             handshake_timeout_ms: default_handshake_timeout_ms(),
             max_prepared_statements: default_max_prepared_statements(),
+            idle_in_transaction_timeout_ms: 0,
             server_version: None,
             default_group: None,
             tls_cert: None,
@@ -203,6 +210,10 @@ pub struct User {
     /// always reads from replicas).
     #[serde(default)]
     pub routing: RoutingOverride,
+    /// Most client sessions of this user at once (0: no limit); more get
+    /// 1226, as from a server's max_user_connections.
+    #[serde(default)]
+    pub max_connections: usize,
 }
 
 impl User {

@@ -30,6 +30,8 @@ pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
 pub const ER_OPTION_PREVENTS_STATEMENT: u16 = 1290;
 pub const ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: u16 = 1792;
 pub const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
+pub const ER_USER_LIMIT_REACHED: u16 = 1226;
+pub const ER_CLIENT_INTERACTION_TIMEOUT: u16 = 4031;
 
 #[derive(Debug, Error)]
 pub enum SessionError {
@@ -68,6 +70,10 @@ pub enum SessionError {
         Refusal::WriteOnReplicaState => "sextant: this session's state (reported by the server after a read) lives on a replica connection, so a statement that may write cannot run; reset the connection (COM_RESET_CONNECTION) first",
     })]
     WriteOnReplica(Refusal),
+    #[error("User '{user}' has exceeded the 'max_user_connections' resource (current value: {max}; sextant's max_connections for the user)")]
+    UserConnections { user: String, max: usize },
+    #[error("sextant: the session was idle in a transaction for more than idle_in_transaction_timeout_ms ({0} ms); the transaction was rolled back and the connection closed")]
+    IdleInTransaction(u64),
     #[error("Can't create more than max_prepared_stmt_count statements (current value: {0}; sextant's max_prepared_statements per session)")]
     TooManyPrepared(usize),
     #[error(transparent)]
@@ -103,6 +109,8 @@ impl SessionError {
                 (ER_OPTION_PREVENTS_STATEMENT, "HY000", msg)
             }
             TooManyPrepared(_) => (ER_MAX_PREPARED_STMT_COUNT_REACHED, "42000", msg),
+            UserConnections { .. } => (ER_USER_LIMIT_REACHED, "42000", msg),
+            IdleInTransaction(_) => (ER_CLIENT_INTERACTION_TIMEOUT, "HY000", msg),
             Backend(b) => match b {
                 // A server's own answer to a statement sextant sent for the
                 // client (restoring its database, say) keeps the server's

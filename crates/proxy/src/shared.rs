@@ -31,6 +31,9 @@ pub struct UserEntry {
     pub latest_write_server: AtomicU32,
     /// MySQL: that write's source uuid (high, low halves); 0 for MariaDB.
     pub latest_write_uuid: [std::sync::atomic::AtomicU64; 2],
+    /// Most sessions at once (0: no limit), and how many there are.
+    pub max_connections: usize,
+    pub connections: std::sync::atomic::AtomicUsize,
 }
 
 /// Everything the configuration decides, built from one config.
@@ -77,6 +80,7 @@ impl Runtime {
                     && e.require_tls == u.require_tls
                     && e.backend_user == u.backend_user()
                     && e.backend_password == u.backend_password()
+                    && e.max_connections == u.max_connections
             });
             let entry = match kept {
                 Some(e) => e.clone(),
@@ -91,6 +95,8 @@ impl Runtime {
                     backend_user: u.backend_user().to_string(),
                     backend_password: u.backend_password().to_string(),
                     group,
+                    max_connections: u.max_connections,
+                    connections: Default::default(),
                 }),
             };
             users.insert(u.name.clone(), entry);
@@ -181,6 +187,9 @@ impl Users for Runtime {
 pub struct Shared {
     /// Swapped whole by a reload; sessions keep what they logged in with.
     pub runtime: ArcSwap<Runtime>,
+    /// Client sessions at once: [proxy] max_connections, lowered to what
+    /// the process's file descriptor limit leaves room for.
+    pub max_connections: usize,
     pub counters: Counters,
     pub server_version: String,
     pub next_conn_id: AtomicU32,

@@ -123,7 +123,9 @@ pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
         )),
         None => None,
     };
+    let max_connections = client_limit(&runtime);
     let shared = Arc::new(Shared {
+        max_connections,
         runtime: ArcSwap::from_pointee(runtime),
         counters: sextant_admin::Counters {
             allocations: crate::alloc_count::counter(),
@@ -266,7 +268,7 @@ async fn serve_client(
     let n = c.client_connections.fetch_add(1, Ordering::Relaxed) + 1;
     c.client_connections_total.fetch_add(1, Ordering::Relaxed);
     let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
-    let max_connections = shared.runtime().config.proxy.max_connections;
+    let max_connections = shared.max_connections;
     // Until the client has logged in, a small bound (Session::run lifts it).
     let mut client = client::Client::new(stream, peer, client::PRE_AUTH_MAX_PACKET);
     if n > max_connections {
@@ -301,15 +303,58 @@ fn listen(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
     socket.listen(65_535)
 }
 
+/// How many client sessions fit in the file descriptor limit: every
+/// client takes one, and so does every server connection the pools may
+/// open, plus the listeners, the monitors and the log. Beyond it accept()
+/// would fail and clients would hang in the backlog; within it, extra
+/// clients get 1040 at once.
+fn client_limit(rt: &Runtime) -> usize {
+    let configured = rt.config.proxy.max_connections;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct passed.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return configured;
+    }
+    let servers: usize = rt
+        .config
+        .groups
+        .values()
+        .map(|g| (g.pool_max + 1) * (g.replicas.len() + 1))
+        .sum();
+    let reserved = servers + 64;
+    let room = (lim.rlim_cur as usize).saturating_sub(reserved).max(1);
+    if room < configured {
+        tracing::warn!(
+            "max_connections {configured} does not fit in the file descriptor limit ({}) with \
+             room for the server connections ({servers}): serving at most {room} clients \
+             (raise the limit, e.g. LimitNOFILE in a systemd unit)",
+            lim.rlim_cur
+        );
+        return room;
+    }
+    configured
+}
+
 fn start_monitors(shared: &Shared) {
     let rt = shared.runtime();
     let m = &rt.config.monitor;
     let (user, password) = match (&m.user, &m.password, rt.config.users.first()) {
         (Some(u), Some(p), _) => (u.clone(), p.clone()),
-        (_, _, Some(u)) => (
-            u.backend_user().to_string(),
-            u.backend_password().to_string(),
-        ),
+        (_, _, Some(u)) => {
+            tracing::warn!(
+                "the monitor logs in as {:?}, the first user's server account: a server-side \
+                 KILL of that account's connections stops the monitor too; give [monitor] a \
+                 user and password of its own",
+                u.backend_user()
+            );
+            (
+                u.backend_user().to_string(),
+                u.backend_password().to_string(),
+            )
+        }
         _ => return,
     };
     let instance_id = sextant_monitor::instance_id();

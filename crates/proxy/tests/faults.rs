@@ -415,3 +415,113 @@ fn prepared_statements_per_session_are_capped() {
     let ok = prepare(&mut r, 11);
     assert_eq!(ok[0], 0, "{}", String::from_utf8_lossy(&ok));
 }
+
+/// A session idle inside a transaction past idle_in_transaction_timeout_ms
+/// is told why (4031, sequence 0, as MySQL's own) and closed; its
+/// transaction is rolled back, and its server connection is free again.
+/// Outside a transaction, idling is fine.
+#[test]
+fn sessions_idle_in_a_transaction_are_ended() {
+    let p = Setup {
+        proxy: "idle_in_transaction_timeout_ms = 300",
+        group: "pool_max = 1\n",
+        no_replicas: true,
+        ..Default::default()
+    }
+    .start();
+    let mut setup = p.conn();
+    setup
+        .query_drop("CREATE TABLE IF NOT EXISTS idle_trx (id int primary key)")
+        .unwrap();
+    setup.query_drop("DELETE FROM idle_trx").unwrap();
+    drop(setup);
+    let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+    r.query("BEGIN");
+    assert_eq!(r.read_response()[0][0], 0);
+    r.query("INSERT INTO idle_trx VALUES (1)");
+    assert_eq!(r.read_response()[0][0], 0);
+    let started = std::time::Instant::now();
+    let (seq, e) = r.read().expect("an error when the timeout passes");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    assert_eq!(seq, 0);
+    let (code, msg) = err_of(&e);
+    assert_eq!(code, 4031, "{msg}");
+    assert!(r.read().is_none(), "the session stays open");
+    // The only server connection is free again, and the row is gone.
+    let mut c = p.conn();
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM idle_trx").unwrap();
+    assert_eq!(n, Some(0));
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM idle_trx").unwrap();
+    assert_eq!(
+        n,
+        Some(0),
+        "an idle session outside a transaction was ended"
+    );
+}
+
+/// A user's max_connections: one session more gets 1226, as from a
+/// server's max_user_connections; a session that leaves makes room.
+#[test]
+fn per_user_connection_limit() {
+    let p = Setup {
+        users: "[[users]]\nname = \"lim\"\npassword = \"lp\"\nbackend_user = \"app\"\nbackend_password = \"apppass\"\nmax_connections = 2\n",
+        ..Default::default()
+    }
+    .start();
+    let open =
+        || mysql::Conn::new(mysql::Opts::from_url(&p.url("lim", "lp", "sextant_test")).unwrap());
+    let a = open().expect("first");
+    let _b = open().expect("second");
+    let e = open().expect_err("a third session");
+    assert!(e.to_string().contains("1226"), "{e}");
+    // Other users are not limited by it.
+    still_serving(&p);
+    drop(a);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    open().expect("room after one left");
+}
+
+/// max_connections never promises more clients than the file descriptor
+/// limit can hold: with 200 descriptors, clients beyond what fits get 1040
+/// at once instead of waiting in the accept queue, and sextant goes on
+/// serving.
+#[test]
+fn max_connections_fits_the_descriptor_limit() {
+    let p = Setup {
+        group: "pool_max = 4\n",
+        nofile: Some(200),
+        ..Default::default()
+    }
+    .start();
+    assert!(p
+        .logs()
+        .contains("does not fit in the file descriptor limit"));
+    let mut conns = Vec::new();
+    let (mut greeted, mut refused) = (0, 0);
+    for _ in 0..250 {
+        let r = Raw::connect(p.port);
+        r.s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        conns.push(r);
+    }
+    for r in &mut conns {
+        let (_, first) = r.read().expect("a greeting or an error, not silence");
+        match first[0] {
+            0x0a => greeted += 1,
+            0xff => {
+                let (code, msg) = err_of(&first);
+                assert_eq!(code, 1040, "{msg}");
+                refused += 1;
+            }
+            other => panic!("unexpected first packet {other:#x}"),
+        }
+    }
+    assert!(
+        refused > 0 && greeted <= 200 - 15 - 64,
+        "{greeted} greeted, {refused} refused"
+    );
+    drop(conns);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    still_serving(&p);
+}

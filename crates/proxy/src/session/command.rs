@@ -24,6 +24,26 @@ pub(super) enum Flow {
 impl Session {
     pub(super) async fn serve(&mut self) {
         loop {
+            if let Some(limit) = self.idle_trx.filter(|_| self.in_transaction()) {
+                if self.client.rbuf.is_empty() {
+                    // fill() is cancel-safe: what arrives stays buffered.
+                    match tokio::time::timeout(limit, self.client.fill()).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => return,
+                        Err(_) => {
+                            let e = SessionError::IdleInTransaction(limit.as_millis() as u64);
+                            tracing::info!(parent: &self.span, "{e}");
+                            // Closing the server connection rolls the
+                            // transaction back. The error goes out with
+                            // sequence 0, as MySQL's own 4031 does.
+                            self.detach_discard();
+                            self.pins = Pins::empty();
+                            let _ = self.client.send_error(0, &e).await;
+                            return;
+                        }
+                    }
+                }
+            }
             if let Some(deadline) = self.hold_until {
                 if self.client.rbuf.is_empty() {
                     // fill() is cancel-safe (read_buf), for TLS too: bytes

@@ -119,6 +119,26 @@ pub struct Session {
     span: tracing::Span,
     /// Most prepared statements the session may hold.
     max_stmts: usize,
+    /// How long the session may sit idle inside a transaction.
+    idle_trx: Option<Duration>,
+}
+
+/// One of a user's sessions, counted while it lives.
+struct Seat(Arc<UserEntry>);
+
+impl Seat {
+    /// None when the user has its most sessions already.
+    fn take(user: &Arc<UserEntry>) -> Option<Seat> {
+        let n = user.connections.fetch_add(1, Ordering::AcqRel);
+        let seat = Seat(user.clone());
+        (user.max_connections == 0 || n < user.max_connections).then_some(seat)
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Session {
@@ -181,12 +201,23 @@ impl Session {
         let Some(user) = rt.users.get(&login.user).cloned() else {
             return;
         };
+        let Some(_seat) = Seat::take(&user) else {
+            let e = SessionError::UserConnections {
+                user: user.name.clone(),
+                max: user.max_connections,
+            };
+            tracing::info!(parent: &span, "{e}");
+            let _ = client.send_error(login.seq, &e).await;
+            return;
+        };
         let hold = Duration::from_millis(rt.config.routing.hold_ms);
         client.max_packet = rt.config.proxy.max_allowed_packet;
         let max_stmts = rt.config.proxy.max_prepared_statements;
+        let idle_trx = rt.config.proxy.idle_in_transaction_timeout_ms;
         drop(rt);
         let mut s = Session::new(shared, client, user, &login, hold, span);
         s.max_stmts = max_stmts;
+        s.idle_trx = (idle_trx > 0).then(|| Duration::from_millis(idle_trx));
         if let Some(db) = login.database.clone() {
             s.vars.schema = Some(db.into());
             // Check the database now, as a server would at login.
@@ -253,6 +284,7 @@ impl Session {
             seen_us: 0,
             span,
             max_stmts: usize::MAX,
+            idle_trx: None,
         }
     }
 

@@ -121,6 +121,8 @@ pub struct Setup<'a> {
     pub count_allocations: bool,
     /// Name the lab's servers by their Unix sockets instead of TCP ports.
     pub unix_sockets: bool,
+    /// Start sextant with this file descriptor limit (soft and hard).
+    pub nofile: Option<u64>,
 }
 
 impl Setup<'_> {
@@ -228,7 +230,25 @@ replicas = [{replicas}]
         let path = logs.join(format!("sextant-{port}.toml"));
         std::fs::write(&path, cfg).expect("write config");
         let log = logs.join(format!("sextant-{port}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_sextant"))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sextant"));
+        if let Some(n) = s.nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only setrlimit, which is async-signal-safe, runs
+            // between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd
             .arg("--config")
             .arg(&path)
             .env(
