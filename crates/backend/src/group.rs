@@ -259,6 +259,7 @@ mod tests {
             max_prepared: 1,
             pipeline_depth: 0,
             pipeline_connections: 0,
+            query_timeout: None,
             tls: None,
         }
     }

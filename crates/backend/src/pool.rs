@@ -28,6 +28,8 @@ pub struct PoolSettings {
     pub pipeline_depth: usize,
     /// Pipelined connections per server.
     pub pipeline_connections: usize,
+    /// How long a statement may take on this server (None: no limit).
+    pub query_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -264,6 +264,13 @@ pub struct Group {
     /// find them all full take a connection of their own).
     #[serde(default = "default_pipeline_connections")]
     pub pipeline_connections: usize,
+    /// A statement whose server has not answered in full by then is
+    /// abandoned (its server connection closed, the server out of rotation
+    /// until it answers again): a plain read that sent nothing to the
+    /// client yet runs on another server, anything else gets 9003. 0: no
+    /// limit (the default: long queries are legitimate).
+    #[serde(default)]
+    pub query_timeout_ms: u64,
     /// The primary's weight in read balancing. 0 (the default): the primary
     /// takes reads only by read_primary_percent or when no replica can;
     /// N > 0: it takes part in balancing like a replica of weight N, so

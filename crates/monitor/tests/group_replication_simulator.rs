@@ -146,6 +146,7 @@ async fn cluster(initial: [Option<View>; 3]) -> Cluster {
         max_prepared: 16,
         pipeline_depth: 0,
         pipeline_connections: 0,
+        query_timeout: None,
         tls: None,
     };
     let queries = Arc::new(Mutex::new(Vec::new()));

@@ -23,6 +23,8 @@ pub struct Client {
     pub max_packet: usize,
     /// Sequence id of the last frame read (errors during login follow it).
     pub last_seq: u8,
+    /// Writes to the client so far: whether an abandoned answer had begun.
+    pub sends: u64,
 }
 
 impl Client {
@@ -36,6 +38,7 @@ impl Client {
             peer,
             max_packet,
             last_seq: 0,
+            sends: 0,
         }
     }
 
@@ -158,6 +161,7 @@ impl Client {
 
     pub async fn flush(&mut self) -> Result<(), SessionError> {
         if !self.out.is_empty() {
+            self.sends += 1;
             self.stream.send(&self.out).await?;
             self.out.clear();
         }

@@ -288,6 +288,7 @@ pub async fn relay(
 }
 
 async fn flush(client: &mut Client) -> Result<(), RelayError> {
+    client.sends += 1;
     client
         .stream
         .send(&client.out)

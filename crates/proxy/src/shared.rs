@@ -143,6 +143,7 @@ fn build_group(name: &str, g: &sextant_config::Group) -> Result<Group, StartErro
         tls: None,
         pipeline_depth: g.pipeline_depth,
         pipeline_connections: g.pipeline_connections,
+        query_timeout: (g.query_timeout_ms > 0).then(|| Duration::from_millis(g.query_timeout_ms)),
     };
     settings.tls = target(&g.primary.0)?;
     let primary = Arc::new(Server::new(

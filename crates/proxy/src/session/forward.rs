@@ -339,7 +339,31 @@ async fn relay_counted(
 ) -> Result<RelayResult, RelayError> {
     let started = timed.then(std::time::Instant::now);
     server.health.statement_started();
-    let relayed = relay(client, conn, expect, opts).await;
+    let relayed = match server.settings.query_timeout {
+        None => relay(client, conn, expect, opts).await,
+        Some(limit) => {
+            let sends = client.sends;
+            match tokio::time::timeout(limit, relay(client, conn, expect, opts)).await {
+                Ok(r) => r,
+                Err(_) => {
+                    // Abandoned mid-answer: whatever was read but not sent
+                    // is dropped. Once the client got part of the answer,
+                    // its stream cannot go on.
+                    client.out.clear();
+                    let begun = client.sends != sends;
+                    Err(RelayError::Server {
+                        reason: format!(
+                            "no complete answer within query_timeout_ms ({} ms)",
+                            limit.as_millis()
+                        ),
+                        started: begun,
+                        mid_packet: begun,
+                        next_seq: 0,
+                    })
+                }
+            }
+        }
+    };
     let elapsed_us = started
         .filter(|_| relayed.is_ok())
         .map(|t| t.elapsed().as_micros() as u64);

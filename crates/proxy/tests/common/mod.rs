@@ -782,6 +782,34 @@ pub fn kill_lab_server(index: usize) {
     let _ = std::fs::remove_file(&pidfile);
 }
 
+/// Freezes lab server `index` (SIGSTOP): it keeps its connections open and
+/// answers nothing, as a stalled machine would. Thawed when the guard drops.
+pub fn stall_lab_server(index: usize) -> Stalled {
+    signal_lab_server(index, "-STOP");
+    Stalled(index)
+}
+
+pub struct Stalled(usize);
+
+impl Drop for Stalled {
+    fn drop(&mut self) {
+        signal_lab_server(self.0, "-CONT");
+    }
+}
+
+fn signal_lab_server(index: usize, signal: &str) {
+    let pidfile = lab().dir.join(format!("s{index}.pid"));
+    let pid = std::fs::read_to_string(&pidfile)
+        .expect("pid file")
+        .trim()
+        .to_string();
+    assert!(Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .expect("kill")
+        .success());
+}
+
 /// Starts lab server `index` again with its own config. The lab stops it
 /// by its pid file when the test binary exits; nobody waits for it here.
 #[allow(clippy::zombie_processes)]

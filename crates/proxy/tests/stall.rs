@@ -1,0 +1,45 @@
+//! A server that stops answering without closing its connections (SIGSTOP:
+//! a frozen machine, a stalled disk). Its own lab: the other tests'
+//! servers must not freeze under them.
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+use std::time::{Duration, Instant};
+
+/// With query_timeout_ms, a plain read stuck on a stalled replica moves to
+/// another server within the timeout; the client sees no error and no read
+/// waits for the replica to come back.
+#[test]
+fn reads_on_a_stalled_replica_move_within_the_query_timeout() {
+    let p = Setup {
+        group: "query_timeout_ms = 1000\n[routing]\nhold_ms = 0\nconsistency = \"eventual\"\n",
+        ..Default::default()
+    }
+    .start();
+    let mut c = p.conn();
+    for _ in 0..4 {
+        let _: Option<i32> = c.query_first("SELECT 1").unwrap();
+    }
+    let stalled = stall_lab_server(1);
+    // Thawed after 8 s whatever happens, so that a read stuck on it shows
+    // as a long wait instead of hanging the test.
+    let thaw = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(8));
+        drop(stalled);
+    });
+    let mut worst = Duration::ZERO;
+    for _ in 0..10 {
+        let t = Instant::now();
+        let v: Option<i32> = c.query_first("SELECT 41 + 1").unwrap();
+        assert_eq!(v, Some(42));
+        worst = worst.max(t.elapsed());
+    }
+    let _ = thaw.join();
+    assert!(
+        worst < Duration::from_millis(2500),
+        "a read waited {worst:?} on the stalled replica"
+    );
+    // The replica is back in rotation once it answers again.
+    p.wait_state(lab().replicas[0], "up", Duration::from_secs(10));
+}
