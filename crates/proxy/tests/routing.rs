@@ -811,3 +811,58 @@ fn writes_never_reach_a_replica_whatever_the_hints() {
         assert_eq!(got, want, "replica {r} diverged");
     }
 }
+
+/// A session in NO_BACKSLASH_ESCAPES (or ANSI_QUOTES) mode reads a string
+/// differently from the default: a call the default reading would take for
+/// part of a string is a call. Such a statement is read both ways, and the
+/// function, which writes, runs on the primary: the replicas do not diverge.
+#[test]
+fn statements_whose_reading_depends_on_sql_mode_are_read_carefully() {
+    let _g = serial();
+    let p = Setup {
+        group: NO_HOLD,
+        ..Default::default()
+    }
+    .start();
+    let mut c = p.conn();
+    c.query_drop("CREATE TABLE IF NOT EXISTS lex_t (id int primary key auto_increment)")
+        .unwrap();
+    c.query_drop("DROP FUNCTION IF EXISTS lex_bump").unwrap();
+    c.query_drop(
+        "CREATE FUNCTION lex_bump() RETURNS INT MODIFIES SQL DATA \
+         BEGIN INSERT INTO lex_t VALUES (NULL); RETURN 1; END",
+    )
+    .unwrap();
+    sync_replicas();
+    let mut s = p.conn();
+    s.query_drop("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')")
+        .unwrap();
+    for _ in 0..10 {
+        // In this mode: 'a\' is a string, then a call, then 'b'.
+        let r: Option<(String, i64, String)> = s
+            .query_first("/*# consistency=eventual */ SELECT 'a\\', lex_bump(), 'b'")
+            .unwrap();
+        assert_eq!(r.map(|r| r.1), Some(1));
+    }
+    s.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES'")
+        .unwrap();
+    for _ in 0..10 {
+        // In this mode "lex_bump" is the function's name.
+        let r: Option<i64> = s
+            .query_first("/*# consistency=eventual */ SELECT \"lex_bump\"()")
+            .unwrap();
+        assert_eq!(r, Some(1));
+    }
+    sync_replicas();
+    let q = "SELECT COUNT(*) FROM sextant_test.lex_t";
+    let want: Option<i64> = direct(lab().primary).query_first(q).unwrap();
+    assert_eq!(
+        want,
+        Some(20),
+        "the function ran elsewhere than the primary"
+    );
+    for &r in &lab().replicas {
+        let got: Option<i64> = direct(r).query_first(q).unwrap();
+        assert_eq!(got, want, "replica {r} diverged");
+    }
+}

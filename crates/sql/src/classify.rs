@@ -2,7 +2,7 @@
 //! it, and what it does to session state that the proxy must respect.
 
 use crate::hints::Hints;
-use crate::lexer::{Lexer, Token, TokenKind};
+use crate::lexer::{LexMode, Lexer, Token, TokenKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -227,7 +227,26 @@ impl Segment {
     }
 }
 
+/// Classifies a statement. If its reading depends on the session's
+/// sql_mode or character set (a backslash inside quotes, or "..."), it is
+/// read the other way too and the answer is the more careful of the two:
+/// every flag either reading found, and a read only if both say so. So a
+/// string that hides a function call under NO_BACKSLASH_ESCAPES,
+/// ANSI_QUOTES or a gbk/sjis character never sends it to a replica.
 pub fn classify(sql: &[u8]) -> Classification<'_> {
+    let (mut c, dependent) = classify_with(sql, LexMode::DEFAULT);
+    if dependent {
+        let (other, _) = classify_with(sql, LexMode::OTHER);
+        c.flags |= other.flags;
+        c.read_only &= other.read_only;
+        if other.kind != c.kind {
+            c.read_only = false;
+        }
+    }
+    c
+}
+
+fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
     let mut hints = Hints::default();
     let mut flags = Flags::default();
     let mut first_kind_seen = Kind::Empty;
@@ -249,7 +268,8 @@ pub fn classify(sql: &[u8]) -> Classification<'_> {
         true
     };
 
-    for t in Lexer::new(sql) {
+    let mut lexer = Lexer::with_mode(sql, mode);
+    for t in lexer.by_ref() {
         match t.kind {
             TokenKind::Hint => {
                 hints.parse_into(t.text);
@@ -330,12 +350,13 @@ pub fn classify(sql: &[u8]) -> Classification<'_> {
     if segments > 1 {
         flags.insert(Flags::MULTI);
     }
-    Classification {
+    let c = Classification {
         kind: first_kind_seen,
         flags,
         read_only: segments > 0 && all_read,
         hints,
-    }
+    };
+    (c, lexer.mode_dependent)
 }
 
 fn function_call(name: &[u8], flags: &mut Flags) {

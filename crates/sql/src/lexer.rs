@@ -38,19 +38,55 @@ impl Token<'_> {
     }
 }
 
+/// How quotes are read, which depends on the session's sql_mode and
+/// character set: sextant does not follow them per session, so a statement
+/// whose reading depends on them is read both ways (see `classify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LexMode {
+    /// A backslash escapes the next character inside '...' and "..."
+    /// (not with NO_BACKSLASH_ESCAPES, nor after the lead byte of a gbk,
+    /// big5 or sjis character whose trailing byte is 0x5C).
+    pub backslash_escapes: bool,
+    /// "..." is a quoted identifier, not a string (ANSI_QUOTES).
+    pub ansi_quotes: bool,
+}
+
+impl LexMode {
+    /// The server's defaults.
+    pub const DEFAULT: LexMode = LexMode {
+        backslash_escapes: true,
+        ansi_quotes: false,
+    };
+    /// The other reading: NO_BACKSLASH_ESCAPES and ANSI_QUOTES.
+    pub const OTHER: LexMode = LexMode {
+        backslash_escapes: false,
+        ansi_quotes: true,
+    };
+}
+
 pub struct Lexer<'a> {
     s: &'a [u8],
     i: usize,
     /// Inside `/*! ... */`: its closing `*/` is skipped when reached.
     in_exec_comment: bool,
+    mode: LexMode,
+    /// A quoted run held a backslash, or "..." was met: under another
+    /// sql_mode or character set the statement could read differently.
+    pub mode_dependent: bool,
 }
 
 impl<'a> Lexer<'a> {
     pub fn new(s: &'a [u8]) -> Self {
+        Self::with_mode(s, LexMode::DEFAULT)
+    }
+
+    pub fn with_mode(s: &'a [u8], mode: LexMode) -> Self {
         Lexer {
             s,
             i: 0,
             in_exec_comment: false,
+            mode,
+            mode_dependent: false,
         }
     }
 
@@ -63,11 +99,17 @@ impl<'a> Lexer<'a> {
     /// escapes (for ' and ") and doubled quotes.
     fn skip_quoted(&mut self, q: u8) {
         self.i += 1;
+        if q == b'"' {
+            self.mode_dependent = true;
+        }
         while self.i < self.s.len() {
             let c = self.s[self.i];
             if c == b'\\' && q != b'`' {
-                self.i += 2;
-                continue;
+                self.mode_dependent = true;
+                if self.mode.backslash_escapes && !(q == b'"' && self.mode.ansi_quotes) {
+                    self.i += 2;
+                    continue;
+                }
             }
             self.i += 1;
             if c == q {
@@ -140,6 +182,15 @@ impl<'a> Iterator for Lexer<'a> {
                             text: &self.s[body + 1..stop],
                         });
                     }
+                }
+                b'"' if self.mode.ansi_quotes => {
+                    let start = self.i;
+                    self.skip_quoted(c);
+                    let end = self.i.saturating_sub(1).max(start + 1);
+                    return Some(Token {
+                        kind: TokenKind::QuotedIdent,
+                        text: &self.s[start + 1..end],
+                    });
                 }
                 b'\'' | b'"' => {
                     let start = self.i;

@@ -12,4 +12,4 @@ mod lexer;
 
 pub use classify::{classify, Classification, Flags, Kind};
 pub use hints::{Hints, MAX_HINTS};
-pub use lexer::{Lexer, Token, TokenKind};
+pub use lexer::{LexMode, Lexer, Token, TokenKind};

@@ -58,6 +58,18 @@ fn cases() -> Vec<(&'static str, Kind, bool, Flags)> {
         ("SELECT 1; DELETE FROM t", Kind::Select, false, Flags::MULTI),
         ("SELECT 1;", Kind::Select, true, NONE),
         ("", Kind::Empty, false, NONE),
+        // Read both ways when quotes hold a backslash or "...": the more
+        // careful reading wins (NO_BACKSLASH_ESCAPES, ANSI_QUOTES, or a
+        // gbk/sjis character whose second byte is a backslash hide a call).
+        ("SELECT 'a\\', my_func(), 'b'", Kind::Select, true, Flags::STORED_FUNCTION),
+        ("SELECT 'a\\' , my_func() , '", Kind::Select, true, Flags::STORED_FUNCTION),
+        ("SELECT \"a\\\" , my_func() , \"", Kind::Select, true, Flags::STORED_FUNCTION),
+        ("SELECT '\u{4e2d}\\' , my_func() , '", Kind::Select, true, Flags::STORED_FUNCTION),
+        ("SELECT \"my_func\"(1)", Kind::Select, true, Flags::STORED_FUNCTION),
+        ("SELECT 'it\\'s'", Kind::Select, true, NONE),
+        ("SELECT \"plain\" FROM t", Kind::Select, true, NONE),
+        ("SELECT 'a\\' , @v := 1 , '", Kind::Select, true, Flags::USER_VAR),
+        ("SELECT 'a\\' FROM t FOR UPDATE, '", Kind::Select, false, Flags::LOCKING_READ),
         ("/* only a comment */", Kind::Empty, false, NONE),
         ("frobnicate", Kind::Other, false, NONE),
         ("SELECT my_func(1)", Kind::Select, true, Flags::STORED_FUNCTION),
