@@ -183,16 +183,7 @@ impl<'a> Iterator for Lexer<'a> {
                         });
                     }
                 }
-                b'"' if self.mode.ansi_quotes => {
-                    let start = self.i;
-                    self.skip_quoted(c);
-                    let end = self.i.saturating_sub(1).max(start + 1);
-                    return Some(Token {
-                        kind: TokenKind::QuotedIdent,
-                        text: &self.s[start + 1..end],
-                    });
-                }
-                b'\'' | b'"' => {
+                b'\'' | b'"' if c == b'\'' || !self.mode.ansi_quotes => {
                     let start = self.i;
                     self.skip_quoted(c);
                     return Some(Token {
@@ -200,7 +191,8 @@ impl<'a> Iterator for Lexer<'a> {
                         text: &self.s[start..self.i],
                     });
                 }
-                b'`' => {
+                // `...`, and "..." under ANSI_QUOTES.
+                b'`' | b'"' => {
                     let start = self.i;
                     self.skip_quoted(c);
                     let end = self.i.saturating_sub(1).max(start + 1);

@@ -769,17 +769,8 @@ impl Drop for RestoreReplication {
 /// SIGKILLs lab server `index` (0: the primary, 1..: replicas or Galera
 /// nodes).
 pub fn kill_lab_server(index: usize) {
-    let pidfile = lab().dir.join(format!("s{index}.pid"));
-    let pid = std::fs::read_to_string(&pidfile)
-        .expect("pid file")
-        .trim()
-        .to_string();
-    assert!(Command::new("kill")
-        .args(["-9", &pid])
-        .status()
-        .expect("kill")
-        .success());
-    let _ = std::fs::remove_file(&pidfile);
+    signal_lab_server(index, "-9");
+    let _ = std::fs::remove_file(lab().dir.join(format!("s{index}.pid")));
 }
 
 /// Freezes lab server `index` (SIGSTOP): it keeps its connections open and
