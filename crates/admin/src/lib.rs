@@ -4,7 +4,6 @@
 use sextant_backend::Pool;
 use sextant_config::RoutingPolicy;
 use sextant_routing::{plan, Command, Cursor, Rule, SessionFacts, Target};
-use sextant_sql::classify;
 use std::sync::atomic::Ordering;
 
 pub struct Table {
@@ -140,8 +139,11 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
         },
     };
     let (name, policy, group) = entry;
-    let c = classify(stmt.as_bytes());
     let g = ctx.pool.groups.get(*group);
+    let c = match g {
+        Some(g) => g.classify(stmt.as_bytes()),
+        None => sextant_sql::classify(stmt.as_bytes()),
+    };
     let d = plan(
         &c,
         SessionFacts::default(),

@@ -34,6 +34,12 @@ pub struct GroupServers {
     /// The newest heartbeat (microseconds since the epoch, sextant's clock)
     /// the monitor wrote on the primary; 0 before the first.
     pub heartbeat_us: std::sync::atomic::AtomicI64,
+    /// What the primary's catalogue adds to classification (its flavor,
+    /// functions and views that may write); the monitor refreshes it.
+    pub catalogue: arc_swap::ArcSwap<sextant_sql::Catalogue>,
+    /// Set when a session ran DDL through the group: the monitor reads the
+    /// catalogue again at its next check instead of waiting its turn.
+    pub catalogue_stale: std::sync::atomic::AtomicBool,
 }
 
 const NO_PRIMARY: usize = usize::MAX;
@@ -80,7 +86,27 @@ impl GroupServers {
             follow_primary: topology != Topology::Static,
             primary_wait,
             heartbeat_us: std::sync::atomic::AtomicI64::new(0),
+            catalogue: Default::default(),
+            catalogue_stale: std::sync::atomic::AtomicBool::new(true),
         }
+    }
+
+    /// Classifies a statement with what this group's servers are known to
+    /// be (see [`sextant_sql::Catalogue`]).
+    #[inline]
+    pub fn classify<'a>(&self, sql: &'a [u8]) -> sextant_sql::Classification<'a> {
+        self.catalogue.load().classify(sql)
+    }
+
+    /// As [`GroupServers::classify`], for a session whose own lexing mode
+    /// `session` tells (asked only when the statement's reading depends on it).
+    #[inline]
+    pub fn classify_in<'a, F: FnOnce() -> sextant_sql::LexMode>(
+        &self,
+        sql: &'a [u8],
+        session: F,
+    ) -> sextant_sql::Classification<'a> {
+        self.catalogue.load().classify_in(sql, session)
     }
 
     /// What planning a statement needs to know of this group.

@@ -101,6 +101,14 @@ pub struct Proxy {
     /// A client that has not finished its handshake by then is dropped.
     #[serde(default = "default_handshake_timeout_ms")]
     pub handshake_timeout_ms: u64,
+    /// Failed logins in a row from one address before it is locked out
+    /// (every login from it refused with 1129, as MySQL's
+    /// max_connect_errors does) for `failed_login_lockout_ms`. A successful
+    /// login starts the count again. 0: no limit.
+    #[serde(default = "default_max_failed_logins")]
+    pub max_failed_logins: u32,
+    #[serde(default = "default_failed_login_lockout_ms")]
+    pub failed_login_lockout_ms: u64,
     /// A session idle inside a transaction for longer is ended: its
     /// transaction rolled back, its server connection closed, and the
     /// client told why (4031). 0: never. It frees the server connection
@@ -167,6 +175,8 @@ impl Default for Proxy {
             max_connections: default_max_connections(),
             max_allowed_packet: default_max_allowed_packet(),
             handshake_timeout_ms: default_handshake_timeout_ms(),
+            max_failed_logins: default_max_failed_logins(),
+            failed_login_lockout_ms: default_failed_login_lockout_ms(),
             max_prepared_statements: default_max_prepared_statements(),
             idle_in_transaction_timeout_ms: 0,
             server_version: None,
@@ -646,6 +656,12 @@ fn default_max_prepared_statements() -> usize {
 }
 fn default_handshake_timeout_ms() -> u64 {
     10_000
+}
+fn default_max_failed_logins() -> u32 {
+    100
+}
+fn default_failed_login_lockout_ms() -> u64 {
+    60_000
 }
 fn default_pipeline_connections() -> usize {
     2

@@ -14,9 +14,10 @@
 use sextant_backend::{
     BackendConn, BackendError, ConnectParams, Flavor, Group, Role, Server, Topology,
 };
+use sextant_sql::{Catalogue, ServerKind};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(Clone)]
 pub struct Settings {
@@ -40,6 +41,7 @@ fn now_us() -> i64 {
 pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
     let mut conn: Option<BackendConn> = None;
     let mut heartbeat_ready = false;
+    let mut catalogue_at: Option<Instant> = None;
     let mut tick = tokio::time::interval(s.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -49,7 +51,14 @@ pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
         let budget = s.interval + server.settings.connect_timeout;
         let r = tokio::time::timeout(
             budget,
-            check(&server, &group, &s, &mut conn, &mut heartbeat_ready),
+            check(
+                &server,
+                &group,
+                &s,
+                &mut conn,
+                &mut heartbeat_ready,
+                &mut catalogue_at,
+            ),
         )
         .await;
         let failure = match r {
@@ -75,6 +84,7 @@ async fn check(
     s: &Settings,
     conn: &mut Option<BackendConn>,
     heartbeat_ready: &mut bool,
+    catalogue_at: &mut Option<Instant>,
 ) -> Result<(), BackendError> {
     if conn.is_none() {
         let p = ConnectParams {
@@ -125,6 +135,11 @@ async fn check(
             server.health.set_lag(-1, false);
         }
         Role::Primary => {
+            let due = !matches!(catalogue_at, Some(t) if t.elapsed() < CATALOGUE_EVERY);
+            if group.catalogue_stale.swap(false, Ordering::Relaxed) || due {
+                refresh_catalogue(c, group).await?;
+                *catalogue_at = Some(Instant::now());
+            }
             if s.heartbeat {
                 if !*heartbeat_ready {
                     let setup = c
@@ -219,6 +234,69 @@ async fn check(
     if !server.health.set_reachable(true) {
         tracing::info!(server = %server.addr, "server answering again");
     }
+    Ok(())
+}
+
+/// How often the primary's catalogue is read again when no DDL went
+/// through sextant (DDL run elsewhere is seen this late).
+const CATALOGUE_EVERY: Duration = Duration::from_secs(10);
+
+/// Reads what classification needs from the primary's catalogue: its
+/// flavor, stored functions and UDFs, and the views with their definitions.
+async fn refresh_catalogue(c: &mut BackendConn, group: &Group) -> Result<(), BackendError> {
+    let kind = if c.is_mariadb() {
+        ServerKind::MariaDb
+    } else {
+        ServerKind::MySql
+    };
+    // One statement, so that the monitor's reads stay few on the server's
+    // counters; UDFs only for an account that may read the mysql schema.
+    const ROUTINES_AND_VIEWS: &str =
+        "SELECT 'f', ROUTINE_NAME, NULL FROM information_schema.ROUTINES \
+         WHERE ROUTINE_TYPE = 'FUNCTION' \
+         UNION ALL SELECT 'v', TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS \
+         WHERE TABLE_SCHEMA NOT IN ('sys', 'mysql', 'information_schema', 'performance_schema')";
+    let rows = match c
+        .query_internal(&format!(
+            "{ROUTINES_AND_VIEWS} UNION ALL SELECT 'f', name, NULL FROM mysql.func"
+        ))
+        .await
+    {
+        Ok(rows) => rows,
+        Err(BackendError::Server { .. }) => c.query_internal(ROUTINES_AND_VIEWS).await?,
+        Err(e) => return Err(e),
+    };
+    let mut functions = Vec::new();
+    let mut views = Vec::new();
+    for r in rows {
+        let mut r = r.into_iter();
+        let (Some(Some(what)), Some(Some(name))) = (r.next(), r.next()) else {
+            continue;
+        };
+        if what == "f" {
+            functions.push(name);
+        } else {
+            views.push((name, r.next().flatten().unwrap_or_default()));
+        }
+    }
+    let hidden = views.iter().filter(|(_, d)| d.trim().is_empty()).count();
+    let cat = Catalogue::new(Some(kind), functions, views);
+    let old = group.catalogue.load();
+    if old.kind.is_none() || old.writing_views() != cat.writing_views() {
+        tracing::info!(
+            group = %group.name,
+            writing_views = cat.writing_views(),
+            "catalogue read: reads of views that call functions go to the primary"
+        );
+        if hidden > 0 {
+            tracing::warn!(
+                group = %group.name,
+                views = hidden,
+                "the monitor account cannot read these views' definitions (grant it SHOW VIEW): reads of them go to the primary"
+            );
+        }
+    }
+    group.catalogue.store(Arc::new(cat));
     Ok(())
 }
 

@@ -20,6 +20,7 @@ pub const ER_SEXTANT_NO_PRIMARY: u16 = 9004;
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
 pub const ER_HANDSHAKE_ERROR: u16 = 1043;
 pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
+pub const ER_HOST_IS_BLOCKED: u16 = 1129;
 pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
 pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
 pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
@@ -51,6 +52,8 @@ pub enum SessionError {
         host: String,
         using_password: bool,
     },
+    #[error("Host '{0}' is blocked because of many failed logins (sextant: max_failed_logins); it is let in again after failed_login_lockout_ms")]
+    HostBlocked(String),
     #[error(
         "Connections using insecure transport are prohibited: user '{0}' must connect with TLS"
     )]
@@ -93,6 +96,7 @@ impl SessionError {
             OutOfOrder { .. } => (ER_NET_PACKETS_OUT_OF_ORDER, "08S01", msg),
             Malformed(_) => (ER_MALFORMED_PACKET, "HY000", msg),
             AccessDenied { .. } => (ER_ACCESS_DENIED_ERROR, "28000", msg),
+            HostBlocked(_) => (ER_HOST_IS_BLOCKED, "HY000", msg),
             Handshake(_) => (ER_HANDSHAKE_ERROR, "08S01", msg),
             InsecureTransport(_) => (ER_SECURE_TRANSPORT_REQUIRED, "HY000", msg),
             TooManyConnections(_) => (ER_CON_COUNT_ERROR, "08004", msg),

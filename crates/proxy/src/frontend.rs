@@ -14,8 +14,10 @@ use sextant_protocol::handshake::{
     encode_auth_switch, is_ssl_request, HandshakeResponse, InitialHandshake,
 };
 use sextant_protocol::packets::write_simple_ok;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What sextant offers clients. Not offered: compression, SSL (until TLS is
 /// configured), query attributes and optional metadata (they change packet
@@ -78,6 +80,90 @@ pub struct AuthSetup {
     /// Users that passed caching_sha2 full authentication since start (the
     /// "first" policy asks for it once per user, as MySQL does).
     pub sha2_cache: Mutex<HashSet<String>>,
+    /// Failed logins by source address.
+    pub guard: LoginGuard,
+}
+
+/// Failed logins in a row per source address, and the addresses locked
+/// out. Touched only at login, never per statement.
+pub struct LoginGuard {
+    max_failures: u32,
+    lockout: Duration,
+    by_addr: Mutex<HashMap<IpAddr, Failures>>,
+}
+
+struct Failures {
+    count: u32,
+    locked_until: Option<Instant>,
+}
+
+/// Addresses remembered at most; beyond that the ones not locked are
+/// forgotten (an attacker with many addresses must not grow the map).
+const GUARD_MAX_ADDRS: usize = 100_000;
+
+impl LoginGuard {
+    pub fn new(max_failures: u32, lockout: Duration) -> LoginGuard {
+        LoginGuard {
+            max_failures,
+            lockout,
+            by_addr: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether logins from `addr` are refused now.
+    pub fn locked(&self, addr: IpAddr) -> bool {
+        if self.max_failures == 0 {
+            return false;
+        }
+        let mut m = self.by_addr.lock();
+        match m.get_mut(&addr).and_then(|f| f.locked_until) {
+            Some(t) if t > Instant::now() => true,
+            Some(_) => {
+                m.remove(&addr);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Counts a failed login; true when it locked the address out.
+    pub fn failed(&self, addr: IpAddr) -> bool {
+        if self.max_failures == 0 {
+            return false;
+        }
+        let mut m = self.by_addr.lock();
+        if m.len() >= GUARD_MAX_ADDRS && !m.contains_key(&addr) {
+            m.retain(|_, f| f.locked_until.is_some());
+        }
+        let f = m.entry(addr).or_insert(Failures {
+            count: 0,
+            locked_until: None,
+        });
+        f.count += 1;
+        if f.count >= self.max_failures && f.locked_until.is_none() {
+            f.locked_until = Some(Instant::now() + self.lockout);
+            return true;
+        }
+        false
+    }
+
+    pub fn succeeded(&self, addr: IpAddr) {
+        if self.max_failures > 0 {
+            self.by_addr.lock().remove(&addr);
+        }
+    }
+}
+
+/// What an unknown user's login is checked against, so that it takes as
+/// long as a known user's wrong password and cannot be told apart.
+fn decoy_password() -> &'static str {
+    static DECOY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DECOY.get_or_init(|| {
+        let mut rng = rand::thread_rng();
+        (0..24)
+            .map(|_| rng.gen_range(b'a'..=b'z') as char)
+            .collect()
+    })
 }
 
 impl AuthSetup {
@@ -89,6 +175,7 @@ impl AuthSetup {
             full_auth: FullAuth::Never,
             rsa: None,
             sha2_cache: Mutex::new(HashSet::new()),
+            guard: LoginGuard::new(0, Duration::ZERO),
         }
     }
 }
@@ -96,6 +183,38 @@ impl AuthSetup {
 /// Runs the greeting and login; on success the caller sends the final OK
 /// (after checking the database, if one was named).
 pub async fn login(
+    client: &mut Client,
+    users: &impl Users,
+    auth: &AuthSetup,
+    server_version: &str,
+    connection_id: u32,
+) -> Result<Login, SessionError> {
+    let addr = client.peer.ip();
+    if auth.guard.locked(addr) {
+        // The error comes instead of the greeting, with its sequence id
+        // (0), as MySQL sends it to a blocked host; callers answer after
+        // the last packet seen.
+        client.last_seq = u8::MAX;
+        return Err(SessionError::HostBlocked(client_host(client)));
+    }
+    let r = login_checked(client, users, auth, server_version, connection_id).await;
+    match &r {
+        Ok(_) => auth.guard.succeeded(addr),
+        Err(SessionError::AccessDenied { .. }) => {
+            if auth.guard.failed(addr) {
+                tracing::warn!(
+                    peer = %client.peer,
+                    lockout_ms = auth.guard.lockout.as_millis() as u64,
+                    "too many failed logins from this address: locked out"
+                );
+            }
+        }
+        Err(_) => {}
+    }
+    r
+}
+
+async fn login_checked(
     client: &mut Client,
     users: &impl Users,
     auth: &AuthSetup,
@@ -145,8 +264,12 @@ pub async fn login(
         host: host.clone(),
         using_password,
     };
-    let Some(password) = users.password(&resp.user) else {
-        return Err(denied(!resp.auth_response.is_empty()));
+    // An unknown user goes through every step a known one does, against a
+    // password nobody knows.
+    let known = users.password(&resp.user);
+    let password: &str = match known {
+        Some(p) => p,
+        None => decoy_password(),
     };
     let mut plugin = resp.auth_plugin.as_deref().unwrap_or(NATIVE_PASSWORD);
     let mut response = resp.auth_response.clone();
@@ -169,7 +292,7 @@ pub async fn login(
     } else {
         check_native(password, &nonce, &response)
     };
-    if !ok {
+    if !ok || known.is_none() {
         return Err(denied(!response.is_empty()));
     }
     Ok(Login {

@@ -89,7 +89,15 @@ fn build_auth(config: &Config) -> Result<frontend::AuthSetup, StartError> {
         full_auth: p.sha2_full_auth,
         rsa,
         sha2_cache: Default::default(),
+        guard: guard(p),
     })
+}
+
+fn guard(p: &sextant_config::Proxy) -> frontend::LoginGuard {
+    frontend::LoginGuard::new(
+        p.max_failed_logins,
+        std::time::Duration::from_millis(p.failed_login_lockout_ms),
+    )
 }
 
 /// Serves the config's listeners with `threads` worker threads (0 or 1:
@@ -124,6 +132,7 @@ pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
         None => None,
     };
     let max_connections = client_limit(&runtime);
+    let admin_guard = guard(&config.proxy);
     let shared = Arc::new(Shared {
         max_connections,
         runtime: ArcSwap::from_pointee(runtime),
@@ -134,7 +143,10 @@ pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
         server_version,
         next_conn_id: AtomicU32::new(1),
         auth,
-        admin_auth: frontend::AuthSetup::plain(),
+        admin_auth: frontend::AuthSetup {
+            guard: admin_guard,
+            ..frontend::AuthSetup::plain()
+        },
     });
     if let Some((l, users)) = admin {
         tracing::info!(

@@ -525,3 +525,116 @@ fn max_connections_fits_the_descriptor_limit() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     still_serving(&p);
 }
+
+fn login_error(port: u16, user: &str, pass: &str) -> Option<u16> {
+    let opts = mysql::OptsBuilder::new()
+        .ip_or_hostname(Some("127.0.0.1"))
+        .tcp_port(port)
+        .user(Some(user))
+        .pass(Some(pass))
+        .prefer_socket(false);
+    match mysql::Conn::new(opts) {
+        Ok(_) => None,
+        Err(mysql::Error::MySqlError(e)) => Some(e.code),
+        Err(e) => panic!("login to {port}: {e}"),
+    }
+}
+
+/// Failed logins in a row lock the source address out, on the client and
+/// admin ports alike: then even the right password gets 1129, until the
+/// lockout ends. A successful login starts the count again.
+#[test]
+fn failed_logins_lock_the_address_out() {
+    let p = Setup {
+        proxy: "max_failed_logins = 5\nfailed_login_lockout_ms = 1500",
+        ..Default::default()
+    }
+    .start();
+    for (port, user, pass) in [
+        (p.port, "app", "apppass"),
+        (p.admin_port, "admin", "adminpass"),
+    ] {
+        for _ in 0..4 {
+            assert_eq!(login_error(port, user, "wrong"), Some(1045));
+        }
+        // Four failures, then a success: the count starts again.
+        assert_eq!(login_error(port, user, pass), None, "port {port}");
+        for _ in 0..4 {
+            assert_eq!(login_error(port, "nobody", "wrong"), Some(1045));
+        }
+        assert_eq!(login_error(port, user, "wrong"), Some(1045));
+        assert_eq!(
+            login_error(port, user, pass),
+            Some(1129),
+            "port {port}: the right password while locked out"
+        );
+    }
+    assert!(
+        p.logs().contains("locked out"),
+        "no log line for the lockout"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1600));
+    assert_eq!(
+        login_error(p.port, "app", "apppass"),
+        None,
+        "after the lockout"
+    );
+    assert_eq!(login_error(p.admin_port, "admin", "adminpass"), None);
+}
+
+/// One login attempt by hand: the reply to the handshake response.
+fn attempt(port: u16, user: &str, pass: &str, plugin: &str) -> (Vec<u8>, std::time::Duration) {
+    let mut r = Raw::connect(port);
+    let (_, greeting) = r.read().expect("greeting");
+    let hs = sextant_protocol::handshake::InitialHandshake::parse(&greeting).expect("greeting");
+    let resp = sextant_protocol::handshake::HandshakeResponse {
+        capabilities: CAPS,
+        max_packet: 1 << 24,
+        charset: 45,
+        user: user.into(),
+        auth_response: sextant_protocol::auth::native_scramble(pass.as_bytes(), &hs.nonce),
+        database: None,
+        auth_plugin: Some(plugin.into()),
+        attrs: vec![],
+    };
+    let mut p = Vec::new();
+    resp.encode(&mut p);
+    let started = std::time::Instant::now();
+    r.send(1, &p);
+    let (_, reply) = r.read().expect("a reply");
+    (reply, started.elapsed())
+}
+
+/// An unknown user cannot be told from a known one with a wrong password:
+/// the same packets (an auth switch when the client names another plugin,
+/// then 1045) and the same time to answer (medians of interleaved tries).
+#[test]
+fn unknown_users_are_answered_like_wrong_passwords() {
+    let p = Setup {
+        proxy: "max_failed_logins = 0",
+        ..Default::default()
+    }
+    .start();
+    let (known, _) = attempt(p.port, "app", "wrong", "dialog");
+    let (unknown, _) = attempt(p.port, "nobody", "wrong", "dialog");
+    assert_eq!(known[0], 0xfe, "auth switch for a known user");
+    assert_eq!(unknown[0], 0xfe, "auth switch for an unknown user");
+    let (mut k, mut u) = (Vec::new(), Vec::new());
+    for _ in 0..300 {
+        let (a, t) = attempt(p.port, "app", "wrong", "mysql_native_password");
+        assert_eq!(err_of(&a).0, 1045);
+        k.push(t);
+        let (b, t) = attempt(p.port, "nobody", "wrong", "mysql_native_password");
+        assert_eq!(err_of(&b).0, 1045);
+        u.push(t);
+    }
+    k.sort();
+    u.sort();
+    let ratio = u[150].as_secs_f64() / k[150].as_secs_f64();
+    assert!(
+        (0.8..1.25).contains(&ratio),
+        "unknown user {:?} vs wrong password {:?} (median)",
+        u[150],
+        k[150]
+    );
+}

@@ -144,7 +144,7 @@ pub fn decide(
     if !c.read_only {
         return d(Target::Primary, Rule::Write);
     }
-    if c.flags.contains(Flags::STORED_FUNCTION) {
+    if c.flags.intersects(Flags::MAY_WRITE_FUNCTION) {
         return d(Target::Primary, Rule::StoredFunction);
     }
     if policy.read_primary_percent > 0 {

@@ -439,24 +439,84 @@ pub const BUILTIN: &[&str] = &[
     "yearweek",
 ];
 
-pub fn is_builtin(name: &[u8]) -> bool {
+/// Built-in functions of MySQL that MariaDB does not have: on MariaDB the
+/// same call names a stored function or a UDF, which may write. The lab test
+/// `mariadb_builtins_agree` asks a real MariaDB which names it knows.
+pub const MYSQL_ONLY: &[&str] = &[
+    "any_value",
+    "bin_to_uuid",
+    "format_bytes",
+    "format_pico_time",
+    "grouping",
+    "is_uuid",
+    "json_schema_valid",
+    "regexp_like",
+    "st_isvalid",
+    "uuid_to_bin",
+];
+
+/// Built-in functions of MariaDB that MySQL does not have.
+pub const MARIADB_ONLY: &[&str] = &[
+    "binlog_gtid_pos",
+    "chr",
+    "column_add",
+    "column_check",
+    "column_create",
+    "column_delete",
+    "column_exists",
+    "column_get",
+    "column_json",
+    "column_list",
+];
+
+/// Which servers know a built-in name as a function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    No,
+    Both,
+    MysqlOnly,
+    MariadbOnly,
+}
+
+fn find(list: &[&str], lower: &[u8]) -> bool {
+    list.binary_search_by(|w| w.as_bytes().cmp(lower)).is_ok()
+}
+
+pub fn builtin(name: &[u8]) -> Builtin {
     if name.len() > 32 {
-        return false;
+        return Builtin::No;
     }
     let mut buf = [0u8; 32];
     let lower = &mut buf[..name.len()];
     lower.copy_from_slice(name);
     lower.make_ascii_lowercase();
-    BUILTIN
-        .binary_search_by(|w| w.as_bytes().cmp(lower))
-        .is_ok()
+    if !find(BUILTIN, lower) {
+        Builtin::No
+    } else if find(MYSQL_ONLY, lower) {
+        Builtin::MysqlOnly
+    } else if find(MARIADB_ONLY, lower) {
+        Builtin::MariadbOnly
+    } else {
+        Builtin::Both
+    }
+}
+
+pub fn is_builtin(name: &[u8]) -> bool {
+    builtin(name) != Builtin::No
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn sorted_and_found() {
-        assert!(super::BUILTIN.windows(2).all(|w| w[0] < w[1]));
+        for list in [super::BUILTIN, super::MYSQL_ONLY, super::MARIADB_ONLY] {
+            assert!(list.windows(2).all(|w| w[0] < w[1]));
+        }
+        for name in super::MYSQL_ONLY.iter().chain(super::MARIADB_ONLY) {
+            assert!(super::is_builtin(name.as_bytes()), "{name}");
+        }
+        assert_eq!(super::builtin(b"UUID_TO_BIN"), super::Builtin::MysqlOnly);
+        assert_eq!(super::builtin(b"column_get"), super::Builtin::MariadbOnly);
         assert!(super::is_builtin(b"COUNT"));
         assert!(super::is_builtin(b"json_extract"));
         assert!(!super::is_builtin(b"my_func"));

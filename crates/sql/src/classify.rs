@@ -77,6 +77,19 @@ bitflags::bitflags! {
         /// Calls a function that is not built in (a stored function, which may
         /// write).
         const STORED_FUNCTION = 1 << 16;
+        /// Calls a function built in to MySQL but not to MariaDB: on
+        /// MariaDB the name is a stored function or a UDF.
+        const MYSQL_FUNCTION = 1 << 17;
+        /// Calls a function built in to MariaDB but not to MySQL.
+        const MARIADB_FUNCTION = 1 << 18;
+        /// DDL that may create, change or drop a view or a function (what
+        /// a [`crate::Catalogue`] holds).
+        const CATALOGUE = 1 << 19;
+        /// Calls a function that may write, whichever server runs it
+        /// (until the server's flavor is known, both of the above count).
+        const MAY_WRITE_FUNCTION = Self::STORED_FUNCTION.bits()
+            | Self::MYSQL_FUNCTION.bits()
+            | Self::MARIADB_FUNCTION.bits();
     }
 }
 
@@ -106,7 +119,7 @@ impl Classification<'_> {
     pub fn may_write(&self) -> bool {
         if self.read_only {
             // A read that calls a stored function may write through it.
-            return self.flags.contains(Flags::STORED_FUNCTION);
+            return self.flags.intersects(Flags::MAY_WRITE_FUNCTION);
         }
         if self.flags.contains(Flags::MULTI) {
             return true;
@@ -127,7 +140,7 @@ impl Classification<'_> {
                 !self.flags.contains(Flags::LOCKING_READ)
                     || self
                         .flags
-                        .intersects(Flags::INTO_FILE | Flags::SEQUENCE | Flags::STORED_FUNCTION)
+                        .intersects(Flags::INTO_FILE | Flags::SEQUENCE | Flags::MAY_WRITE_FUNCTION)
             }
             _ => true,
         }
@@ -227,20 +240,36 @@ impl Segment {
     }
 }
 
-/// Classifies a statement. If its reading depends on the session's
-/// sql_mode or character set (a backslash inside quotes, or "..."), it is
-/// read the other way too and the answer is the more careful of the two:
-/// every flag either reading found, and a read only if both say so. So a
-/// string that hides a function call under NO_BACKSLASH_ESCAPES,
-/// ANSI_QUOTES or a gbk/sjis character never sends it to a replica.
+/// Classifies a statement as a session with the server's default sql_mode
+/// and a single-byte or UTF-8 character set would send it (see
+/// [`classify_in`]).
 pub fn classify(sql: &[u8]) -> Classification<'_> {
+    classify_in(sql, || LexMode::DEFAULT)
+}
+
+/// Classifies a statement. If its reading depends on the session's
+/// sql_mode or character set (a backslash inside quotes, "...", or a
+/// multibyte character ending in a backslash or backtick), it is read the
+/// other ways too: with NO_BACKSLASH_ESCAPES and ANSI_QUOTES, and in the
+/// session's own mode (asked of `session` only then). The answer is the
+/// most careful of them: every flag any reading found, and a read only if
+/// all say so. So a string that hides a function call in one reading never
+/// sends it to a replica, even when the session's mode is not what sextant
+/// believes (a procedure may change it).
+pub fn classify_in<F: FnOnce() -> LexMode>(sql: &[u8], session: F) -> Classification<'_> {
     let (mut c, dependent) = classify_with(sql, LexMode::DEFAULT);
     if dependent {
-        let (other, _) = classify_with(sql, LexMode::OTHER);
-        c.flags |= other.flags;
-        c.read_only &= other.read_only;
-        if other.kind != c.kind {
-            c.read_only = false;
+        let own = session();
+        for (i, mode) in [LexMode::OTHER, own].into_iter().enumerate() {
+            if mode == LexMode::DEFAULT || (i == 1 && own == LexMode::OTHER) {
+                continue;
+            }
+            let (other, _) = classify_with(sql, mode);
+            c.flags |= other.flags;
+            c.read_only &= other.read_only;
+            if other.kind != c.kind {
+                c.read_only = false;
+            }
         }
     }
     c
@@ -283,12 +312,17 @@ fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
                         function_call(p.text, &mut flags);
                         // db.f(...) or an unknown name: a stored function.
                         let qualified = p2.is_some_and(|t| t.is_punct(b'.'));
-                        if seg.kind == Kind::Select
-                            && (qualified
-                                || p.kind == TokenKind::QuotedIdent
-                                || !crate::builtin::is_builtin(p.text))
-                        {
-                            flags.insert(Flags::STORED_FUNCTION);
+                        if seg.kind == Kind::Select {
+                            use crate::builtin::{builtin, Builtin};
+                            match builtin(p.text) {
+                                _ if qualified || p.kind == TokenKind::QuotedIdent => {
+                                    flags.insert(Flags::STORED_FUNCTION)
+                                }
+                                Builtin::No => flags.insert(Flags::STORED_FUNCTION),
+                                Builtin::MysqlOnly => flags.insert(Flags::MYSQL_FUNCTION),
+                                Builtin::MariadbOnly => flags.insert(Flags::MARIADB_FUNCTION),
+                                Builtin::Both => {}
+                            }
                         }
                     }
                     seg.depth += 1;
@@ -411,6 +445,16 @@ fn word_in_statement(
             }
         }
         Kind::Ddl if second && t.is_word("TEMPORARY") => flags.insert(Flags::TEMP_TABLE),
+        // RENAME TABLE renames views too; dropping a database drops its.
+        Kind::Ddl
+            if t.is_word("VIEW")
+                || t.is_word("FUNCTION")
+                || t.is_word("DATABASE")
+                || t.is_word("SCHEMA")
+                || (second && p1w("RENAME")) =>
+        {
+            flags.insert(Flags::CATALOGUE)
+        }
         Kind::Lock if second && (t.is_word("TABLES") || t.is_word("TABLE")) => {
             flags.insert(Flags::LOCK_TABLES)
         }

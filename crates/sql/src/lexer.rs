@@ -38,9 +38,63 @@ impl Token<'_> {
     }
 }
 
+/// Client character sets in which the trailing byte of a two-byte
+/// character may be 0x5C (a backslash) or 0x60 (a backtick): inside a
+/// string such a byte escapes nothing and ends nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Multibyte {
+    /// gbk and gb18030 (whose four-byte characters hold no special byte).
+    Gbk,
+    Big5,
+    /// sjis and cp932.
+    Sjis,
+}
+
+impl Multibyte {
+    /// The multibyte set a character set name stands for, if any.
+    pub fn of_charset(name: &str) -> Option<Multibyte> {
+        let n = name.trim().to_ascii_lowercase();
+        match n.as_str() {
+            "gbk" | "gb18030" => Some(Multibyte::Gbk),
+            "big5" => Some(Multibyte::Big5),
+            "sjis" | "cp932" => Some(Multibyte::Sjis),
+            _ => None,
+        }
+    }
+
+    /// The multibyte set of a collation id as a handshake sends it.
+    pub fn of_collation(id: u8) -> Option<Multibyte> {
+        match id {
+            28 | 87 | 248..=250 => Some(Multibyte::Gbk),
+            1 | 84 => Some(Multibyte::Big5),
+            13 | 88 | 95 | 96 => Some(Multibyte::Sjis),
+            _ => None,
+        }
+    }
+
+    /// Whether `lead` and `trail` form one character, as the server's
+    /// `ismbchar` decides.
+    #[inline]
+    fn pair(self, lead: u8, trail: u8) -> bool {
+        match self {
+            Multibyte::Gbk => {
+                (0x81..=0xFE).contains(&lead) && matches!(trail, 0x40..=0x7E | 0x80..=0xFE)
+            }
+            Multibyte::Big5 => {
+                (0xA1..=0xF9).contains(&lead) && matches!(trail, 0x40..=0x7E | 0xA1..=0xFE)
+            }
+            Multibyte::Sjis => {
+                matches!(lead, 0x81..=0x9F | 0xE0..=0xFC)
+                    && matches!(trail, 0x40..=0x7E | 0x80..=0xFC)
+            }
+        }
+    }
+}
+
 /// How quotes are read, which depends on the session's sql_mode and
-/// character set: sextant does not follow them per session, so a statement
-/// whose reading depends on them is read both ways (see `classify`).
+/// character set. The session's own mode may not be known exactly (a
+/// procedure can change sql_mode), so a statement whose reading depends on
+/// them is read several ways (see `classify`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LexMode {
     /// A backslash escapes the next character inside '...' and "..."
@@ -49,6 +103,9 @@ pub struct LexMode {
     pub backslash_escapes: bool,
     /// "..." is a quoted identifier, not a string (ANSI_QUOTES).
     pub ansi_quotes: bool,
+    /// The client character set, when it is one whose characters may end
+    /// in a byte that is special in ASCII.
+    pub multibyte: Option<Multibyte>,
 }
 
 impl LexMode {
@@ -56,12 +113,29 @@ impl LexMode {
     pub const DEFAULT: LexMode = LexMode {
         backslash_escapes: true,
         ansi_quotes: false,
+        multibyte: None,
     };
     /// The other reading: NO_BACKSLASH_ESCAPES and ANSI_QUOTES.
     pub const OTHER: LexMode = LexMode {
         backslash_escapes: false,
         ansi_quotes: true,
+        multibyte: None,
     };
+
+    /// The mode of a session with this sql_mode (as the server reports it)
+    /// and client character set.
+    pub fn of_session(sql_mode: &str, multibyte: Option<Multibyte>) -> LexMode {
+        let has = |m: &str| {
+            sql_mode
+                .split(',')
+                .any(|x| x.trim().eq_ignore_ascii_case(m))
+        };
+        LexMode {
+            backslash_escapes: !has("NO_BACKSLASH_ESCAPES"),
+            ansi_quotes: has("ANSI_QUOTES") || has("ANSI"),
+            multibyte,
+        }
+    }
 }
 
 pub struct Lexer<'a> {
@@ -104,6 +178,14 @@ impl<'a> Lexer<'a> {
         }
         while self.i < self.s.len() {
             let c = self.s[self.i];
+            if self.is_pair(self.i) {
+                self.i += 2;
+                continue;
+            }
+            if c >= 0x80 && q == b'`' && matches!(self.peek(1), b'`' | b'\\') {
+                // A multibyte character may end in this byte.
+                self.mode_dependent = true;
+            }
             if c == b'\\' && q != b'`' {
                 self.mode_dependent = true;
                 if self.mode.backslash_escapes && !(q == b'"' && self.mode.ansi_quotes) {
@@ -129,10 +211,28 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    fn word_end(&self, mut j: usize) -> usize {
+    /// Whether a two-byte character of the session's character set starts
+    /// at `j`.
+    #[inline]
+    fn is_pair(&self, j: usize) -> bool {
+        match self.mode.multibyte {
+            Some(m) => {
+                self.s[j] >= 0x80 && j + 1 < self.s.len() && m.pair(self.s[j], self.s[j + 1])
+            }
+            None => false,
+        }
+    }
+
+    fn word_end(&mut self, mut j: usize) -> usize {
         while j < self.s.len() {
             let c = self.s[j];
-            if c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80 {
+            if c >= 0x80 && matches!(self.s.get(j + 1), Some(b'`' | b'\\')) {
+                // A multibyte character may end in this byte.
+                self.mode_dependent = true;
+            }
+            if self.is_pair(j) {
+                j += 2;
+            } else if c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80 {
                 j += 1;
             } else {
                 break;

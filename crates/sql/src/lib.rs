@@ -3,13 +3,17 @@
 //! says whether a statement is a plain read, a write, a transaction control
 //! statement, or something that ties the session to one server connection.
 //!
-//! Nothing here allocates; a classification borrows from the statement text.
+//! Classifying allocates nothing; a classification borrows from the
+//! statement text. A [`Catalogue`] (built off the hot path) adds what the
+//! server knows: its flavor, its stored functions and views.
 
-mod builtin;
+pub mod builtin;
+mod catalogue;
 mod classify;
 mod hints;
 mod lexer;
 
-pub use classify::{classify, Classification, Flags, Kind};
+pub use catalogue::{Catalogue, ServerKind};
+pub use classify::{classify, classify_in, Classification, Flags, Kind};
 pub use hints::{Hints, MAX_HINTS};
-pub use lexer::{LexMode, Lexer, Token, TokenKind};
+pub use lexer::{LexMode, Lexer, Multibyte, Token, TokenKind};

@@ -53,6 +53,10 @@ fn cases() -> Vec<(&'static str, Kind, bool, Flags)> {
         ("HANDLER t OPEN", Kind::Handler, false, Flags::HANDLER),
         ("SHOW TABLES", Kind::Show, false, NONE),
         ("USE db1", Kind::Use, false, NONE),
+        ("CREATE OR REPLACE ALGORITHM=MERGE VIEW v AS SELECT f()", Kind::Ddl, false, Flags::CATALOGUE),
+        ("DROP FUNCTION IF EXISTS f", Kind::Ddl, false, Flags::CATALOGUE),
+        ("RENAME TABLE v TO w", Kind::Ddl, false, Flags::CATALOGUE),
+        ("CREATE TABLE t (id int)", Kind::Ddl, false, NONE),
         ("CALL p()", Kind::Call, false, NONE),
         ("SELECT 1; SELECT 2", Kind::Select, true, Flags::MULTI),
         ("SELECT 1; DELETE FROM t", Kind::Select, false, Flags::MULTI),
@@ -74,6 +78,9 @@ fn cases() -> Vec<(&'static str, Kind, bool, Flags)> {
         ("frobnicate", Kind::Other, false, NONE),
         ("SELECT my_func(1)", Kind::Select, true, Flags::STORED_FUNCTION),
         ("SELECT shop.price(3)", Kind::Select, true, Flags::STORED_FUNCTION),
+        // Built in to one flavor only: a stored function or UDF on the other.
+        ("SELECT uuid_to_bin(@u)", Kind::Select, true, Flags::MYSQL_FUNCTION.union(Flags::USER_VAR)),
+        ("SELECT COLUMN_GET(c, 1 AS int) FROM t", Kind::Select, true, Flags::MARIADB_FUNCTION),
         ("SELECT COUNT(*), MAX(a), IFNULL(b, 0), CAST(c AS CHAR(10)) FROM t WHERE d IN (1) AND EXISTS (SELECT 1)", Kind::Select, true, NONE),
         ("SELECT a FROM t JOIN u USING (id) WHERE (a, b) = ROW(1, 2)", Kind::Select, true, NONE),
         ("SELECT ROW_NUMBER() OVER (PARTITION BY a ORDER BY b) FROM t", Kind::Select, true, NONE),
@@ -117,4 +124,31 @@ fn session_helpers() {
     assert!(classify(b"SET @x=1").pins_session());
     assert!(classify(b"CREATE TEMPORARY TABLE t(a int)").pins_session());
     assert!(!classify(b"SELECT 1").pins_session());
+}
+
+/// A gbk session: a character whose second byte is a backslash ends
+/// nothing and escapes nothing, while `'\''` elsewhere is an escaped quote.
+/// Neither the default reading nor NO_BACKSLASH_ESCAPES sees the call; the
+/// session's own reading does.
+#[test]
+fn multibyte_sessions_are_read_in_their_own_character_set() {
+    use sextant_sql::{classify_in, LexMode, Multibyte};
+    let sql: &[u8] = b"SELECT '\\'' , '\xbf\x5c' , my_func() , '\\''";
+    let plain = classify_in(sql, || LexMode::DEFAULT);
+    assert!(!plain.flags.contains(Flags::STORED_FUNCTION), "{plain:?}");
+    let gbk = LexMode::of_session("STRICT_TRANS_TABLES", Some(Multibyte::Gbk));
+    let c = classify_in(sql, || gbk);
+    assert!(c.flags.contains(Flags::STORED_FUNCTION), "{c:?}");
+    // A backtick as the second byte of a character inside `...`.
+    let sql: &[u8] = b"SELECT 1 AS `\x95\x60` , my_func() , `x`";
+    assert!(!classify_in(sql, || LexMode::DEFAULT)
+        .flags
+        .contains(Flags::STORED_FUNCTION));
+    let sjis = LexMode::of_session("", Some(Multibyte::Sjis));
+    assert!(classify_in(sql, || sjis)
+        .flags
+        .contains(Flags::STORED_FUNCTION));
+    // ANSI (as a session may set it) implies ANSI_QUOTES.
+    assert!(LexMode::of_session("ANSI", None).ansi_quotes);
+    assert!(!LexMode::of_session("NO_BACKSLASH_ESCAPES", None).backslash_escapes);
 }

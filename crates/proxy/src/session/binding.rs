@@ -13,6 +13,19 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 impl Session {
+    /// How the server reads this session's statements: its sql_mode and
+    /// client character set, as the server reported them (or as the client
+    /// chose at login).
+    pub(super) fn lex_mode(&self) -> sextant_sql::LexMode {
+        use sextant_sql::{LexMode, Multibyte};
+        let multibyte = match self.vars.vars.get("character_set_client") {
+            Some(cs) => Multibyte::of_charset(cs),
+            None => Multibyte::of_collation(self.flavor.charset),
+        };
+        let sql_mode = self.vars.vars.get("sql_mode").map_or("", |m| &**m);
+        LexMode::of_session(sql_mode, multibyte)
+    }
+
     /// What routing needs to know about the session.
     pub(super) fn facts(&self) -> SessionFacts {
         let pinned = self.pinned();

@@ -11,7 +11,6 @@ use sextant_protocol::consts::{cursor, status};
 use sextant_protocol::packets::write_simple_ok;
 use sextant_protocol::tracker::Expect;
 use sextant_routing::{plan, plan_execute, Command, Plan, Prepared, Target};
-use sextant_sql::classify;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -34,7 +33,7 @@ impl Session {
                 .await;
         }
         let sql: Arc<[u8]> = Arc::from(&p[1..]);
-        let c = classify(&sql);
+        let c = self.user.group.classify_in(&sql, || self.lex_mode());
         let route = Prepared::new(&c, &self.user.policy);
         let plan = plan(
             &c,

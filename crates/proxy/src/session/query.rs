@@ -7,7 +7,8 @@ use super::{Pins, Session};
 use crate::errors::SessionError;
 use sextant_protocol::consts::status;
 use sextant_routing::{plan, Command, Target};
-use sextant_sql::{classify, Flags, Kind};
+use sextant_sql::{Flags, Kind};
+use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 thread_local! {
@@ -42,7 +43,7 @@ impl Drop for Busy {
 impl Session {
     pub(super) async fn query(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let _busy = Busy::enter();
-        let c = classify(&p[1..]);
+        let c = self.user.group.classify_in(&p[1..], || self.lex_mode());
         let plan = plan(
             &c,
             self.facts(),
@@ -77,6 +78,13 @@ impl Session {
         }
         if plan.target == Target::Primary && !c.read_only {
             self.primary_reads_until = Some(Instant::now() + self.hold);
+        }
+        if c.flags.contains(Flags::CATALOGUE) {
+            // A new view or function may change how reads classify.
+            self.user
+                .group
+                .catalogue_stale
+                .store(true, Ordering::Relaxed);
         }
         if c.pins_session() {
             self.pins.insert(Pins::OPAQUE);
