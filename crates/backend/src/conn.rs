@@ -92,6 +92,9 @@ pub struct TrackFlags {
     pub insert_id_set: bool,
     /// The last statement set insert_id (taken by the session).
     pub insert_id_reported: bool,
+    /// `SET LAST_INSERT_ID = N` (or `identity`) ran here: what
+    /// `LAST_INSERT_ID()` now returns for the session (taken by it).
+    pub last_insert_id_set: Option<u64>,
 }
 
 /// A statement prepared on this connection.
@@ -843,6 +846,12 @@ pub fn apply_session_state(vars: &mut SessionVars, track: &mut TrackFlags, block
                 if name.eq_ignore_ascii_case(b"insert_id") && value != b"0" {
                     track.insert_id_set = true;
                     track.insert_id_reported = true;
+                }
+                if name.eq_ignore_ascii_case(b"last_insert_id")
+                    || name.eq_ignore_ascii_case(b"identity")
+                {
+                    track.last_insert_id_set =
+                        std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
                 }
                 if name.eq_ignore_ascii_case(b"last_gtid") && !value.is_empty() {
                     track.last_gtid = std::str::from_utf8(value)

@@ -50,6 +50,9 @@ pub struct Health {
     /// Last measured replication lag, milliseconds (-1: not a replica or
     /// unknown).
     lag_ms: AtomicI64,
+    /// Failed monitor checks so far: a statement that began before the
+    /// latest one is waiting on a server found down.
+    down_epoch: AtomicU32,
     /// Statements in flight (least_outstanding balancing).
     outstanding: AtomicU32,
     /// Moving average of statement response time, microseconds
@@ -74,6 +77,7 @@ impl Health {
             applied: Default::default(),
             heartbeat_applied_us: AtomicI64::new(0),
             lag_ms: AtomicI64::new(-1),
+            down_epoch: AtomicU32::new(0),
             outstanding: AtomicU32::new(0),
             latency_us: AtomicU64::new(0),
             last_error: Mutex::new(None),
@@ -104,6 +108,18 @@ impl Health {
     /// whether it takes writes.
     pub fn set_writable(&self, w: bool) {
         self.writable.store(w, Ordering::Relaxed);
+    }
+
+    /// Counts a failed monitor check (see [`Health::down_epoch`]).
+    pub fn note_monitor_failure(&self) {
+        self.down_epoch.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many monitor checks have failed: statements compare it with the
+    /// value when they began, to give up on a server found down.
+    #[inline]
+    pub fn down_epoch(&self) -> u32 {
+        self.down_epoch.load(Ordering::Relaxed)
     }
 
     #[inline]

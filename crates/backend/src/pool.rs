@@ -76,6 +76,10 @@ pub struct Server {
 /// A pipe unused this long gives its connection back to the pool.
 const PIPE_IDLE: Duration = Duration::from_secs(2);
 
+/// An idle connection older than this is looked at for an end of stream
+/// before it is lent.
+const DEAD_CHECK_IDLE: std::time::Duration = std::time::Duration::from_millis(1);
+
 impl Server {
     pub fn new(addr: &str, group: &str, role: Role, weight: u32, settings: PoolSettings) -> Self {
         Server {
@@ -284,9 +288,16 @@ impl Server {
                     self.discard(c);
                     continue;
                 }
-                if c.last_used.elapsed() > self.settings.health_check_idle
-                    && c.ping().await.is_err()
-                {
+                let idle = c.last_used.elapsed();
+                // Killed or closed by the server while idle: its end of
+                // stream is waiting to be read. Checked after a short idle
+                // only (busy connections are reused within microseconds),
+                // and without a system call unless the socket is readable.
+                if idle > DEAD_CHECK_IDLE && !c.looks_alive() {
+                    self.discard(c);
+                    continue;
+                }
+                if idle > self.settings.health_check_idle && c.ping().await.is_err() {
                     self.discard(c);
                     continue;
                 }

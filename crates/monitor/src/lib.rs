@@ -49,7 +49,8 @@ pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
         // A check may not take longer than an interval (plus the connect
         // time): a server that hangs is as good as down.
         let budget = s.interval + server.settings.connect_timeout;
-        let r = tokio::time::timeout(
+        let had_conn = conn.is_some();
+        let mut r = tokio::time::timeout(
             budget,
             check(
                 &server,
@@ -61,6 +62,25 @@ pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
             ),
         )
         .await;
+        if had_conn && matches!(r, Ok(Err(_))) {
+            // The monitor's own connection failed (killed by an operator,
+            // closed by wait_timeout): that says nothing of the server
+            // until a new connection fails too.
+            conn = None;
+            heartbeat_ready = false;
+            r = tokio::time::timeout(
+                budget,
+                check(
+                    &server,
+                    &group,
+                    &s,
+                    &mut conn,
+                    &mut heartbeat_ready,
+                    &mut catalogue_at,
+                ),
+            )
+            .await;
+        }
         let failure = match r {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e.to_string()),
@@ -73,6 +93,8 @@ pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
             conn = None;
             heartbeat_ready = false;
             server.mark_unreachable(&why);
+            // Statements waiting on it give up (see the proxy's inflight).
+            server.health.note_monitor_failure();
             group.follow();
         }
     }

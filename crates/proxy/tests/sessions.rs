@@ -475,3 +475,126 @@ fn prepared_statements_follow_each_sessions_database() {
         assert_eq!((va, vb), (Some(1), Some(2)), "round {round}");
     }
 }
+
+/// The value a probe gives, or None when the server refused it.
+fn probe(c: &mut mysql::Conn, sql: &str) -> Option<String> {
+    let row: Option<mysql::Row> = c.query_first(sql).ok()?;
+    Some(row.map_or("no row".into(), |r| {
+        r.as_ref(0).map_or("no column".into(), |v| v.as_sql(false))
+    }))
+}
+
+/// Every kind of session state, set by one session on the only pooled
+/// connection: the next session of the same user sees a fresh session's
+/// value (as a direct connection to the server shows it), both after the
+/// first session ended and, for state that does not bind the session,
+/// while it is still open between statements; and the first session keeps
+/// its own.
+#[test]
+fn no_kind_of_session_state_reaches_the_next_session() {
+    // (set, probe, binds the session to its connection)
+    let cases: &[(&str, &str, bool)] = &[
+        ("SET @u = 5", "SELECT @u", true),
+        (
+            "SET timestamp = 1000000000",
+            "SELECT UNIX_TIMESTAMP() > 1500000000",
+            false,
+        ),
+        ("SET SESSION sql_mode = 'ANSI'", "SELECT @@sql_mode", false),
+        ("SET NAMES latin1", "SELECT @@character_set_client", false),
+        ("SET time_zone = '+05:00'", "SELECT @@time_zone", false),
+        (
+            "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            "SELECT @@tx_isolation",
+            false,
+        ),
+        ("SET autocommit = 0", "SELECT @@autocommit", true),
+        (
+            "SET sql_select_limit = 1",
+            "SELECT @@sql_select_limit",
+            false,
+        ),
+        (
+            "SET max_statement_time = 5",
+            "SELECT @@max_statement_time",
+            false,
+        ),
+        (
+            "SET group_concat_max_len = 4",
+            "SELECT @@group_concat_max_len",
+            false,
+        ),
+        ("SET sql_log_bin = 0", "SELECT @@sql_log_bin", false),
+        (
+            "SET foreign_key_checks = 0",
+            "SELECT @@foreign_key_checks",
+            false,
+        ),
+        ("SET unique_checks = 0", "SELECT @@unique_checks", false),
+        ("SET LAST_INSERT_ID = 55", "SELECT LAST_INSERT_ID()", false),
+        ("USE mysql", "SELECT DATABASE()", false),
+        (
+            "CREATE TEMPORARY TABLE st_tmp (id int)",
+            "SELECT COUNT(*) FROM st_tmp",
+            true,
+        ),
+        (
+            "SELECT GET_LOCK('st_lock', 0)",
+            "SELECT IS_USED_LOCK('st_lock') IS NOT NULL",
+            true,
+        ),
+        ("PREPARE st_s FROM 'SELECT 1'", "EXECUTE st_s", true),
+    ];
+    let p = one_connection_proxy();
+    let url = p.url("app", "apppass", "sextant_test");
+    let open = || mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+    let mut failures = Vec::new();
+    for &(set, probe_sql, binds) in cases {
+        let fresh = {
+            let mut d = mysql::Conn::new(
+                mysql::OptsBuilder::new()
+                    .ip_or_hostname(Some("127.0.0.1"))
+                    .tcp_port(lab().primary)
+                    .user(Some("app"))
+                    .pass(Some("apppass"))
+                    .db_name(Some("sextant_test"))
+                    .prefer_socket(false),
+            )
+            .unwrap();
+            probe(&mut d, probe_sql)
+        };
+        let mut a = open();
+        a.query_drop(set).unwrap_or_else(|e| panic!("{set}: {e}"));
+        let own = probe(&mut a, probe_sql);
+        if own == fresh {
+            failures.push(format!("{set}: the probe cannot tell ({own:?})"));
+            continue;
+        }
+        if !binds {
+            // The connection goes back to the pool between a's statements.
+            let mut b = open();
+            let seen = probe(&mut b, probe_sql);
+            if seen != fresh {
+                failures.push(format!(
+                    "{set}: another open session saw {seen:?}, not {fresh:?}"
+                ));
+            }
+            drop(b);
+            let again = probe(&mut a, probe_sql);
+            if again != own {
+                failures.push(format!(
+                    "{set}: the session itself lost it: {again:?}, not {own:?}"
+                ));
+            }
+        }
+        drop(a);
+        let mut b = open();
+        let seen = probe(&mut b, probe_sql);
+        if seen != fresh {
+            failures.push(format!(
+                "{set}: the next session saw {seen:?}, not {fresh:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -7,11 +7,19 @@ use common::*;
 use mysql::prelude::Queryable;
 use std::time::{Duration, Instant};
 
+/// The tests freeze the same replica: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// With query_timeout_ms, a plain read stuck on a stalled replica moves to
 /// another server within the timeout; the client sees no error and no read
 /// waits for the replica to come back.
 #[test]
 fn reads_on_a_stalled_replica_move_within_the_query_timeout() {
+    let _g = serial();
     let p = Setup {
         group: "query_timeout_ms = 1000\n[routing]\nhold_ms = 0\nconsistency = \"eventual\"\n",
         ..Default::default()
@@ -41,5 +49,52 @@ fn reads_on_a_stalled_replica_move_within_the_query_timeout() {
         "a read waited {worst:?} on the stalled replica"
     );
     // The replica is back in rotation once it answers again.
+    p.wait_state(lab().replicas[0], "up", Duration::from_secs(10));
+}
+
+/// Without query_timeout_ms, a read already running on a replica that
+/// freezes is abandoned once the monitor finds the replica down (within
+/// its interval plus connect timeout), and runs again on another server:
+/// the client sees its answer, not a wait for the replica to come back.
+#[test]
+fn reads_on_a_frozen_replica_move_once_the_monitor_finds_it_down() {
+    let _g = serial();
+    let p = Setup {
+        group: "connect_timeout_ms = 500\n[routing]\nhold_ms = 0\nconsistency = \"eventual\"\n[monitor]\ninterval_ms = 300\n",
+        ..Default::default()
+    }
+    .start();
+    p.wait_state(lab().replicas[0], "up", Duration::from_secs(10));
+    let started = Instant::now();
+    let readers: Vec<_> = (0..6)
+        .map(|_| {
+            let mut c = p.conn();
+            std::thread::spawn(move || {
+                let v: Option<(i32, i32)> = c.query_first("SELECT SLEEP(2), 42").unwrap();
+                assert_eq!(v, Some((0, 42)));
+                Instant::now()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let stalled = stall_lab_server(1);
+    let thaw = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(10));
+        drop(stalled);
+    });
+    let mut worst = Duration::ZERO;
+    for r in readers {
+        worst = worst.max(r.join().expect("reader").duration_since(started));
+    }
+    let logs = p.logs();
+    let _ = thaw.join();
+    assert!(
+        logs.contains("the monitor found the server down"),
+        "no read was abandoned on the frozen replica"
+    );
+    assert!(
+        worst < Duration::from_secs(7),
+        "a read took {worst:?}: it waited for the frozen replica"
+    );
     p.wait_state(lab().replicas[0], "up", Duration::from_secs(10));
 }

@@ -75,7 +75,7 @@ impl Multibyte {
     /// Whether `lead` and `trail` form one character, as the server's
     /// `ismbchar` decides.
     #[inline]
-    fn pair(self, lead: u8, trail: u8) -> bool {
+    pub fn pair(self, lead: u8, trail: u8) -> bool {
         match self {
             Multibyte::Gbk => {
                 (0x81..=0xFE).contains(&lead) && matches!(trail, 0x40..=0x7E | 0x80..=0xFE)

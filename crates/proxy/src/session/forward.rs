@@ -270,6 +270,13 @@ impl Session {
                 if std::mem::take(&mut conn.track.insert_id_reported) {
                     self.pins.insert(Pins::INSERT_ID);
                 }
+                // `SET LAST_INSERT_ID = N` says so only in a session-state
+                // report: N is the session's LAST_INSERT_ID() from now on.
+                if let Some(v) = conn.track.last_insert_id_set.take() {
+                    let id = conn.connection_id;
+                    self.last_insert_id = v;
+                    self.last_insert_conn = Some((a.server.addr.clone(), id));
+                }
                 if let Some(g) = wrote {
                     self.note_write(g);
                 }
@@ -340,27 +347,30 @@ async fn relay_counted(
     let started = timed.then(std::time::Instant::now);
     server.health.statement_started();
     let relayed = match server.settings.query_timeout {
-        None => relay(client, conn, expect, opts).await,
+        None => {
+            let sends = client.sends;
+            match crate::inflight::watched(&server.health, relay(client, conn, expect, opts)).await
+            {
+                Some(r) => r,
+                None => Err(abandoned(
+                    client,
+                    sends,
+                    "the monitor found the server down while the statement waited".into(),
+                )),
+            }
+        }
         Some(limit) => {
             let sends = client.sends;
             match tokio::time::timeout(limit, relay(client, conn, expect, opts)).await {
                 Ok(r) => r,
-                Err(_) => {
-                    // Abandoned mid-answer: whatever was read but not sent
-                    // is dropped. Once the client got part of the answer,
-                    // its stream cannot go on.
-                    client.out.clear();
-                    let begun = client.sends != sends;
-                    Err(RelayError::Server {
-                        reason: format!(
-                            "no complete answer within query_timeout_ms ({} ms)",
-                            limit.as_millis()
-                        ),
-                        started: begun,
-                        mid_packet: begun,
-                        next_seq: 0,
-                    })
-                }
+                Err(_) => Err(abandoned(
+                    client,
+                    sends,
+                    format!(
+                        "no complete answer within query_timeout_ms ({} ms)",
+                        limit.as_millis()
+                    ),
+                )),
             }
         }
     };
@@ -369,6 +379,20 @@ async fn relay_counted(
         .map(|t| t.elapsed().as_micros() as u64);
     server.health.statement_finished(elapsed_us);
     relayed
+}
+
+/// A statement given up on before its server finished answering: whatever
+/// was read but not sent is dropped. Once the client got part of the
+/// answer, its stream cannot go on.
+fn abandoned(client: &mut Client, sends_before: u64, reason: String) -> RelayError {
+    client.out.clear();
+    let begun = client.sends != sends_before;
+    RelayError::Server {
+        reason,
+        started: begun,
+        mid_packet: begun,
+        next_seq: 0,
+    }
 }
 
 /// The session error for a relay that failed on the client's side.
