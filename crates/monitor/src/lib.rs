@@ -49,26 +49,12 @@ pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
         // A check may not take longer than an interval (plus the connect
         // time): a server that hangs is as good as down.
         let budget = s.interval + server.settings.connect_timeout;
-        let had_conn = conn.is_some();
-        let mut r = tokio::time::timeout(
-            budget,
-            check(
-                &server,
-                &group,
-                &s,
-                &mut conn,
-                &mut heartbeat_ready,
-                &mut catalogue_at,
-            ),
-        )
-        .await;
-        if had_conn && matches!(r, Ok(Err(_))) {
-            // The monitor's own connection failed (killed by an operator,
-            // closed by wait_timeout): that says nothing of the server
-            // until a new connection fails too.
-            conn = None;
-            heartbeat_ready = false;
-            r = tokio::time::timeout(
+        // A failure of the monitor's own connection (killed by an
+        // operator, closed by wait_timeout) says nothing of the server
+        // until a new connection fails too: one more try on a new one.
+        let mut tries = if conn.is_some() { 2 } else { 1 };
+        let r = loop {
+            let r = tokio::time::timeout(
                 budget,
                 check(
                     &server,
@@ -80,7 +66,13 @@ pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
                 ),
             )
             .await;
-        }
+            tries -= 1;
+            if tries == 0 || !matches!(r, Ok(Err(_))) {
+                break r;
+            }
+            conn = None;
+            heartbeat_ready = false;
+        };
         let failure = match r {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e.to_string()),
@@ -122,6 +114,7 @@ async fn check(
     let Some(c) = conn.as_mut() else {
         return Ok(());
     };
+    let mut write_stalled = false;
     c.ping().await?;
     let cluster = matches!(
         group.topology,
@@ -188,8 +181,18 @@ async fn check(
                         "REPLACE INTO sextant.heartbeat VALUES ({}, {ts})",
                         s.instance_id
                     );
-                    if c.exec_internal(&sql).await.is_ok() {
-                        group.heartbeat_us.store(ts, Ordering::Relaxed);
+                    // A write can wait while the server still answers
+                    // (a Galera cluster evicting a dead node, a full disk):
+                    // that stalls writes, it does not make the server
+                    // unreachable. The connection, mid-statement, is
+                    // dropped after the check.
+                    match tokio::time::timeout(s.interval, c.exec_internal(&sql)).await {
+                        Ok(Ok(_)) => group.heartbeat_us.store(ts, Ordering::Relaxed),
+                        Ok(Err(_)) => {}
+                        Err(_) => {
+                            tracing::warn!(server = %server.addr, "the heartbeat write did not finish within the monitor interval: writes to this server are stalled");
+                            write_stalled = true;
+                        }
                     }
                 }
             }
@@ -252,6 +255,10 @@ async fn check(
             }
             server.health.set_lag(lag, lagging);
         }
+    }
+    if write_stalled {
+        *conn = None;
+        *heartbeat_ready = false;
     }
     if !server.health.set_reachable(true) {
         tracing::info!(server = %server.addr, "server answering again");

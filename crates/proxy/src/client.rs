@@ -42,11 +42,15 @@ impl Client {
         }
     }
 
-    /// Gives back read-buffer memory above `keep` when nothing is buffered.
-    pub fn shrink_idle(&mut self, keep: usize) {
+    /// Gives back read-buffer memory above `keep` when nothing is buffered;
+    /// returns how much.
+    pub fn shrink_idle(&mut self, keep: usize) -> usize {
         if self.rbuf.is_empty() && self.rbuf.capacity() > keep {
+            let freed = self.rbuf.capacity();
             self.rbuf = Vec::with_capacity(2048);
+            return freed;
         }
+        0
     }
 
     pub async fn fill(&mut self) -> Result<(), SessionError> {

@@ -14,6 +14,7 @@ mod client;
 pub mod errors;
 mod frontend;
 mod inflight;
+mod memory;
 mod relay;
 mod session;
 mod shared;

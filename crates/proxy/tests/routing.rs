@@ -68,14 +68,19 @@ fn within(got: i64, want: i64, tolerance: i64, what: &str) {
 
 const NO_HOLD: &str = "[routing]\nhold_ms = 0\n";
 
-#[test]
-fn reads_go_to_replicas_round_robin_evenly() {
-    let _g = serial();
-    let p = Setup {
+/// Sextant with the lab's group, every statement routed on its own.
+fn no_hold_proxy() -> Proxy {
+    Setup {
         group: NO_HOLD,
         ..Default::default()
     }
-    .start();
+    .start()
+}
+
+#[test]
+fn reads_go_to_replicas_round_robin_evenly() {
+    let _g = serial();
+    let p = no_hold_proxy();
     let mut c = p.conn();
     let mut k = Counters::new();
     let d = k.delta("Com_select", || reads(&mut c, 10_000, "SELECT 1"));
@@ -88,11 +93,7 @@ fn reads_go_to_replicas_round_robin_evenly() {
 #[test]
 fn writes_transactions_and_locking_reads_go_to_the_primary() {
     let _g = serial();
-    let p = Setup {
-        group: NO_HOLD,
-        ..Default::default()
-    }
-    .start();
+    let p = no_hold_proxy();
     let mut c = p.conn();
     c.query_drop("CREATE TABLE IF NOT EXISTS r_t (id int primary key auto_increment, v int)")
         .unwrap();
@@ -127,11 +128,7 @@ fn writes_transactions_and_locking_reads_go_to_the_primary() {
 #[test]
 fn read_only_transactions_run_on_a_replica() {
     let _g = serial();
-    let p = Setup {
-        group: NO_HOLD,
-        ..Default::default()
-    }
-    .start();
+    let p = no_hold_proxy();
     let mut c = p.conn();
     let mut k = Counters::new();
     let d = k.delta("Com_select", || {
@@ -205,11 +202,7 @@ fn primary_preferred_and_read_primary_percent() {
 fn hints() {
     let _g = serial();
     let mut k = Counters::new();
-    let p = Setup {
-        group: NO_HOLD,
-        ..Default::default()
-    }
-    .start();
+    let p = no_hold_proxy();
     let mut c = p.conn();
     let d = k.delta("Com_select", || {
         reads(&mut c, 200, "/*#mode=READWRITE*/ SELECT 1")
@@ -254,11 +247,7 @@ fn replicas_in_maintenance_leave_rotation() {
     let _g = serial();
     let mut k = Counters::new();
     let lab = lab();
-    let p = Setup {
-        group: NO_HOLD,
-        ..Default::default()
-    }
-    .start();
+    let p = no_hold_proxy();
     let mut c = p.conn();
     let mut a = p.admin();
     a.query_drop(format!("SET MAINTENANCE ON 127.0.0.1:{}", lab.replicas[0]))
@@ -721,11 +710,7 @@ fn explain_route_agrees_with_the_servers_for_golden_cases() {
 #[test]
 fn writes_never_reach_a_replica_whatever_the_hints() {
     let _g = serial();
-    let p = Setup {
-        group: NO_HOLD,
-        ..Default::default()
-    }
-    .start();
+    let p = no_hold_proxy();
     let mut c = p.conn();
     c.query_drop("CREATE TABLE IF NOT EXISTS ro_t (id int primary key auto_increment, v int)")
         .unwrap();
@@ -819,11 +804,7 @@ fn writes_never_reach_a_replica_whatever_the_hints() {
 #[test]
 fn statements_whose_reading_depends_on_sql_mode_are_read_carefully() {
     let _g = serial();
-    let p = Setup {
-        group: NO_HOLD,
-        ..Default::default()
-    }
-    .start();
+    let p = no_hold_proxy();
     let mut c = p.conn();
     c.query_drop("CREATE TABLE IF NOT EXISTS lex_t (id int primary key auto_increment)")
         .unwrap();
@@ -875,11 +856,7 @@ fn statements_whose_reading_depends_on_sql_mode_are_read_carefully() {
 #[test]
 fn reads_of_views_and_functions_that_may_write_run_on_the_primary() {
     let _g = serial();
-    let p = Setup {
-        group: NO_HOLD,
-        ..Default::default()
-    }
-    .start();
+    let p = no_hold_proxy();
     let mut c = p.conn();
     for sql in [
         "DROP VIEW IF EXISTS cat_v_outer",

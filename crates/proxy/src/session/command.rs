@@ -74,13 +74,19 @@ impl Session {
             self.payload = payload;
             // A large statement grew the buffers; an idle session must not
             // keep them (there may be thousands of sessions).
+            let mut freed = 0;
             if self.payload.capacity() > KEEP_BUFFER {
+                freed += self.payload.capacity();
                 self.payload = Vec::with_capacity(256);
             }
             if self.scratch.capacity() > KEEP_BUFFER {
+                freed += self.scratch.capacity();
                 self.scratch = Vec::new();
             }
-            self.client.shrink_idle(KEEP_BUFFER);
+            freed += self.client.shrink_idle(KEEP_BUFFER);
+            if freed > 0 {
+                crate::memory::freed(freed);
+            }
             if let Err(SessionError::PacketTooLarge { .. }) = &flow {
                 // Read what the client is still sending, so that closing
                 // does not reset the connection before it reads the error.

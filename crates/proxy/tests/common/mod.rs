@@ -850,3 +850,130 @@ pub fn sysbench_prepare(port: u16, tables: u32, rows: u32) {
         "sysbench prepare",
     );
 }
+
+/// Clients inserting numbered rows `(writer, seq)` into `table` through
+/// sextant, each on its own session (a new one if the session is lost),
+/// until stopped; what each saw acknowledged, and the errors it got.
+pub struct NumberedWriters {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handles: Vec<std::thread::JoinHandle<WriterReport>>,
+}
+
+pub struct WriterReport {
+    pub acked: Vec<i32>,
+    /// Acknowledged after `mark()` was called.
+    pub acked_after_mark: usize,
+    /// Error codes (None: the session itself was lost).
+    pub errors: Vec<Option<u16>>,
+}
+
+static WRITERS_MARK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl NumberedWriters {
+    /// `urls[w]` is writer w's connection URL.
+    pub fn start(urls: Vec<String>, table: &str) -> NumberedWriters {
+        use std::sync::atomic::Ordering;
+        WRITERS_MARK.store(false, Ordering::Relaxed);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let handles = urls
+            .into_iter()
+            .enumerate()
+            .map(|(w, url)| {
+                let stop = stop.clone();
+                let sql = format!("INSERT INTO {table} (writer, seq) VALUES (?, ?)");
+                std::thread::spawn(move || {
+                    let connect = || mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).ok();
+                    let mut conn = connect();
+                    let mut r = WriterReport {
+                        acked: Vec::new(),
+                        acked_after_mark: 0,
+                        errors: Vec::new(),
+                    };
+                    let mut seq = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        seq += 1;
+                        let Some(c) = conn.as_mut() else {
+                            std::thread::sleep(Duration::from_millis(50));
+                            conn = connect();
+                            continue;
+                        };
+                        match mysql::prelude::Queryable::exec_drop(c, &sql, (w, seq)) {
+                            Ok(()) => {
+                                r.acked.push(seq);
+                                if WRITERS_MARK.load(Ordering::Relaxed) {
+                                    r.acked_after_mark += 1;
+                                }
+                            }
+                            Err(mysql::Error::MySqlError(e)) => {
+                                r.errors.push(Some(e.code));
+                                std::thread::sleep(Duration::from_millis(20));
+                            }
+                            Err(_) => {
+                                r.errors.push(None);
+                                conn = None;
+                            }
+                        }
+                    }
+                    r
+                })
+            })
+            .collect();
+        NumberedWriters { stop, handles }
+    }
+
+    /// From now on, acknowledgements count as `acked_after_mark`.
+    pub fn mark(&self) {
+        WRITERS_MARK.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn stop(self) -> Vec<WriterReport> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handles
+            .into_iter()
+            .map(|h| h.join().expect("writer thread"))
+            .collect()
+    }
+}
+
+/// Checks what numbered writers left (writer w's rows in `table(w)`, read
+/// through `reader`): every acknowledged row once, none twice, only errors
+/// that say a write may not have run. Returns how many rows were
+/// acknowledged.
+pub fn check_numbered_rows(
+    reader: &mut mysql::Conn,
+    table: impl Fn(usize) -> String,
+    reports: &[WriterReport],
+) -> usize {
+    use mysql::prelude::Queryable;
+    let mut total = 0;
+    for (w, r) in reports.iter().enumerate() {
+        let rows: Vec<i32> = reader
+            .exec(
+                format!("SELECT seq FROM {} WHERE writer = ?", table(w)),
+                (w,),
+            )
+            .unwrap();
+        let present: std::collections::HashSet<i32> = rows.iter().copied().collect();
+        assert_eq!(
+            present.len(),
+            rows.len(),
+            "writer {w}: {} rows written twice",
+            rows.len() - present.len()
+        );
+        let lost: Vec<_> = r.acked.iter().filter(|s| !present.contains(s)).collect();
+        assert!(
+            lost.is_empty(),
+            "writer {w}: acknowledged rows lost: {lost:?}"
+        );
+        // 9001 no connection, 9003 may or may not have run, 9004 no
+        // primary: never a silent loss.
+        for e in &r.errors {
+            assert!(
+                matches!(e, None | Some(9001 | 9003 | 9004)),
+                "writer {w}: unexpected error {e:?}"
+            );
+        }
+        total += r.acked.len();
+    }
+    total
+}
