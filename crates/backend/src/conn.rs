@@ -427,16 +427,19 @@ impl BackendConn {
         if let Some((old, _)) = self.stmts.remove(&**sql) {
             self.close_server_stmt(old.id).await?;
         }
-        if self.stmts.len() >= self.max_prepared.max(1) {
-            if let Some(victim) = self
+        // The bound may have been lowered (the server's limit became
+        // known): close as many as it takes.
+        while self.stmts.len() >= self.max_prepared.max(1) {
+            let Some(victim) = self
                 .stmts
                 .iter()
                 .min_by_key(|(_, (s, _))| s.last_used)
                 .map(|(k, _)| k.clone())
-            {
-                if let Some((s, _)) = self.stmts.remove(&victim) {
-                    self.close_server_stmt(s.id).await?;
-                }
+            else {
+                break;
+            };
+            if let Some((s, _)) = self.stmts.remove(&victim) {
+                self.close_server_stmt(s.id).await?;
             }
         }
         let mut p = Vec::with_capacity(sql.len() + 1);

@@ -53,6 +53,9 @@ pub struct Health {
     /// Failed monitor checks so far: a statement that began before the
     /// latest one is waiting on a server found down.
     down_epoch: AtomicU32,
+    /// The server's max_prepared_stmt_count as the monitor last read it
+    /// (0: not known yet).
+    stmt_limit: AtomicU32,
     /// Statements in flight (least_outstanding balancing).
     outstanding: AtomicU32,
     /// Moving average of statement response time, microseconds
@@ -78,6 +81,7 @@ impl Health {
             heartbeat_applied_us: AtomicI64::new(0),
             lag_ms: AtomicI64::new(-1),
             down_epoch: AtomicU32::new(0),
+            stmt_limit: AtomicU32::new(0),
             outstanding: AtomicU32::new(0),
             latency_us: AtomicU64::new(0),
             last_error: Mutex::new(None),
@@ -108,6 +112,16 @@ impl Health {
     /// whether it takes writes.
     pub fn set_writable(&self, w: bool) {
         self.writable.store(w, Ordering::Relaxed);
+    }
+
+    /// The server's max_prepared_stmt_count (0: not known yet).
+    #[inline]
+    pub fn stmt_limit(&self) -> u32 {
+        self.stmt_limit.load(Ordering::Relaxed)
+    }
+
+    pub fn set_stmt_limit(&self, n: u32) {
+        self.stmt_limit.store(n, Ordering::Relaxed);
     }
 
     /// Counts a failed monitor check (see [`Health::down_epoch`]).

@@ -76,11 +76,30 @@ pub struct Server {
 /// A pipe unused this long gives its connection back to the pool.
 const PIPE_IDLE: Duration = Duration::from_secs(2);
 
+/// The share of a server's max_prepared_stmt_count that sextant's
+/// connections to it may hold together: the rest is for other clients of
+/// the server (and sextant's own statements must never make a client's
+/// prepare fail with 1461).
+pub const STMT_SHARE_PERCENT: u64 = 50;
+
 /// An idle connection older than this is looked at for an end of stream
 /// before it is lent.
 const DEAD_CHECK_IDLE: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl Server {
+    /// Server-side statements one connection may keep: the configured
+    /// bound, lowered so that a full pool stays within its share of the
+    /// server's max_prepared_stmt_count.
+    #[inline]
+    pub fn stmt_cap(&self) -> usize {
+        let limit = self.health.stmt_limit() as u64;
+        if limit == 0 {
+            return self.settings.max_prepared;
+        }
+        let per_conn = limit * STMT_SHARE_PERCENT / 100 / self.settings.max.max(1) as u64;
+        self.settings.max_prepared.min(per_conn.max(1) as usize)
+    }
+
     pub fn new(addr: &str, group: &str, role: Role, weight: u32, settings: PoolSettings) -> Self {
         Server {
             addr: addr.into(),
@@ -302,6 +321,7 @@ impl Server {
                     continue;
                 }
                 self.borrows.fetch_add(1, Ordering::Relaxed);
+                c.max_prepared = self.stmt_cap();
                 return Ok(c);
             }
             if self.try_reserve() {
@@ -372,7 +392,7 @@ impl Server {
         // be part of every session's state machine.
         match Box::pin(BackendConn::connect(&p)).await {
             Ok(mut c) => {
-                c.max_prepared = self.settings.max_prepared;
+                c.max_prepared = self.stmt_cap();
                 self.connects.fetch_add(1, Ordering::Relaxed);
                 self.health.set_reachable(true);
                 self.health.note_version(&c.server_version);

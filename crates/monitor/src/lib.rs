@@ -37,11 +37,28 @@ fn now_us() -> i64 {
         .unwrap_or(0)
 }
 
+/// What one server's monitor keeps from one check to the next.
+#[derive(Default)]
+struct Watch {
+    conn: Option<BackendConn>,
+    heartbeat_ready: bool,
+    /// When the group's catalogue was last read (by the primary's monitor).
+    catalogue_at: Option<Instant>,
+    /// When the server's limits were last read.
+    limits_at: Option<Instant>,
+}
+
+impl Watch {
+    /// After a failure: the next check starts on a new connection.
+    fn reconnect(&mut self) {
+        self.conn = None;
+        self.heartbeat_ready = false;
+    }
+}
+
 /// Watches `server` forever.
 pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
-    let mut conn: Option<BackendConn> = None;
-    let mut heartbeat_ready = false;
-    let mut catalogue_at: Option<Instant> = None;
+    let mut w = Watch::default();
     let mut tick = tokio::time::interval(s.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -52,26 +69,14 @@ pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
         // A failure of the monitor's own connection (killed by an
         // operator, closed by wait_timeout) says nothing of the server
         // until a new connection fails too: one more try on a new one.
-        let mut tries = if conn.is_some() { 2 } else { 1 };
+        let mut tries = if w.conn.is_some() { 2 } else { 1 };
         let r = loop {
-            let r = tokio::time::timeout(
-                budget,
-                check(
-                    &server,
-                    &group,
-                    &s,
-                    &mut conn,
-                    &mut heartbeat_ready,
-                    &mut catalogue_at,
-                ),
-            )
-            .await;
+            let r = tokio::time::timeout(budget, check(&server, &group, &s, &mut w)).await;
             tries -= 1;
             if tries == 0 || !matches!(r, Ok(Err(_))) {
                 break r;
             }
-            conn = None;
-            heartbeat_ready = false;
+            w.reconnect();
         };
         let failure = match r {
             Ok(Ok(())) => None,
@@ -82,8 +87,7 @@ pub async fn watch(server: Arc<Server>, group: Arc<Group>, s: Settings) {
             )),
         };
         if let Some(why) = failure {
-            conn = None;
-            heartbeat_ready = false;
+            w.reconnect();
             server.mark_unreachable(&why);
             // Statements waiting on it give up (see the proxy's inflight).
             server.health.note_monitor_failure();
@@ -96,10 +100,14 @@ async fn check(
     server: &Server,
     group: &Group,
     s: &Settings,
-    conn: &mut Option<BackendConn>,
-    heartbeat_ready: &mut bool,
-    catalogue_at: &mut Option<Instant>,
+    w: &mut Watch,
 ) -> Result<(), BackendError> {
+    let Watch {
+        conn,
+        heartbeat_ready,
+        catalogue_at,
+        limits_at,
+    } = w;
     if conn.is_none() {
         let p = ConnectParams {
             addr: &server.addr,
@@ -116,6 +124,23 @@ async fn check(
     };
     let mut write_stalled = false;
     c.ping().await?;
+    if !matches!(limits_at, Some(t) if t.elapsed() < LIMITS_EVERY) {
+        // sextant's connections keep their prepared statements within a
+        // share of it (see Server::stmt_cap).
+        let rows = c
+            .query_internal("SELECT @@global.max_prepared_stmt_count")
+            .await?;
+        if let Some(n) = rows
+            .first()
+            .and_then(|r| r.first())
+            .cloned()
+            .flatten()
+            .and_then(|v| v.parse().ok())
+        {
+            server.health.set_stmt_limit(n);
+        }
+        *limits_at = Some(Instant::now());
+    }
     let cluster = matches!(
         group.topology,
         Topology::GroupReplication | Topology::Galera
@@ -156,43 +181,19 @@ async fn check(
                 *catalogue_at = Some(Instant::now());
             }
             if s.heartbeat {
-                if !*heartbeat_ready {
-                    let setup = c
-                        .exec_internal(
-                            "CREATE TABLE IF NOT EXISTS sextant.heartbeat \
-                             (instance INT UNSIGNED PRIMARY KEY, ts_us BIGINT NOT NULL)",
-                        )
-                        .await;
-                    if let Err(BackendError::Server { code: 1049, .. }) = setup {
-                        c.exec_internal("CREATE DATABASE IF NOT EXISTS sextant")
-                            .await?;
-                    }
-                    *heartbeat_ready = setup.is_ok()
-                        || c.exec_internal(
-                            "CREATE TABLE IF NOT EXISTS sextant.heartbeat \
-                             (instance INT UNSIGNED PRIMARY KEY, ts_us BIGINT NOT NULL)",
-                        )
-                        .await
-                        .is_ok();
-                }
-                if *heartbeat_ready {
-                    let ts = now_us();
-                    let sql = format!(
-                        "REPLACE INTO sextant.heartbeat VALUES ({}, {ts})",
-                        s.instance_id
-                    );
-                    // A write can wait while the server still answers
-                    // (a Galera cluster evicting a dead node, a full disk):
-                    // that stalls writes, it does not make the server
-                    // unreachable. The connection, mid-statement, is
-                    // dropped after the check.
-                    match tokio::time::timeout(s.interval, c.exec_internal(&sql)).await {
-                        Ok(Ok(_)) => group.heartbeat_us.store(ts, Ordering::Relaxed),
-                        Ok(Err(_)) => {}
-                        Err(_) => {
-                            tracing::warn!(server = %server.addr, "the heartbeat write did not finish within the monitor interval: writes to this server are stalled");
-                            write_stalled = true;
-                        }
+                // Writes (and DDL) can wait while the server still answers
+                // (a Galera cluster evicting a dead node, a full disk):
+                // that stalls writes, it does not make the server
+                // unreachable. The connection, maybe mid-statement, is
+                // dropped after the check.
+                let write = heartbeat(c, s.instance_id, heartbeat_ready);
+                match tokio::time::timeout(s.interval, write).await {
+                    Ok(Ok(Some(ts))) => group.heartbeat_us.store(ts, Ordering::Relaxed),
+                    Ok(Ok(None)) => {}
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => {
+                        tracing::warn!(server = %server.addr, "the heartbeat write did not finish within the monitor interval: writes to this server are stalled");
+                        write_stalled = true;
                     }
                 }
             }
@@ -265,6 +266,34 @@ async fn check(
     }
     Ok(())
 }
+
+/// Writes this instance's heartbeat row (creating its table first if
+/// needed); the time written, or None when it could not be.
+async fn heartbeat(
+    c: &mut BackendConn,
+    instance_id: u32,
+    ready: &mut bool,
+) -> Result<Option<i64>, BackendError> {
+    const TABLE: &str = "CREATE TABLE IF NOT EXISTS sextant.heartbeat \
+                         (instance INT UNSIGNED PRIMARY KEY, ts_us BIGINT NOT NULL)";
+    if !*ready {
+        let setup = c.exec_internal(TABLE).await;
+        if let Err(BackendError::Server { code: 1049, .. }) = setup {
+            c.exec_internal("CREATE DATABASE IF NOT EXISTS sextant")
+                .await?;
+        }
+        *ready = setup.is_ok() || c.exec_internal(TABLE).await.is_ok();
+    }
+    if !*ready {
+        return Ok(None);
+    }
+    let ts = now_us();
+    let sql = format!("REPLACE INTO sextant.heartbeat VALUES ({instance_id}, {ts})");
+    Ok(c.exec_internal(&sql).await.ok().map(|_| ts))
+}
+
+/// How often a server's limits (max_prepared_stmt_count) are read again.
+const LIMITS_EVERY: Duration = Duration::from_secs(30);
 
 /// How often the primary's catalogue is read again when no DDL went
 /// through sextant (DDL run elsewhere is seen this late).

@@ -56,6 +56,17 @@ impl Stream {
         }
     }
 
+    /// The socket's descriptor (None once detached).
+    pub fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        match self {
+            Stream::Plain(s) => Some(s.as_raw_fd()),
+            Stream::Tls(s) => Some(s.get_ref().0.as_raw_fd()),
+            Stream::Unix(s) => Some(s.as_raw_fd()),
+            Stream::Detached => None,
+        }
+    }
+
     /// A second handle on the same socket (a duplicated descriptor), for a
     /// writer that runs while another task reads. Plain TCP and Unix
     /// sockets only: a TLS session's state cannot be shared.

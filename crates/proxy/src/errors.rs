@@ -21,6 +21,9 @@ pub const ER_CON_COUNT_ERROR: u16 = 1040;
 pub const ER_HANDSHAKE_ERROR: u16 = 1043;
 pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
 pub const ER_HOST_IS_BLOCKED: u16 = 1129;
+pub const ER_NO_SUCH_THREAD: u16 = 1094;
+pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
+pub const ER_KILL_DENIED_ERROR: u16 = 1095;
 pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
 pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
 pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
@@ -52,6 +55,12 @@ pub enum SessionError {
         host: String,
         using_password: bool,
     },
+    #[error("Unknown thread id: {0}")]
+    NoSuchThread(u64),
+    #[error("You are not owner of thread {0}")]
+    KillDenied(u64),
+    #[error("sextant: KILL QUERY ID and KILL USER are not supported; use KILL [CONNECTION | QUERY] <connection id>")]
+    KillUnsupported,
     #[error("Host '{0}' is blocked because of many failed logins (sextant: max_failed_logins); it is let in again after failed_login_lockout_ms")]
     HostBlocked(String),
     #[error(
@@ -97,6 +106,9 @@ impl SessionError {
             Malformed(_) => (ER_MALFORMED_PACKET, "HY000", msg),
             AccessDenied { .. } => (ER_ACCESS_DENIED_ERROR, "28000", msg),
             HostBlocked(_) => (ER_HOST_IS_BLOCKED, "HY000", msg),
+            NoSuchThread(_) => (ER_NO_SUCH_THREAD, "HY000", msg),
+            KillDenied(_) => (ER_KILL_DENIED_ERROR, "HY000", msg),
+            KillUnsupported => (ER_NOT_SUPPORTED_YET, "42000", msg),
             Handshake(_) => (ER_HANDSHAKE_ERROR, "08S01", msg),
             InsecureTransport(_) => (ER_SECURE_TRANSPORT_REQUIRED, "HY000", msg),
             TooManyConnections(_) => (ER_CON_COUNT_ERROR, "08004", msg),

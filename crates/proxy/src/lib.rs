@@ -14,6 +14,7 @@ mod client;
 pub mod errors;
 mod frontend;
 mod inflight;
+mod kill;
 mod memory;
 mod relay;
 mod session;

@@ -196,6 +196,8 @@ pub struct Shared {
     pub next_conn_id: AtomicU32,
     pub auth: crate::frontend::AuthSetup,
     pub admin_auth: crate::frontend::AuthSetup,
+    /// Logged-in sessions by connection id, for KILL.
+    pub sessions: crate::kill::Sessions,
 }
 
 impl Shared {

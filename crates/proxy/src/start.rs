@@ -147,6 +147,7 @@ pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
             guard: admin_guard,
             ..frontend::AuthSetup::plain()
         },
+        sessions: Default::default(),
     });
     if let Some((l, users)) = admin {
         tracing::info!(

@@ -252,3 +252,53 @@ fn rust_client_change_user_reset_and_ping() {
     let one: Option<i32> = c.query_first("SELECT 1").unwrap();
     assert_eq!(one, Some(1));
 }
+
+/// The mariadb client's Ctrl-C sends `KILL QUERY <its connection id>` on a
+/// new connection: through sextant it cancels the running statement within
+/// a second, as it does against the server, and touches no other thread.
+#[test]
+fn cli_ctrl_c_cancels_the_running_query() {
+    let p = Setup::default().start();
+    let mut child = std::process::Command::new("mariadb")
+        .args(["--no-defaults", "-h127.0.0.1", "--protocol=tcp"])
+        .arg(format!("-P{}", p.port))
+        .args(["-uapp", "-papppass", "-e", "SELECT SLEEP(10)"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mariadb client");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let t0 = std::time::Instant::now();
+    // SAFETY: a signal to the child process just spawned.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let mut killed = false;
+    while t0.elapsed() < std::time::Duration::from_secs(5) {
+        if child.try_wait().expect("wait").is_some() {
+            killed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if !killed {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(killed, "SLEEP(10) still running 5 s after Ctrl-C: {stderr}");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(2),
+        "cancelled only after {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        stderr.contains("1317") || stderr.contains("killed"),
+        "{stderr}"
+    );
+    for &r in &lab().replicas {
+        let rows: Vec<mysql::Row> = direct(r).query("SHOW SLAVE STATUS").unwrap();
+        let io: String = rows[0].get("Slave_IO_Running").unwrap();
+        assert_eq!(io, "Yes", "replication on {r}");
+    }
+}

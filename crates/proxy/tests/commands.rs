@@ -302,3 +302,83 @@ fn connections_go_back_after_every_kind_of_command() {
         );
     }
 }
+
+fn kill_error(c: &mut mysql::Conn, sql: &str) -> Option<u16> {
+    match c.query_drop(sql) {
+        Ok(()) => None,
+        Err(mysql::Error::MySqlError(e)) => Some(e.code),
+        Err(e) => panic!("{sql}: {e}"),
+    }
+}
+
+/// KILL names sextant's sessions by the id their handshake gave them (what
+/// the mysql client's Ctrl-C sends): KILL QUERY cancels that session's
+/// statement on whichever server runs it, KILL ends the session, and an id
+/// that is no session of sextant's is refused (1094) instead of reaching a
+/// server, where it would name another thread.
+#[test]
+fn kill_names_sextant_sessions_never_server_threads() {
+    let p = Setup::default().start();
+    let mut a = p.conn();
+    let a_id = a.connection_id();
+    let sleeper = std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        let r: Result<Option<i64>, _> = a.query_first("SELECT SLEEP(20)");
+        (a, r.map_err(|e| e.to_string()), t0.elapsed())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut b = p.conn();
+    assert_eq!(kill_error(&mut b, &format!("KILL QUERY {a_id}")), None);
+    let (mut a, r, took) = sleeper.join().unwrap();
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "SLEEP ran {took:?}"
+    );
+    // MariaDB's SLEEP returns 1 when interrupted.
+    assert!(matches!(r, Ok(Some(1))) || r.is_err(), "{r:?}");
+    let v: Option<i64> = a.query_first("SELECT 1").unwrap();
+    assert_eq!(v, Some(1), "the session goes on after KILL QUERY");
+
+    // A server thread's id: refused, and the thread untouched.
+    let mut victim = direct(lab().primary);
+    let vid: Option<u64> = victim.query_first("SELECT CONNECTION_ID()").unwrap();
+    let vid = vid.unwrap();
+    let busy = std::thread::spawn(move || {
+        let v: Option<i64> = victim.query_first("SELECT SLEEP(1)").unwrap();
+        v
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(kill_error(&mut b, &format!("KILL QUERY {vid}")), Some(1094));
+    assert_eq!(kill_error(&mut b, &format!("KILL {vid}")), Some(1094));
+    assert_eq!(
+        busy.join().unwrap(),
+        Some(0),
+        "a direct client's query was killed"
+    );
+    for &r in &lab().replicas {
+        let rows: Vec<mysql::Row> = direct(r).query("SHOW SLAVE STATUS").unwrap();
+        let io: String = rows[0].get("Slave_IO_Running").unwrap();
+        assert_eq!(io, "Yes", "replication on {r}");
+    }
+
+    // Another user's session: not this user's to kill.
+    let mut other = mysql::Conn::new(
+        mysql::Opts::from_url(&p.url("other", "otherpass", "sextant_test")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        kill_error(&mut other, &format!("KILL QUERY {a_id}")),
+        Some(1095)
+    );
+    assert_eq!(kill_error(&mut b, "KILL QUERY ID 5"), Some(1235));
+
+    // KILL ends the session.
+    assert_eq!(kill_error(&mut b, &format!("KILL {a_id}")), None);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        a.query_drop("SELECT 1").is_err(),
+        "the killed session still runs statements"
+    );
+    let v: Option<i64> = b.query_first("SELECT 2").unwrap();
+    assert_eq!(v, Some(2));
+}

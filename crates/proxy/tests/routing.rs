@@ -226,6 +226,38 @@ fn hints() {
     within(d[0], 100, 3, "READONLY without replicas");
 }
 
+/// A READONLY hint outranks the hold window: right after a transaction
+/// (even an empty one), a hinted read goes to a replica, not to the held
+/// primary connection.
+#[test]
+fn readonly_hint_outranks_the_hold_window() {
+    let _g = serial();
+    let p = Setup {
+        group: "[routing]\nhold_ms = 5000\n",
+        ..Default::default()
+    }
+    .start();
+    let mut c = p.conn();
+    for _ in 0..5 {
+        c.query_drop("BEGIN").unwrap();
+        c.query_drop("COMMIT").unwrap();
+        let port: Option<u16> = c.query_first("/*#mode=READONLY*/ SELECT @@port").unwrap();
+        assert!(
+            lab().replicas.contains(&port.unwrap_or(0)),
+            "a hinted read after a transaction ran on {port:?}"
+        );
+        // Without the hint, the hold window keeps reads on the primary.
+        c.query_drop("BEGIN").unwrap();
+        c.query_drop("COMMIT").unwrap();
+        let port: Option<u16> = c.query_first("SELECT @@port").unwrap();
+        assert_eq!(
+            port,
+            Some(lab().primary),
+            "an unhinted read in the hold window"
+        );
+    }
+}
+
 #[test]
 fn no_replica_available_reads_from_the_primary() {
     let _g = serial();

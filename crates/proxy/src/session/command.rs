@@ -132,6 +132,13 @@ impl Session {
                 self.client.flush().await?;
             }
             com::QUERY => self.query(p).await?,
+            com::PROCESS_KILL => {
+                let id = match p.get(1..5) {
+                    Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64,
+                    None => u64::MAX,
+                };
+                Box::pin(self.kill(crate::kill::KillStatement::Connection(id))).await?
+            }
             com::INIT_DB | com::FIELD_LIST | com::STATISTICS => {
                 let expect = match cmd {
                     com::FIELD_LIST => Expect::FieldList,

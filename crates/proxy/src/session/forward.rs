@@ -233,7 +233,14 @@ impl Session {
         };
         let timed = self.user.policy.balance == sextant_config::Balance::LeastLatency;
         let (server, conn) = a.parts();
+        if let Some(r) = &self.registered {
+            r.handle
+                .running_on(&self.user.group, server, conn.connection_id);
+        }
         let relayed = relay_counted(&mut self.client, conn, server, timed, expect, &opts).await;
+        if let Some(r) = &self.registered {
+            r.handle.idle();
+        }
         match relayed {
             Ok(res) if res.read_only_rejected => {
                 // The server became read-only (a switchover the monitor has

@@ -69,6 +69,9 @@ bitflags::bitflags! {
 }
 
 pub struct Session {
+    /// Registered for KILL; dropped first (before the client socket
+    /// closes), so fields keep this order.
+    registered: Option<crate::kill::Registered>,
     shared: Arc<Shared>,
     client: Client,
     user: Arc<UserEntry>,
@@ -232,6 +235,14 @@ impl Session {
         if s.client.flush().await.is_err() {
             return;
         }
+        if let Some(fd) = s.client.stream.raw_fd() {
+            s.registered = Some(crate::kill::Sessions::register(
+                &s.shared,
+                conn_id,
+                s.user.name.as_str().into(),
+                fd,
+            ));
+        }
         s.span.record("user", s.user.name.as_str());
         tracing::debug!(parent: &s.span, "client logged in");
         s.serve().await;
@@ -248,6 +259,7 @@ impl Session {
     ) -> Self {
         let flavor = Flavor::new(login.caps, login.charset);
         Session {
+            registered: None,
             vars: SessionVars {
                 multi_statements: login.caps & cap::MULTI_STATEMENTS != 0,
                 ..Default::default()

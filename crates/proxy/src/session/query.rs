@@ -6,7 +6,7 @@ use super::forward::Work;
 use super::{Pins, Session};
 use crate::errors::SessionError;
 use sextant_protocol::consts::status;
-use sextant_routing::{plan, Command, Target};
+use sextant_routing::{plan, Command, Rule, Target};
 use sextant_sql::{Flags, Kind};
 use std::sync::atomic::Ordering;
 use tokio::time::Instant;
@@ -44,6 +44,9 @@ impl Session {
     pub(super) async fn query(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let _busy = Busy::enter();
         let c = self.user.group.classify_in(&p[1..], || self.lex_mode());
+        if c.kind == Kind::Kill {
+            return Box::pin(self.kill(crate::kill::parse(&p[1..]))).await;
+        }
         let plan = plan(
             &c,
             self.facts(),
@@ -56,6 +59,12 @@ impl Session {
             return self.reply_error(SessionError::WriteOnReplica(r)).await;
         }
         self.require(&plan);
+        if plan.rule == Rule::Hint && plan.target == Target::Replica && !self.pinned() {
+            // A READONLY hint outranks the hold window after a write: the
+            // window is there for reading one's own writes, which the
+            // read's consistency requirement (above) already looks after.
+            self.primary_reads_until = None;
+        }
         if plan.restore_insert_id {
             if let Err(e) = self.attach(plan.target).await {
                 return self.reply_error(e).await;
@@ -102,5 +111,62 @@ impl Session {
         }
         self.after_statement();
         Ok(())
+    }
+}
+
+impl Session {
+    /// `KILL [QUERY] <id>` (and COM_PROCESS_KILL): `id` is one of sextant's
+    /// sessions, never passed to a server as it is.
+    pub(super) async fn kill(&mut self, k: crate::kill::KillStatement) -> Result<(), SessionError> {
+        use crate::kill::{Found, KillStatement};
+        let (id, query_only) = match k {
+            KillStatement::Query(id) => (id, true),
+            KillStatement::Connection(id) => (id, false),
+            KillStatement::Own { query } => match &self.registered {
+                Some(r) => (r.id() as u64, query),
+                None => return self.reply_error(SessionError::KillUnsupported).await,
+            },
+            KillStatement::Unsupported => {
+                return self.reply_error(SessionError::KillUnsupported).await
+            }
+        };
+        let Ok(id32) = u32::try_from(id) else {
+            return self.reply_error(SessionError::NoSuchThread(id)).await;
+        };
+        let handle = match self.shared.sessions.find(id32, &self.user.name) {
+            Found::Unknown => return self.reply_error(SessionError::NoSuchThread(id)).await,
+            Found::NotOwner => return self.reply_error(SessionError::KillDenied(id)).await,
+            Found::Session(h) => h,
+        };
+        if let Some((idx, thread_id)) = handle.running() {
+            if let Some(server) = self.user.group.members.get(idx).cloned() {
+                // On a connection of its own: the target's is busy with the
+                // statement being killed.
+                match server
+                    .acquire(
+                        &self.user.backend_user,
+                        &self.user.backend_password,
+                        self.flavor,
+                    )
+                    .await
+                {
+                    Ok(mut c) => match c.exec_internal(&format!("KILL QUERY {thread_id}")).await {
+                        Ok(_) => server.release(c),
+                        Err(e) => {
+                            tracing::info!(parent: &self.span, server = %server.addr, "KILL QUERY {thread_id}: {e}");
+                            server.discard(c);
+                        }
+                    },
+                    Err(e) => {
+                        tracing::info!(parent: &self.span, server = %server.addr, "no connection for KILL QUERY: {e}")
+                    }
+                }
+            }
+        }
+        if !query_only {
+            self.shared.sessions.hang_up(id32);
+        }
+        crate::frontend::send_ok(&mut self.client, 1);
+        self.client.flush().await
     }
 }

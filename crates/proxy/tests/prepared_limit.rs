@@ -1,0 +1,77 @@
+//! The server's max_prepared_stmt_count is shared by all its clients:
+//! sextant's pooled connections keep their cached server-side statements
+//! within half of it, so that no client's prepare fails with 1461 because
+//! of statements other clients left. (Its own test binary: it lowers the
+//! lab primary's global limit.)
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+
+/// Puts the server's limit back when the test ends, however it ends.
+struct Limit(u64);
+
+impl Drop for Limit {
+    fn drop(&mut self) {
+        let _ = direct(lab().primary)
+            .query_drop(format!("SET GLOBAL max_prepared_stmt_count = {}", self.0));
+    }
+}
+
+#[test]
+fn many_clients_preparing_stay_within_the_servers_limit() {
+    let mut d = direct(lab().primary);
+    let old: Option<u64> = d
+        .query_first("SELECT @@global.max_prepared_stmt_count")
+        .unwrap();
+    let _restore = Limit(old.unwrap_or(16382));
+    d.query_drop("SET GLOBAL max_prepared_stmt_count = 2000")
+        .unwrap();
+    let p = Setup {
+        group: "pool_max = 40\n",
+        no_replicas: true,
+        ..Default::default()
+    }
+    .start();
+    // The monitor reads the limit at its first check.
+    p.wait_state(lab().primary, "up", std::time::Duration::from_secs(10));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // 400 clients (40 at a time), each preparing, running and closing 100
+    // statements of its own: 40,000 distinct statements.
+    let errors = std::sync::Mutex::new(Vec::new());
+    for batch in 0..10 {
+        std::thread::scope(|scope| {
+            for t in 0..40 {
+                let p = &p;
+                let errors = &errors;
+                scope.spawn(move || {
+                    let client = batch * 40 + t;
+                    let mut c = p.conn();
+                    for i in 0..100 {
+                        let sql = format!("SELECT ? + {}", client * 1000 + i);
+                        match c.prep(&sql) {
+                            Ok(st) => {
+                                let v: Option<i64> = c.exec_first(&st, (1,)).unwrap();
+                                assert_eq!(v, Some(1 + (client * 1000 + i) as i64));
+                                c.close(st).unwrap();
+                            }
+                            Err(e) => errors.lock().unwrap().push(e.to_string()),
+                        }
+                    }
+                });
+            }
+        });
+    }
+    let errors = errors.into_inner().unwrap();
+    assert!(
+        errors.is_empty(),
+        "{} prepares failed, e.g. {:?}",
+        errors.len(),
+        errors.first()
+    );
+    let held: Option<(String, u64)> = d
+        .query_first("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'")
+        .unwrap();
+    let held = held.map_or(0, |r| r.1);
+    assert!(held <= 1000, "the server holds {held} prepared statements");
+}
