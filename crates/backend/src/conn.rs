@@ -572,6 +572,7 @@ impl BackendConn {
         if let Some(set) = want.set_statement(&self.vars, &self.baseline) {
             self.exec_internal(&set).await?;
             self.vars.vars = want.vars.clone();
+            self.vars.client_side.clear();
         }
         if want.multi_statements != self.vars.multi_statements {
             let opt: u16 = if want.multi_statements { 0 } else { 1 };

@@ -6,12 +6,35 @@ use std::collections::BTreeMap;
 /// What a client has set on its session: system variables (as the server
 /// reported them in session-state tracking), the current schema, and the
 /// multi-statement option. Compared on every borrow, so it stays small.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct SessionVars {
     pub vars: BTreeMap<Box<str>, Box<str>>,
     pub schema: Option<Box<str>>,
     pub multi_statements: bool,
+    /// Timeouts of the client's own connection ([`CLIENT_SIDE`]): sextant
+    /// applies them to the client; on a server connection they would close
+    /// it in the pool, under other clients. Not part of the comparison.
+    pub client_side: BTreeMap<Box<str>, Box<str>>,
 }
+
+impl PartialEq for SessionVars {
+    fn eq(&self, other: &Self) -> bool {
+        self.vars == other.vars
+            && self.schema == other.schema
+            && self.multi_statements == other.multi_statements
+    }
+}
+
+impl Eq for SessionVars {}
+
+/// Variables about the client's connection itself, kept out of server
+/// connections.
+pub const CLIENT_SIDE: &[&str] = &[
+    "wait_timeout",
+    "interactive_timeout",
+    "net_read_timeout",
+    "net_write_timeout",
+];
 
 /// Variables sextant sets on every server connection for its own use; a
 /// client's change to them is not replayed (it would break tracking).
@@ -53,11 +76,15 @@ impl SessionVars {
             }
             _ => std::borrow::Cow::Owned(String::from_utf8_lossy(name).to_ascii_lowercase()),
         };
-        if self.vars.get(&*lower).map(|v| v.as_bytes()) == Some(value) {
+        let map = if CLIENT_SIDE.contains(&&*lower) {
+            &mut self.client_side
+        } else {
+            &mut self.vars
+        };
+        if map.get(&*lower).map(|v| v.as_bytes()) == Some(value) {
             return false;
         }
-        self.vars
-            .insert(lower.into(), String::from_utf8_lossy(value).into());
+        map.insert(lower.into(), String::from_utf8_lossy(value).into());
         true
     }
 
@@ -77,12 +104,12 @@ impl SessionVars {
                 parts.push(format!("{k} = {}", sql_literal(v)));
             }
         }
-        for k in from.vars.keys() {
-            if !self.vars.contains_key(k) {
-                match baseline.get(k) {
-                    Some(b) => parts.push(format!("{k} = {}", sql_literal(b))),
-                    None => parts.push(format!("{k} = DEFAULT")),
-                }
+        // A client's timeouts never stay on a server connection.
+        let gone = from.vars.keys().filter(|k| !self.vars.contains_key(*k));
+        for k in gone.chain(from.client_side.keys()) {
+            match baseline.get(k) {
+                Some(b) => parts.push(format!("{k} = {}", sql_literal(b))),
+                None => parts.push(format!("{k} = DEFAULT")),
             }
         }
         if parts.is_empty() {

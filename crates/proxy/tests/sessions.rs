@@ -598,3 +598,34 @@ fn no_kind_of_session_state_reaches_the_next_session() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A client's `SET wait_timeout` is its own: sextant closes that client
+/// once it idles longer (as the server would), and the server connections
+/// it used are not given the short timeout, so the pooled connection the
+/// next client borrows is still open.
+#[test]
+fn a_clients_wait_timeout_is_its_own() {
+    let p = one_connection_proxy();
+    let mut a = p.conn();
+    a.query_drop("SET SESSION wait_timeout = 2").unwrap();
+    a.query_drop("SELECT 1").unwrap();
+    let mut b = p.conn();
+    let v: Option<u64> = b.query_first("SELECT 1").unwrap();
+    assert_eq!(v, Some(1));
+    let connects = p.backends_sum("connects");
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let v: Option<u64> = b.query_first("SELECT @@session.wait_timeout").unwrap();
+    let fresh: Option<u64> = direct(lab().primary)
+        .query_first("SELECT @@session.wait_timeout")
+        .unwrap();
+    assert_eq!(v, fresh, "another session's wait_timeout");
+    assert_eq!(
+        p.backends_sum("connects"),
+        connects,
+        "the pooled connection was closed by the server (the client's wait_timeout reached it)"
+    );
+    assert!(
+        a.query_drop("SELECT 1").is_err(),
+        "the client idled past its own wait_timeout and is still served"
+    );
+}

@@ -249,7 +249,8 @@ impl Session {
         let Some(a) = self.binding.direct_mut() else {
             return Ok(());
         };
-        if a.conn().vars != self.vars || a.conn().track.insert_id_set {
+        let conn = a.conn();
+        if conn.vars != self.vars || conn.track.insert_id_set || !conn.vars.client_side.is_empty() {
             if let Err(e) = Box::pin(a.conn_mut().sync_to(&self.vars)).await {
                 self.detach_discard();
                 return Err(e.into());

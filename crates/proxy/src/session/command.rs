@@ -22,6 +22,16 @@ pub(super) enum Flow {
 }
 
 impl Session {
+    /// The wait_timeout the client set on its session, which sextant
+    /// enforces (server connections keep their own).
+    fn client_wait_timeout(&self) -> Option<Duration> {
+        if self.vars.client_side.is_empty() {
+            return None;
+        }
+        let v = self.vars.client_side.get("wait_timeout")?;
+        v.parse::<u64>().ok().map(Duration::from_secs)
+    }
+
     pub(super) async fn serve(&mut self) {
         loop {
             if let Some(limit) = self.idle_trx.filter(|_| self.in_transaction()) {
@@ -57,6 +67,20 @@ impl Session {
                         _ = tokio::time::sleep_until(deadline) => {
                             self.release();
                             continue;
+                        }
+                    }
+                }
+            }
+            if let Some(limit) = self.client_wait_timeout() {
+                if self.client.rbuf.is_empty() {
+                    match tokio::time::timeout(limit, self.client.fill()).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => return,
+                        Err(_) => {
+                            // As the server does: the connection closes,
+                            // and the client learns it on its next read.
+                            tracing::info!(parent: &self.span, "idle past the wait_timeout the client set ({} s): closing", limit.as_secs());
+                            return;
                         }
                     }
                 }
