@@ -57,6 +57,43 @@ fn primary_killed_under_numbered_writes_loses_and_repeats_nothing() {
     eprintln!("{total} acknowledged rows, all present once");
 }
 
+/// An operator with a connection to every lab server, killing the app
+/// account's connections (sextant's pooled ones and its monitor's).
+struct Killer {
+    servers: Vec<u16>,
+    conns: Vec<mysql::Conn>,
+}
+
+impl Killer {
+    fn new() -> Killer {
+        let servers: Vec<u16> = std::iter::once(lab().primary)
+            .chain(lab().replicas.iter().copied())
+            .collect();
+        let conns = servers.iter().map(|&s| direct(s)).collect();
+        Killer { servers, conns }
+    }
+
+    /// Kills every connection of the app account but its own; how many.
+    fn kill_all(&mut self) -> usize {
+        let mut n = 0;
+        for k in &mut self.conns {
+            let ids: Vec<u64> = k
+                .query(
+                    "SELECT ID FROM information_schema.PROCESSLIST \
+                     WHERE USER = 'app' AND ID <> CONNECTION_ID()",
+                )
+                .unwrap();
+            for id in ids {
+                // Gone already, some of them.
+                if k.query_drop(format!("KILL CONNECTION {id}")).is_ok() {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+}
+
 /// An operator kills every connection sextant holds (server-side KILL) on
 /// every server, over and over: no statement that had not started when its
 /// connection was killed fails, and every server is in rotation afterwards
@@ -73,28 +110,7 @@ fn server_side_kill_of_pooled_connections() {
     c.query_drop("CREATE TABLE IF NOT EXISTS kk_t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
         .unwrap();
     sync_replicas();
-    let servers: Vec<u16> = std::iter::once(lab().primary)
-        .chain(lab().replicas.iter().copied())
-        .collect();
-    let mut killers: Vec<mysql::Conn> = servers.iter().map(|&s| direct(s)).collect();
-    let kill_all = |killers: &mut Vec<mysql::Conn>| -> usize {
-        let mut n = 0;
-        for k in killers.iter_mut() {
-            let ids: Vec<u64> = k
-                .query(
-                    "SELECT ID FROM information_schema.PROCESSLIST \
-                     WHERE USER = 'app' AND ID <> CONNECTION_ID()",
-                )
-                .unwrap();
-            for id in ids {
-                // Gone already, some of them.
-                if k.query_drop(format!("KILL CONNECTION {id}")).is_ok() {
-                    n += 1;
-                }
-            }
-        }
-        n
-    };
+    let mut killer = Killer::new();
     let mut sessions: Vec<mysql::Conn> = (0..4).map(|_| p.conn()).collect();
     let mut killed = 0;
     for round in 0..15 {
@@ -112,14 +128,14 @@ fn server_side_kill_of_pooled_connections() {
         }
         // Every pooled connection (and the monitor's) dies between two
         // statements; the FIN reaches sextant before the next one.
-        killed += kill_all(&mut killers);
+        killed += killer.kill_all();
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(killed >= 15, "only {killed} connections were killed");
     // A connection found dead only when a statement is written to it (the
     // kill raced the check before lending) takes its server out of read
     // rotation until the monitor's next check: back within an interval.
-    for &s in &servers {
+    for &s in &killer.servers {
         p.wait_state(s, "up", Duration::from_secs(3));
     }
 }
@@ -159,26 +175,11 @@ fn server_side_kill_of_pooled_connections_under_read_load() {
             })
         })
         .collect();
-    let servers: Vec<u16> = std::iter::once(lab().primary)
-        .chain(lab().replicas.iter().copied())
-        .collect();
-    let mut killers: Vec<mysql::Conn> = servers.iter().map(|&s| direct(s)).collect();
+    let mut killer = Killer::new();
     let mut killed = 0;
     for _ in 0..15 {
         std::thread::sleep(Duration::from_millis(200));
-        for k in killers.iter_mut() {
-            let ids: Vec<u64> = k
-                .query(
-                    "SELECT ID FROM information_schema.PROCESSLIST \
-                     WHERE USER = 'app' AND ID <> CONNECTION_ID()",
-                )
-                .unwrap();
-            for id in ids {
-                if k.query_drop(format!("KILL CONNECTION {id}")).is_ok() {
-                    killed += 1;
-                }
-            }
-        }
+        killed += killer.kill_all();
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut total = 0;
