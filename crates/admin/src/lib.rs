@@ -162,18 +162,38 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
                 .primary()
                 .map(|p| p.addr.to_string())
                 .unwrap_or_else(|| "(no primary known)".into());
-            let mut v: Vec<String> = (0..g.members.len())
+            let readers: Vec<usize> = (0..g.members.len())
                 .filter(|&i| {
                     g.read_weight(i) > 0
                         && (g.members[i].role() == sextant_backend::Role::Replica
                             || g.primary_weight > 0)
                 })
-                .map(|i| g.members[i].addr.to_string())
                 .collect();
-            if v.is_empty() {
+            // What a session would pick from now: servers in rotation
+            // (not down, lagging or in maintenance).
+            let (usable, out): (Vec<usize>, Vec<usize>) = readers
+                .iter()
+                .partition(|&&i| g.members[i].load().is_some());
+            let mut v: Vec<String> = usable
+                .iter()
+                .map(|&i| g.members[i].addr.to_string())
+                .collect();
+            if readers.is_empty() {
                 v.push(format!("{primary} (no replica configured)"));
+            } else if usable.is_empty() {
+                v.push(format!("{primary} (no replica in rotation)"));
             } else if g.primary_weight == 0 {
                 v.push(format!("else {primary}"));
+            }
+            if !out.is_empty() {
+                let out: Vec<String> = out
+                    .iter()
+                    .map(|&i| {
+                        let m = &g.members[i];
+                        format!("{} {}", m.addr, m.health.state_name())
+                    })
+                    .collect();
+                v.push(format!("(out of rotation: {})", out.join(", ")));
             }
             v.join(", ")
         }

@@ -292,10 +292,32 @@ fn replicas_in_maintenance_leave_rotation() {
         "replica in maintenance (the monitor reads it too)",
     );
     within(d[2], 300, 5, "the other replica");
+    // EXPLAIN ROUTE names the servers a read would go to now.
+    let explain = |a: &mut mysql::Conn| -> String {
+        let rows: Vec<mysql::Row> = a.query("EXPLAIN ROUTE SELECT 1").unwrap();
+        rows[0].get("servers").unwrap()
+    };
+    let servers = explain(&mut a);
+    assert!(
+        servers.starts_with(&format!("127.0.0.1:{}, else", lab.replicas[1]))
+            && servers.contains(&format!(
+                "out of rotation: 127.0.0.1:{} maintenance",
+                lab.replicas[0]
+            )),
+        "{servers}"
+    );
     a.query_drop(format!("SET MAINTENANCE ON 127.0.0.1:{}", lab.replicas[1]))
         .unwrap();
     let d = k.delta("Com_select", || reads(&mut c, 300, "SELECT 1"));
     within(d[0], 300, 5, "all replicas in maintenance: the primary");
+    let servers = explain(&mut a);
+    assert!(
+        servers.starts_with(&format!(
+            "127.0.0.1:{} (no replica in rotation)",
+            lab.primary
+        )),
+        "{servers}"
+    );
     let rows: Vec<mysql::Row> = a.query("SHOW BACKENDS").unwrap();
     assert_eq!(
         rows.iter()
