@@ -125,13 +125,16 @@ pub struct Proxy {
     /// Group used by users that name none; default: the only group.
     #[serde(default)]
     pub default_group: Option<String>,
-    /// PEM certificate chain and private key for TLS to clients; with them
-    /// sextant offers TLS, without them it does not.
+    /// PEM certificate chain and private key for TLS to clients. Without
+    /// them sextant offers TLS with a self-signed certificate it makes at
+    /// start (unless `tls_self_signed = false`).
     #[serde(default)]
     pub tls_cert: Option<String>,
     #[serde(default)]
     pub tls_key: Option<String>,
-    /// Refuse clients that did not switch to TLS (needs tls_cert/tls_key).
+    #[serde(default = "default_true")]
+    pub tls_self_signed: bool,
+    /// Refuse clients that did not switch to TLS.
     #[serde(default)]
     pub require_tls: bool,
     /// The auth plugin sextant's greeting announces to clients.
@@ -183,6 +186,7 @@ impl Default for Proxy {
             default_group: None,
             tls_cert: None,
             tls_key: None,
+            tls_self_signed: true,
             require_tls: false,
             auth_plugin: AuthPlugin::default(),
             sha2_full_auth: FullAuth::default(),
@@ -656,6 +660,9 @@ fn default_max_prepared_statements() -> usize {
 }
 fn default_handshake_timeout_ms() -> u64 {
     10_000
+}
+fn default_true() -> bool {
+    true
 }
 fn default_max_failed_logins() -> u32 {
     100

@@ -77,6 +77,31 @@ pub fn server_config(cert: &str, key: &str) -> Result<Arc<rustls::ServerConfig>,
     Ok(Arc::new(c))
 }
 
+/// TLS to clients with a self-signed certificate made now (for "localhost"
+/// and the host's name): clients that ask for TLS get it; clients that
+/// verify the server's certificate need a configured one.
+pub fn self_signed_server_config() -> Result<Arc<rustls::ServerConfig>, NetError> {
+    let mut names = vec!["localhost".to_string(), "sextant".to_string()];
+    if let Ok(h) = std::fs::read_to_string("/etc/hostname") {
+        let h = h.trim();
+        if !h.is_empty() {
+            names.push(h.to_string());
+        }
+    }
+    let ck = rcgen::generate_simple_self_signed(names).map_err(|e| NetError::Tls(e.to_string()))?;
+    let cert = ck.cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
+        ck.key_pair.serialize_der(),
+    ));
+    let c = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| NetError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .map_err(|e| NetError::Tls(e.to_string()))?;
+    Ok(Arc::new(c))
+}
+
 /// TLS to servers: verified against `ca` when given, otherwise encrypted
 /// without authenticating the server.
 pub fn client_config(ca: Option<&str>) -> Result<Arc<rustls::ClientConfig>, NetError> {

@@ -45,6 +45,15 @@ fn build_auth(config: &Config) -> Result<frontend::AuthSetup, StartError> {
                 source: e,
             },
         )?),
+        _ if p.tls_self_signed => {
+            tracing::info!("TLS to clients with a self-signed certificate made at start (set [proxy] tls_cert and tls_key for clients that verify it)");
+            Some(
+                sextant_net::tls::self_signed_server_config().map_err(|e| StartError::Tls {
+                    what: "a self-signed certificate".into(),
+                    source: e,
+                })?,
+            )
+        }
         _ => None,
     };
     let plugin = match p.auth_plugin {

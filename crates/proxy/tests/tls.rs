@@ -184,3 +184,31 @@ fn tls_to_the_servers() {
         "{msg}"
     );
 }
+
+/// Without a configured certificate sextant still offers TLS, with one it
+/// makes at start: a client that asks for TLS gets it. With
+/// `tls_self_signed = false` it offers none.
+#[test]
+fn tls_is_offered_without_a_configured_certificate() {
+    let p = Setup::default().start();
+    let out = cli(p.port, "app", "apppass", &["--ssl", "-e", "status"], None);
+    let text = assert_ok(&out, "mariadb --ssl through sextant without tls_cert");
+    assert!(
+        text.contains("Cipher in use is"),
+        "the client's connection is not encrypted:\n{text}"
+    );
+    assert!(p.logs().contains("self-signed certificate"));
+    let p = Setup {
+        proxy: "tls_self_signed = false",
+        ..Default::default()
+    }
+    .start();
+    let mut r = Raw::connect(p.port);
+    let (_, greeting) = r.read().expect("greeting");
+    let hs = sextant_protocol::handshake::InitialHandshake::parse(&greeting).unwrap();
+    assert_eq!(
+        hs.capabilities & sextant_protocol::consts::cap::SSL,
+        0,
+        "TLS offered"
+    );
+}

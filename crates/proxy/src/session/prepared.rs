@@ -3,14 +3,14 @@
 //! use (backend/conn.rs keeps them per connection), and parameter types the
 //! client sent once are replayed to connections that have not seen them.
 
-use super::forward::{Outcome, Work};
+use super::forward::{Outcome, RetryReason, Work};
 use super::{Pins, Session};
 use crate::errors::SessionError;
 use sextant_protocol::codec::{write_packet, Reader};
 use sextant_protocol::consts::{cursor, status};
 use sextant_protocol::packets::write_simple_ok;
 use sextant_protocol::tracker::Expect;
-use sextant_routing::{plan, plan_execute, Command, Plan, Prepared, Target};
+use sextant_routing::{plan, plan_execute, Command, Plan, Prepared, Retry, Target};
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -116,8 +116,9 @@ impl Session {
         id: u32,
         p: &[u8],
     ) -> Result<Outcome, SessionError> {
-        let Some((server_id, types_sent)) = self.attach_for_stmt(plan.target, id).await? else {
-            return Ok(Outcome::Reported);
+        let (server_id, types_sent) = match self.attach_for_stmt(plan.target, id).await? {
+            Ok(v) => v,
+            Err(outcome) => return Ok(outcome),
         };
         let Some(st) = self.stmts.get_mut(&id) else {
             return Ok(Outcome::Reported);
@@ -196,37 +197,48 @@ impl Session {
 
     /// Attaches a connection for `target` and makes sure statement `id` is
     /// prepared there; returns its server id and whether that server
-    /// statement has been sent its parameter types.
+    /// statement has been sent its parameter types, or what became of the
+    /// attempt (reported to the client, or to be retried elsewhere).
     async fn attach_for_stmt(
         &mut self,
         target: Target,
         id: u32,
-    ) -> Result<Option<(u32, bool)>, SessionError> {
+    ) -> Result<Result<(u32, bool), Outcome>, SessionError> {
         let Some(sql) = self.stmts.get(&id).map(|st| st.sql.clone()) else {
             self.reply_error(SessionError::UnknownStatement {
                 id,
                 command: "mysqld_stmt_execute",
             })
             .await?;
-            return Ok(None);
+            return Ok(Err(Outcome::Reported));
         };
         if let Err(e) = self.attach(target).await {
             self.reply_error(e).await?;
-            return Ok(None);
+            return Ok(Err(Outcome::Reported));
         }
         let Some(a) = self.binding.direct_mut() else {
-            return Ok(None);
+            return Ok(Err(Outcome::Reported));
         };
         match a.conn_mut().ensure_prepared(&sql).await {
-            Ok(s) => Ok(Some((s.id, s.types_sent))),
+            Ok(s) => Ok(Ok((s.id, s.types_sent))),
+            // The statement no longer prepares there: the connection is
+            // fine, and the client gets the server's error.
+            Err(e @ sextant_backend::BackendError::Server { .. }) => {
+                self.reply_error(e.into()).await?;
+                Ok(Err(Outcome::Reported))
+            }
+            // The connection failed before the statement was sent: as for
+            // any statement whose server fails before answering, a plain
+            // read runs again elsewhere.
             Err(e) => {
-                // A server error (the statement no longer prepares) leaves
-                // the connection usable; anything else does not.
-                if !matches!(e, sextant_backend::BackendError::Server { .. }) {
-                    self.detach_discard();
+                let server = a.server.clone();
+                self.detach_discard();
+                server.mark_unreachable(&e.to_string());
+                if self.retry == Retry::Read {
+                    return Ok(Err(Outcome::Retry(RetryReason::ServerFailed)));
                 }
                 self.reply_error(e.into()).await?;
-                Ok(None)
+                Ok(Err(Outcome::Reported))
             }
         }
     }
