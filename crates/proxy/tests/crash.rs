@@ -57,6 +57,15 @@ fn primary_killed_under_numbered_writes_loses_and_repeats_nothing() {
     eprintln!("{total} acknowledged rows, all present once");
 }
 
+/// Sextant routing each statement on its own, reads to any replica.
+fn eventual_proxy() -> Proxy {
+    Setup {
+        group: "[routing]\nhold_ms = 0\nconsistency = \"eventual\"\n",
+        ..Default::default()
+    }
+    .start()
+}
+
 /// An operator with a connection to every lab server, killing the app
 /// account's connections (sextant's pooled ones and its monitor's).
 struct Killer {
@@ -101,11 +110,7 @@ impl Killer {
 #[test]
 fn server_side_kill_of_pooled_connections() {
     let _g = serial();
-    let p = Setup {
-        group: "[routing]\nhold_ms = 0\nconsistency = \"eventual\"\n",
-        ..Default::default()
-    }
-    .start();
+    let p = eventual_proxy();
     let mut c = p.conn();
     c.query_drop("CREATE TABLE IF NOT EXISTS kk_t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
         .unwrap();
@@ -147,11 +152,7 @@ fn server_side_kill_of_pooled_connections() {
 #[test]
 fn server_side_kill_of_pooled_connections_under_read_load() {
     let _g = serial();
-    let p = Setup {
-        group: "[routing]\nhold_ms = 0\nconsistency = \"eventual\"\n",
-        ..Default::default()
-    }
-    .start();
+    let p = eventual_proxy();
     let mut c = p.conn();
     c.query_drop("CREATE TABLE IF NOT EXISTS kr_t (id INT PRIMARY KEY, v INT)")
         .unwrap();
