@@ -4,7 +4,7 @@
 //! [`BackendConn::rbuf`] without passing through here.
 
 use crate::error::BackendError;
-use crate::state::SessionVars;
+use crate::state::{SessionVars, Tracking};
 use sextant_net::stream::Stream;
 use sextant_protocol::auth;
 use sextant_protocol::codec::{parse_header, write_packet, Reader, HEADER_LEN, MAX_PAYLOAD};
@@ -95,6 +95,9 @@ pub struct TrackFlags {
     /// `SET LAST_INSERT_ID = N` (or `identity`) ran here: what
     /// `LAST_INSERT_ID()` now returns for the session (taken by it).
     pub last_insert_id_set: Option<u64>,
+    /// A client's statement changed one of the `session_track_*` settings
+    /// sextant relies on: they must be set again before the next statement.
+    pub own_changed: bool,
 }
 
 /// A statement prepared on this connection.
@@ -148,6 +151,9 @@ pub struct BackendConn {
     /// Values of variables that a fresh connection had and that DEFAULT
     /// would not restore (the handshake character set).
     pub baseline: BTreeMap<Box<str>, Box<str>>,
+    /// The server's global `session_track_*` values: what a client's
+    /// session starts with.
+    pub tracking_defaults: Tracking,
     /// Last status flags the server reported.
     pub status: u16,
     /// What the server's session-state reports said beyond the variables.
@@ -197,6 +203,7 @@ impl BackendConn {
             connection_id: 0,
             vars: SessionVars::default(),
             baseline: BTreeMap::new(),
+            tracking_defaults: Tracking::default(),
             status: status::AUTOCOMMIT,
             track: TrackFlags::default(),
             created: Instant::now(),
@@ -357,21 +364,21 @@ impl BackendConn {
     /// Turns on the session-state reports that sextant tracks client state
     /// with, and records the connection's baseline character set.
     async fn setup(&mut self) -> Result<(), BackendError> {
-        // MariaDB reports a write's GTID as the last_gtid variable; MySQL
-        // reports it on its own (session_track_gtids).
-        self.exec_internal(if self.is_mariadb() {
-            "SET SESSION session_track_system_variables = '*', session_track_schema = ON, \
-             session_track_state_change = ON"
-        } else {
-            "SET SESSION session_track_system_variables = '*', session_track_schema = ON, \
-             session_track_state_change = ON, session_track_gtids = OWN_GTID"
-        })
-        .await?;
+        self.exec_internal(self.own_tracking()).await?;
+        // The global session_track_* values are what a client starts with
+        // (what it would have on a direct connection).
         let rows = self
-            .query_internal(
+            .query_internal(if self.is_mariadb() {
                 "SELECT @@character_set_client, @@character_set_connection, \
-                 @@character_set_results, @@collation_connection",
-            )
+                 @@character_set_results, @@collation_connection, \
+                 @@global.session_track_system_variables, @@global.session_track_schema, \
+                 @@global.session_track_state_change"
+            } else {
+                "SELECT @@character_set_client, @@character_set_connection, \
+                 @@character_set_results, @@collation_connection, \
+                 @@global.session_track_system_variables, @@global.session_track_schema, \
+                 @@global.session_track_state_change, @@global.session_track_gtids"
+            })
             .await?;
         let names = [
             "character_set_client",
@@ -379,10 +386,21 @@ impl BackendConn {
             "character_set_results",
             "collation_connection",
         ];
+        let tracking = [
+            "session_track_system_variables",
+            "session_track_schema",
+            "session_track_state_change",
+            "session_track_gtids",
+        ];
         if let Some(row) = rows.first() {
             for (n, v) in names.iter().zip(row) {
                 let v = v.clone().unwrap_or_else(|| "NULL".into());
                 self.baseline.insert((*n).into(), v.into());
+            }
+            for (n, v) in tracking.iter().zip(row.iter().skip(names.len())) {
+                if let Some(v) = v {
+                    self.tracking_defaults.set(n.as_bytes(), v.as_bytes());
+                }
             }
         }
         // The setup statements' own reports describe the baseline, not a
@@ -392,6 +410,28 @@ impl BackendConn {
             ..Default::default()
         };
         self.track = TrackFlags::default();
+        Ok(())
+    }
+
+    /// The session-state reports sextant tracks client state with. MariaDB
+    /// reports a write's GTID as the last_gtid variable; MySQL reports it
+    /// on its own (session_track_gtids).
+    fn own_tracking(&self) -> &'static str {
+        if self.is_mariadb() {
+            "SET SESSION session_track_system_variables = '*', session_track_schema = ON, \
+             session_track_state_change = ON"
+        } else {
+            "SET SESSION session_track_system_variables = '*', session_track_schema = ON, \
+             session_track_state_change = ON, session_track_gtids = OWN_GTID"
+        }
+    }
+
+    /// Sets sextant's tracking again after a client's statement changed it
+    /// (the client's own settings are applied to what it is sent instead).
+    pub async fn restore_tracking(&mut self) -> Result<(), BackendError> {
+        self.exec_internal(self.own_tracking()).await?;
+        // Its own report of the change is not a client's.
+        self.track.own_changed = false;
         Ok(())
     }
 
@@ -856,6 +896,12 @@ pub fn apply_session_state(vars: &mut SessionVars, track: &mut TrackFlags, block
                 {
                     track.last_insert_id_set =
                         std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+                }
+                if crate::state::OWN_VARIABLES
+                    .iter()
+                    .any(|v| v.as_bytes().eq_ignore_ascii_case(name))
+                {
+                    track.own_changed = true;
                 }
                 if name.eq_ignore_ascii_case(b"last_gtid") && !value.is_empty() {
                     track.last_gtid = std::str::from_utf8(value)

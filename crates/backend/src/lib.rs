@@ -22,4 +22,4 @@ pub use group::{Group, GroupServers, Pool};
 pub use health::{Health, Role};
 pub use pool::{PoolSettings, PoolStats, Server};
 pub use sextant_config::{Topology, MAX_GROUP_SERVERS};
-pub use state::SessionVars;
+pub use state::{SessionVars, Tracking};

@@ -43,8 +43,114 @@ pub const OWN_VARIABLES: &[&str] = &[
     "session_track_schema",
     "session_track_state_change",
     "session_track_gtids",
-    "session_track_transaction_info",
 ];
+
+/// What session-state information a client is sent: its own
+/// `session_track_*` settings, starting from the server's global values.
+/// Server connections track everything for sextant; each client sees only
+/// this part, as it would from the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tracking {
+    /// Lower-case names; None is `*` (all).
+    pub vars: Option<Vec<Box<str>>>,
+    /// The value as the server reported it.
+    vars_text: Box<str>,
+    pub schema: bool,
+    pub state_change: bool,
+    pub gtids: bool,
+    gtids_text: Box<str>,
+    pub transaction_info: bool,
+}
+
+impl Default for Tracking {
+    /// MariaDB's and MySQL 8's defaults.
+    fn default() -> Self {
+        const VARS: &str =
+            "autocommit,character_set_client,character_set_connection,character_set_results,time_zone";
+        Tracking {
+            vars_text: VARS.into(),
+            gtids_text: "OFF".into(),
+            vars: Some(VARS.split(',').map(Box::from).collect()),
+            schema: true,
+            state_change: false,
+            gtids: false,
+            transaction_info: false,
+        }
+    }
+}
+
+fn on(value: &[u8]) -> bool {
+    value.eq_ignore_ascii_case(b"on") || value == b"1"
+}
+
+impl Tracking {
+    /// Takes a `session_track_*` value; false when `name` is not one.
+    pub fn set(&mut self, name: &[u8], value: &[u8]) -> bool {
+        let Some(which) = name
+            .len()
+            .checked_sub(14)
+            .filter(|_| name[..14].eq_ignore_ascii_case(b"session_track_"))
+            .map(|_| &name[14..])
+        else {
+            return false;
+        };
+        let is = |w: &str| which.eq_ignore_ascii_case(w.as_bytes());
+        if is("system_variables") {
+            self.vars_text = String::from_utf8_lossy(value).into();
+            self.vars = if value.split(|&c| c == b',').any(|v| v.trim_ascii() == b"*") {
+                None
+            } else {
+                Some(
+                    value
+                        .split(|&c| c == b',')
+                        .map(|v| String::from_utf8_lossy(v.trim_ascii()).to_ascii_lowercase())
+                        .filter(|v| !v.is_empty())
+                        .map(Box::from)
+                        .collect(),
+                )
+            };
+        } else if is("schema") {
+            self.schema = on(value);
+        } else if is("state_change") {
+            self.state_change = on(value);
+        } else if is("gtids") {
+            self.gtids_text = String::from_utf8_lossy(value).into();
+            self.gtids = !value.eq_ignore_ascii_case(b"off") && value != b"0";
+        } else if is("transaction_info") {
+            self.transaction_info = !value.eq_ignore_ascii_case(b"off") && value != b"0";
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// Whether a client with these settings is sent `change`.
+    pub fn shows(&self, change: &sextant_protocol::packets::StateChange<'_>) -> bool {
+        use sextant_protocol::packets::StateChange as C;
+        match change {
+            C::SystemVariable { name, .. } => match &self.vars {
+                None => true,
+                Some(list) => list.iter().any(|v| v.as_bytes().eq_ignore_ascii_case(name)),
+            },
+            C::Schema(_) => self.schema,
+            C::StateChanged(_) => self.state_change,
+            C::Gtids(_) => self.gtids,
+            C::Other(_) => self.transaction_info,
+        }
+    }
+
+    /// The value `SELECT @@session_track_<which>` shows.
+    pub fn value(&self, which: &str) -> Option<String> {
+        let flag = |b: bool| if b { "ON" } else { "OFF" }.to_string();
+        Some(match which {
+            "system_variables" => self.vars_text.to_string(),
+            "gtids" => self.gtids_text.to_string(),
+            "schema" => flag(self.schema),
+            "state_change" => flag(self.state_change),
+            _ => return None,
+        })
+    }
+}
 
 /// Pseudo-variables that the server reports but that are results of the
 /// last statement rather than settings.

@@ -227,6 +227,26 @@ impl<'a> SessionChanges<'a> {
     }
 }
 
+/// Copies to `out` the entries of a session-state block that `keep`
+/// accepts, each as the server wrote it.
+pub fn filter_session_state(
+    block: &[u8],
+    out: &mut Vec<u8>,
+    mut keep: impl FnMut(&StateChange<'_>) -> bool,
+) -> Result<(), ProtoError> {
+    let mut it = session_changes(block);
+    loop {
+        let before = it.r.remaining();
+        let Some(ch) = it.next() else { return Ok(()) };
+        let ch = ch?;
+        let start = block.len() - before;
+        let end = block.len() - it.r.remaining();
+        if keep(&ch) {
+            out.extend_from_slice(&block[start..end]);
+        }
+    }
+}
+
 /// Column types used by proxy-made result sets.
 pub mod coltype {
     pub const LONGLONG: u8 = 0x08;

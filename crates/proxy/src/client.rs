@@ -25,6 +25,14 @@ pub struct Client {
     pub last_seq: u8,
     /// Writes to the client so far: whether an abandoned answer had begun.
     pub sends: u64,
+    /// The client's own session-tracking settings, once a server reported
+    /// session state (None: the server's defaults).
+    pub tracking: Option<Box<sextant_backend::Tracking>>,
+    /// Settings the statement being relayed assigns (literal values), to
+    /// apply before its own report is filtered.
+    pub pending_tracking: Vec<(&'static str, Vec<u8>)>,
+    /// Reused for rewriting what the client is sent.
+    pub scratch: Vec<u8>,
 }
 
 impl Client {
@@ -39,6 +47,9 @@ impl Client {
             max_packet,
             last_seq: 0,
             sends: 0,
+            tracking: None,
+            pending_tracking: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 

@@ -9,7 +9,10 @@
 use crate::client::Client;
 use sextant_backend::BackendConn;
 use sextant_protocol::codec::{parse_header, HEADER_LEN};
-use sextant_protocol::packets::{parse_ok, write_ok};
+use sextant_protocol::consts::status;
+use sextant_protocol::packets::{
+    filter_session_state, parse_ok, session_changes, write_ok, OkPacket, StateChange,
+};
 use sextant_protocol::tracker::{Expect, Packet, Tracker};
 use sextant_protocol::ProtoError;
 use tokio::io::AsyncReadExt;
@@ -70,6 +73,38 @@ fn read_only_error(code: u16, message: &[u8]) -> bool {
         }
         _ => false,
     }
+}
+
+/// An OK whose session-state block the server wrote for sextant (which
+/// tracks everything): the client is sent the entries its own settings ask
+/// for, and the status flag only if any remain, as the server would have.
+fn show_tracked(client: &mut Client, be: &BackendConn, seq: u8, ok: OkPacket<'_>) {
+    let mut tracking = client
+        .tracking
+        .take()
+        .unwrap_or_else(|| Box::new(be.tracking_defaults.clone()));
+    // A statement that changes the settings is reported under the new ones.
+    for (name, value) in client.pending_tracking.drain(..) {
+        tracking.set(name.as_bytes(), &value);
+    }
+    for ch in session_changes(ok.session_state).flatten() {
+        if let StateChange::SystemVariable { name, value } = ch {
+            tracking.set(name, value);
+        }
+    }
+    let mut kept = std::mem::take(&mut client.scratch);
+    kept.clear();
+    if filter_session_state(ok.session_state, &mut kept, |c| tracking.shows(c)).is_err() {
+        kept.clear();
+    }
+    let mut shown = ok;
+    shown.session_state = &kept;
+    if kept.is_empty() {
+        shown.status &= !status::SESSION_STATE_CHANGED;
+    }
+    write_ok(&mut client.out, seq, &shown, true);
+    client.scratch = kept;
+    client.tracking = Some(tracking);
 }
 
 /// Errors after which the server closes the connection.
@@ -189,15 +224,26 @@ pub async fn relay(
                             ok.session_state,
                         );
                     }
-                    if opts.session_track {
+                    if !opts.session_track {
+                        write_ok(&mut client.out, h.seq, &ok, false);
+                    } else if ok.status & status::SESSION_STATE_CHANGED == 0 {
                         client.out.extend_from_slice(&be.rbuf[start..end]);
                     } else {
-                        write_ok(&mut client.out, h.seq, &ok, false);
+                        show_tracked(client, be, h.seq, ok);
                     }
                 }
                 Packet::Eof => {
                     res.status = t.status();
+                    let at = client.out.len();
                     client.out.extend_from_slice(&be.rbuf[start..end]);
+                    // An EOF cannot say what changed; the flag alone is
+                    // for clients that asked to hear of any change.
+                    let told = opts.session_track
+                        && client.tracking.as_ref().is_some_and(|t| t.state_change);
+                    if res.status & status::SESSION_STATE_CHANGED != 0 && !told && h.len >= 5 {
+                        let st = (res.status & !status::SESSION_STATE_CHANGED).to_le_bytes();
+                        client.out[at + HEADER_LEN + 3..at + HEADER_LEN + 5].copy_from_slice(&st);
+                    }
                 }
                 Packet::Err => {
                     res.error = true;

@@ -106,7 +106,8 @@ fn session_track_and_deprecate_eof_as_the_client_negotiated() {
     // A client with session tracking and without EOF packets.
     let caps = CAPS | cap::SESSION_TRACK | cap::DEPRECATE_EOF | cap::CONNECT_ATTRS;
     let mut r = Raw::login_with(p.port, "app", "apppass", Some("sextant_test"), caps, attrs);
-    r.query("SET SESSION sql_mode = 'ANSI'");
+    // time_zone is among the variables servers report by default.
+    r.query("SET SESSION time_zone = '+01:00'");
     let resp = r.read_response();
     let ok = parse_ok(&resp[0], true).unwrap();
     assert!(ok.status & status::SESSION_STATE_CHANGED != 0);
@@ -114,9 +115,9 @@ fn session_track_and_deprecate_eof_as_the_client_negotiated() {
         .map(|c| c.unwrap())
         .collect();
     assert!(
-        changes
-            .iter()
-            .any(|c| matches!(c, StateChange::SystemVariable { name, .. } if *name == b"sql_mode")),
+        changes.iter().any(
+            |c| matches!(c, StateChange::SystemVariable { name, .. } if *name == b"time_zone")
+        ),
         "{changes:?}"
     );
     r.query("SELECT 1");
@@ -151,6 +152,190 @@ fn session_track_and_deprecate_eof_as_the_client_negotiated() {
     r.query("SELECT 1");
     let resp = r.read_response();
     assert_eq!(resp.len(), 5, "count, definition, EOF, row, EOF: {resp:?}");
+}
+
+/// A response as a client sees it: OK and ERR packets whole, and for a
+/// result set its column names, rows and closing packet.
+fn seen(r: &mut Raw, sql: &str) -> String {
+    r.query(sql);
+    let resp = r.read_response();
+    if resp.len() == 1 {
+        return match resp[0][0] {
+            0xff => format!("ERR {}", err_of(&resp[0]).0),
+            _ => ok_seen(&resp[0]),
+        };
+    }
+    let columns = resp[0][0] as usize;
+    let names: Vec<String> = resp[1..=columns]
+        .iter()
+        .map(|d| {
+            let mut i = 0;
+            let mut field = || {
+                let n = d[i] as usize;
+                let f = String::from_utf8_lossy(&d[i + 1..i + 1 + n]).to_string();
+                i += 1 + n;
+                f
+            };
+            (0..4).for_each(|_| {
+                field();
+            });
+            field()
+        })
+        .collect();
+    let rows: Vec<String> = resp[columns + 1..resp.len() - 1]
+        .iter()
+        .map(|row| String::from_utf8_lossy(row).to_string())
+        .collect();
+    format!("{names:?} {rows:?} {}", ok_seen(resp.last().unwrap()))
+}
+
+/// An OK packet with its session-state entries in a stable order (the
+/// server's order follows its hash tables).
+fn ok_seen(p: &[u8]) -> String {
+    let ok = parse_ok(p, true).unwrap();
+    let mut entries: Vec<String> = session_changes(ok.session_state)
+        .map(|c| match c.unwrap() {
+            StateChange::SystemVariable { name, value } => format!(
+                "{}={}",
+                String::from_utf8_lossy(name),
+                String::from_utf8_lossy(value)
+            ),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    entries.sort();
+    format!(
+        "OK status {:#x} affected {} info {:?} state {entries:?}",
+        ok.status,
+        ok.affected_rows,
+        String::from_utf8_lossy(ok.info)
+    )
+}
+
+#[test]
+fn session_state_reports_are_what_the_server_sends_a_direct_client() {
+    // Servers track everything for sextant; a client with CLIENT_SESSION_TRACK
+    // must see only what its own session_track_* settings ask for, and
+    // read back its own settings and timeouts.
+    let p = Setup::default().start();
+    direct(lab().primary)
+        .query_drop(
+            "CREATE TABLE IF NOT EXISTS sextant_test.track_t (id int primary key, v int); \
+             DELETE FROM sextant_test.track_t",
+        )
+        .unwrap();
+    let script = [
+        "SELECT @@session_track_system_variables, @@session_track_schema, @@SESSION.session_track_state_change",
+        "USE sextant_test",
+        "SET NAMES latin1",
+        "SET time_zone = '+02:00'",
+        "SET sql_mode = 'ANSI'",
+        "SET autocommit = 0",
+        "INSERT INTO track_t VALUES (ID, 1)",
+        "COMMIT",
+        "SET autocommit = 1",
+        "SET @u = 1",
+        "CREATE TEMPORARY TABLE track_tmp (x int)",
+        "SET session_track_state_change = ON",
+        "SET @u = 2",
+        "SET session_track_system_variables = 'sql_mode,wait_timeout'",
+        "SET sql_mode = 'TRADITIONAL'",
+        "SET NAMES utf8mb4",
+        "SET wait_timeout = 100",
+        "SELECT @@wait_timeout, @@global.wait_timeout = @@global.wait_timeout AS same",
+        "SET session_track_schema = OFF",
+        "USE sextant_test",
+        "SET session_track_transaction_info = CHARACTERISTICS",
+        "START TRANSACTION READ ONLY",
+        "SELECT COUNT(*) FROM track_t WHERE id = ID",
+        "COMMIT",
+        "SET session_track_system_variables = '*'",
+        "SET lock_wait_timeout = 40",
+        "SELECT @@session_track_system_variables, @@session_track_schema, @@session_track_state_change, @@session_track_transaction_info",
+    ];
+    let caps = CAPS | cap::SESSION_TRACK | cap::DEPRECATE_EOF;
+    let run = |port: u16, id: u32| -> Vec<String> {
+        let mut r = Raw::login_with(port, "app", "apppass", None, caps, vec![]);
+        script
+            .iter()
+            .map(|sql| {
+                let seen = seen(&mut r, &sql.replace("ID", &id.to_string()));
+                format!("{sql} => {seen}")
+            })
+            .collect()
+    };
+    let want = run(lab().primary, 1);
+    let got = run(p.port, 2);
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w, "through sextant, then directly");
+    }
+    // The script is one that tells: a client that asked for nothing sees
+    // no report of sextant's own tracking (last_gtid of the INSERT, the
+    // user variable), and does see what it turned on later.
+    assert!(want[6].ends_with("state []"), "{}", want[6]);
+    assert!(want[9].ends_with("state []"), "{}", want[9]);
+    assert!(want[12].contains("StateChanged(true)"), "{}", want[12]);
+}
+
+/// Column names and first row of a text query.
+fn named_row(c: &mut mysql::Conn, sql: &str) -> (Vec<String>, Vec<String>) {
+    let mut res = c.query_iter(sql).unwrap();
+    let names = res
+        .columns()
+        .as_ref()
+        .iter()
+        .map(|c| c.name_str().to_string())
+        .collect();
+    let row: mysql::Row = res.next().unwrap().unwrap();
+    let values = (0..row.len())
+        .map(|i| match row.as_ref(i).unwrap() {
+            mysql::Value::Bytes(b) => String::from_utf8_lossy(b).to_string(),
+            v => v.as_sql(true),
+        })
+        .collect();
+    (names, values)
+}
+
+#[test]
+fn connection_id_and_timeouts_read_back_as_the_client_knows_them() {
+    let p = Setup::default().start();
+    let mut c = p.conn();
+    let id = c.connection_id();
+    // The id of the handshake, which KILL takes, under the name the
+    // server gives the column; in any position, and in prepared statements.
+    let (names, row) = named_row(&mut c, "SELECT CONNECTION_ID(), connection_id() AS id");
+    assert_eq!(names, ["CONNECTION_ID()", "id"]);
+    assert_eq!(row, [id.to_string(), id.to_string()]);
+    let n: Option<u64> = c
+        .query_first(
+            "SELECT COUNT(*) FROM (SELECT CONNECTION_ID() AS i) x WHERE i = CONNECTION_ID()",
+        )
+        .unwrap();
+    assert_eq!(n, Some(1));
+    let got: Option<u64> = c.exec_first("SELECT CONNECTION_ID() + ?", (0,)).unwrap();
+    assert_eq!(got, Some(id as u64));
+    c.query_drop("BEGIN").unwrap();
+    let got: Option<u64> = c.query_first("SELECT CONNECTION_ID()").unwrap();
+    c.query_drop("COMMIT").unwrap();
+    assert_eq!(got, Some(id as u64), "inside a transaction too");
+
+    // A client's timeouts are its own, and read back as a direct
+    // connection reads them.
+    let script = "SELECT @@wait_timeout, @@SESSION.net_read_timeout, @@session_track_schema";
+    let global = named_row(&mut direct(lab().primary), script);
+    assert_eq!(named_row(&mut c, script), global, "before any SET");
+    let set = "SET SESSION wait_timeout = 77, net_read_timeout = 45";
+    c.query_drop(set).unwrap();
+    let mut d = direct(lab().primary);
+    d.query_drop(set).unwrap();
+    let want = named_row(&mut d, script);
+    assert_eq!(want.1[..2], ["77", "45"]);
+    assert_eq!(named_row(&mut c, script), want);
+    // Other sessions (on the same pooled server connections) are not
+    // affected.
+    for _ in 0..4 {
+        assert_eq!(named_row(&mut p.conn(), script), global);
+    }
 }
 
 #[test]
@@ -214,7 +399,7 @@ fn hold_window_keeps_the_connection_between_statements() {
     let before = borrows(&p);
     let ids: Vec<u64> = (0..20)
         .map(|_| {
-            c.query_first::<u64, _>("SELECT CONNECTION_ID()")
+            c.query_first::<u64, _>("SELECT @@pseudo_thread_id")
                 .unwrap()
                 .unwrap()
         })

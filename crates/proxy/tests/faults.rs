@@ -270,7 +270,7 @@ fn a_transaction_whose_server_dies_gets_a_clear_error_and_the_session_goes_on() 
     c.query_drop("DELETE FROM txd_t").unwrap();
     c.query_drop("BEGIN").unwrap();
     c.query_drop("INSERT INTO txd_t VALUES (1)").unwrap();
-    let backend_id: u64 = c.query_first("SELECT CONNECTION_ID()").unwrap().unwrap();
+    let backend_id: u64 = c.query_first("SELECT @@pseudo_thread_id").unwrap().unwrap();
     // The server side of the transaction's connection dies.
     direct(lab().primary)
         .query_drop(format!("KILL {backend_id}"))

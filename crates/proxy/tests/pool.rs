@@ -63,7 +63,7 @@ fn connections_are_replaced_after_max_lifetime() {
     let mut ids = std::collections::BTreeSet::new();
     for _ in 0..30 {
         let id: Option<u64> = c
-            .query_first("/*#mode=READWRITE*/ SELECT CONNECTION_ID()")
+            .query_first("/*#mode=READWRITE*/ SELECT @@pseudo_thread_id")
             .unwrap();
         ids.insert(id.unwrap());
         std::thread::sleep(Duration::from_millis(50));

@@ -578,7 +578,7 @@ fn servers_on_unix_sockets() {
     let mut c = p.conn();
     // The server sees a socket client as "localhost", a TCP one as
     // "127.0.0.1:port".
-    let host = "SELECT host FROM information_schema.processlist WHERE id = CONNECTION_ID()";
+    let host = "SELECT host FROM information_schema.processlist WHERE id = @@pseudo_thread_id";
     for _ in 0..4 {
         let h: String = c.query_first(host).unwrap().unwrap();
         assert_eq!(h, "localhost", "a read did not come over a socket");

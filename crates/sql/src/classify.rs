@@ -85,6 +85,13 @@ bitflags::bitflags! {
         /// DDL that may create, change or drop a view or a function (what
         /// a [`crate::Catalogue`] holds).
         const CATALOGUE = 1 << 19;
+        /// Asks about the client's own connection (`CONNECTION_ID()`, its
+        /// timeouts or session tracking): the proxy answers with the
+        /// client's values ([`crate::session_info`]).
+        const SESSION_INFO = 1 << 20;
+        /// Names a `session_track_*` variable: a SET of one changes what the
+        /// client is to be sent, which the server does not always report.
+        const TRACKING = 1 << 21;
         /// Calls a function that may write, whichever server runs it
         /// (until the server's flavor is known, both of the above count).
         const MAY_WRITE_FUNCTION = Self::STORED_FUNCTION.bits()
@@ -353,9 +360,18 @@ fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
                 {
                     flags.insert(Flags::LAST_INSERT_ID);
                 }
+                if let Some(v) = crate::session_info::client_variable(t.text) {
+                    flags.insert(Flags::SESSION_INFO);
+                    if v.starts_with("session_track_") {
+                        flags.insert(Flags::TRACKING);
+                    }
+                }
             }
             TokenKind::Word => {
                 seg.words = seg.words.saturating_add(1);
+                if t.text.len() > 14 && t.text[..14].eq_ignore_ascii_case(b"session_track_") {
+                    flags.insert(Flags::TRACKING);
+                }
                 if seg.kind == Kind::Empty {
                     seg.kind = first_kind(&t);
                     seg.with = t.is_word("WITH");
@@ -401,6 +417,7 @@ fn function_call(name: &[u8], flags: &mut Flags) {
         8 if is("GET_LOCK") => flags.insert(Flags::NAMED_LOCK),
         9 if is("ROW_COUNT") => flags.insert(Flags::ROW_COUNT),
         10 if is("FOUND_ROWS") => flags.insert(Flags::FOUND_ROWS),
+        13 if is("CONNECTION_ID") => flags.insert(Flags::SESSION_INFO),
         12 if is("RELEASE_LOCK") || is("IS_USED_LOCK") || is("IS_FREE_LOCK") => {
             flags.insert(Flags::NAMED_LOCK)
         }

@@ -12,6 +12,7 @@ mod catalogue;
 mod classify;
 mod hints;
 mod lexer;
+pub mod session_info;
 
 pub use catalogue::{Catalogue, ServerKind};
 pub use classify::{classify, classify_in, Classification, Flags, Kind};

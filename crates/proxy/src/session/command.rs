@@ -220,6 +220,7 @@ impl Session {
         self.release();
         self.pins = Pins::empty();
         self.stmts.clear();
+        self.client.tracking = None;
         self.last_insert_id = 0;
         self.last_insert_conn = None;
         let schema = self.vars.schema.take();

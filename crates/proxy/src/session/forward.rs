@@ -178,6 +178,7 @@ impl Session {
                     && !res.vars_changed
                     && !conn.track.opaque
                     && !conn.track.charset_changed
+                    && !conn.track.own_changed
                     && conn.track.last_gtid.is_none()
                     && !conn.in_transaction();
                 if !clean {
@@ -264,6 +265,10 @@ impl Session {
                 }
                 let conn = a.conn_mut();
                 if conn.track.charset_changed && Box::pin(conn.refresh_collation()).await.is_err() {
+                    self.detach_discard();
+                    return Ok(Outcome::Done(res));
+                }
+                if conn.track.own_changed && Box::pin(conn.restore_tracking()).await.is_err() {
                     self.detach_discard();
                     return Ok(Outcome::Done(res));
                 }

@@ -78,6 +78,9 @@ pub struct Session {
     flavor: Flavor,
     session_track: bool,
     deprecate_eof: bool,
+    /// CLIENT_INTERACTIVE: the server would give the session
+    /// interactive_timeout as its wait_timeout.
+    interactive: bool,
     nonce: [u8; 20],
     vars: SessionVars,
     /// The server connection(s) the session holds.
@@ -266,6 +269,7 @@ impl Session {
             },
             session_track: login.caps & cap::SESSION_TRACK != 0,
             deprecate_eof: login.caps & cap::DEPRECATE_EOF != 0,
+            interactive: login.caps & cap::INTERACTIVE != 0,
             nonce: login.nonce,
             flavor,
             shared,

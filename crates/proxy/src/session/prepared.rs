@@ -32,6 +32,20 @@ impl Session {
                 .reply_error(SessionError::TooManyPrepared(self.max_stmts))
                 .await;
         }
+        let answered;
+        let p = match sextant_sql::classify(&p[1..])
+            .flags
+            .contains(sextant_sql::Flags::SESSION_INFO)
+        {
+            true => match self.answer_session_info(p) {
+                Some(q) => {
+                    answered = q;
+                    &answered[..]
+                }
+                None => p,
+            },
+            false => p,
+        };
         let sql: Arc<[u8]> = Arc::from(&p[1..]);
         let c = self.user.group.classify_in(&sql, || self.lex_mode());
         let route = Prepared::new(&c, &self.user.policy);

@@ -47,6 +47,17 @@ impl Session {
         if c.kind == Kind::Kill {
             return Box::pin(self.kill(crate::kill::parse(&p[1..]))).await;
         }
+        let answered;
+        let p = match c.flags.contains(Flags::SESSION_INFO) {
+            true => match self.answer_session_info(p) {
+                Some(q) => {
+                    answered = q;
+                    &answered[..]
+                }
+                None => p,
+            },
+            false => p,
+        };
         let plan = plan(
             &c,
             self.facts(),
@@ -72,8 +83,16 @@ impl Session {
             Box::pin(self.restore_last_insert_id()).await;
         }
         tracing::trace!(parent: &self.span, to = ?plan.target, rule = plan.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[1..p.len().min(200)]));
+        let retrack = match c.flags.contains(Flags::TRACKING) && c.kind == Kind::Set {
+            true => self.tracking_set(p),
+            false => None,
+        };
         let res = self.run_plan(&plan, Work::Query(p)).await;
         self.read_done();
+        if let Some((assigned, before)) = retrack {
+            let ran = matches!(&res, Ok(Some(r)) if !r.error);
+            Box::pin(self.tracking_done(assigned, before, ran)).await;
+        }
         let Some(res) = res? else { return Ok(()) };
         self.note_insert_id(&res);
         if c.kind != Kind::Set {
@@ -114,7 +133,118 @@ impl Session {
     }
 }
 
+type Assigned = Vec<(&'static str, Option<Vec<u8>>)>;
+
 impl Session {
+    /// A SET of the client's session tracking: its literal values apply to
+    /// the statement's own report. Returns what it assigns and the settings
+    /// before it.
+    fn tracking_set(
+        &mut self,
+        p: &[u8],
+    ) -> Option<(Assigned, Option<Box<sextant_backend::Tracking>>)> {
+        let assigned = sextant_sql::session_info::tracking_assignments(&p[1..], self.lex_mode());
+        if assigned.is_empty() {
+            return None;
+        }
+        self.client.pending_tracking = assigned
+            .iter()
+            .filter_map(|(n, v)| Some((*n, v.clone()?)))
+            .collect();
+        Some((assigned, self.client.tracking.clone()))
+    }
+
+    /// After a SET of session tracking: the client keeps the values the
+    /// server took (read back where the statement did not spell them out),
+    /// and the server connection gets sextant's own tracking back.
+    async fn tracking_done(
+        &mut self,
+        assigned: Assigned,
+        before: Option<Box<sextant_backend::Tracking>>,
+        ran: bool,
+    ) {
+        if !ran {
+            self.client.pending_tracking.clear();
+            self.client.tracking = before;
+            return;
+        }
+        let Some(a) = self.binding.direct_mut() else {
+            return;
+        };
+        let conn = a.conn_mut();
+        let mut t = self
+            .client
+            .tracking
+            .take()
+            .unwrap_or_else(|| Box::new(conn.tracking_defaults.clone()));
+        for (name, value) in self.client.pending_tracking.drain(..) {
+            t.set(name.as_bytes(), &value);
+        }
+        let mut failed = false;
+        for (name, literal) in &assigned {
+            if literal.is_some() {
+                continue;
+            }
+            match conn
+                .query_internal(&format!("SELECT @@session.{name}"))
+                .await
+            {
+                Ok(rows) => {
+                    if let Some(Some(v)) = rows.first().and_then(|r| r.first()) {
+                        t.set(name.as_bytes(), v.as_bytes());
+                    }
+                }
+                Err(_) => failed = true,
+            }
+        }
+        self.client.tracking = Some(t);
+        if failed || conn.restore_tracking().await.is_err() {
+            self.detach_discard();
+        }
+    }
+
+    /// The packet `p` (COM_QUERY or COM_STMT_PREPARE) with the client's own
+    /// connection id, timeouts and session-tracking settings in place of
+    /// what the server connection would answer; None if it asks nothing
+    /// the server would answer differently.
+    pub(super) fn answer_session_info(&self, p: &[u8]) -> Option<Vec<u8>> {
+        use sextant_sql::session_info::{rewrite, Subject};
+        let id = self.registered.as_ref().map(|r| r.id());
+        let literal = |v: &str| {
+            if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) {
+                v.to_string()
+            } else {
+                format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
+            }
+        };
+        let sql = rewrite(&p[1..], self.lex_mode(), |s| match s {
+            Subject::ConnectionId => id.map(|id| format!("CAST({id} AS UNSIGNED)")),
+            Subject::Variable(v) => match v.strip_prefix("session_track_") {
+                Some(which) => match &self.client.tracking {
+                    Some(t) => t.value(which).map(|v| match v.as_str() {
+                        "ON" => "1".into(),
+                        "OFF" => "0".into(),
+                        _ => literal(&v),
+                    }),
+                    // Server connections track more than the client asked
+                    // for; what it has is the server's default.
+                    None => Some(format!("@@global.{v}")),
+                },
+                None => match self.vars.client_side.get(v) {
+                    Some(value) => Some(literal(value)),
+                    None if v == "wait_timeout" && self.interactive => {
+                        Some("@@global.interactive_timeout".into())
+                    }
+                    None => None,
+                },
+            },
+        })?;
+        let mut out = Vec::with_capacity(sql.len() + 1);
+        out.push(p[0]);
+        out.extend_from_slice(&sql);
+        Some(out)
+    }
+
     /// `KILL [QUERY] <id>` (and COM_PROCESS_KILL): `id` is one of sextant's
     /// sessions, never passed to a server as it is.
     pub(super) async fn kill(&mut self, k: crate::kill::KillStatement) -> Result<(), SessionError> {
