@@ -8,7 +8,10 @@ use crate::state::{SessionVars, Tracking};
 use sextant_net::stream::Stream;
 use sextant_protocol::auth;
 use sextant_protocol::codec::{parse_header, write_packet, Reader, HEADER_LEN, MAX_PAYLOAD};
-use sextant_protocol::consts::{cap, com, status, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
+use sextant_protocol::consts::{
+    cap, com, status, CACHING_SHA2_PASSWORD, CLEAR_PASSWORD, ED25519, NATIVE_PASSWORD,
+    SHA256_PASSWORD,
+};
 use sextant_protocol::handshake::{parse_auth_switch, HandshakeResponse, InitialHandshake};
 use sextant_protocol::packets::{parse_err, parse_ok, session_changes, StateChange};
 use sextant_protocol::tracker::{Expect, Packet, Tracker};
@@ -299,16 +302,56 @@ impl BackendConn {
                             addr: self.addr.to_string(),
                             source,
                         })?;
-                    if new_plugin != NATIVE_PASSWORD && new_plugin != CACHING_SHA2_PASSWORD {
-                        return Err(BackendError::AuthPlugin {
-                            addr: self.addr.to_string(),
-                            plugin: new_plugin,
-                        });
-                    }
+                    // The data as sent: a 32-byte nonce may end in a zero
+                    // byte that is part of it.
+                    let raw = pkt.get(new_plugin.len() + 2..).unwrap_or_default();
+                    let answer = match new_plugin.as_str() {
+                        NATIVE_PASSWORD | CACHING_SHA2_PASSWORD => {
+                            scramble(&new_plugin, p.password.as_bytes(), &data)
+                        }
+                        ED25519 => {
+                            auth::ed25519_sign(p.password.as_bytes(), &raw[..raw.len().min(32)])
+                        }
+                        SHA256_PASSWORD if self.stream.is_tls() || p.password.is_empty() => {
+                            nul_terminated(p.password)
+                        }
+                        // Without TLS: the server's public key, then the
+                        // password encrypted with it.
+                        SHA256_PASSWORD => vec![0x01],
+                        CLEAR_PASSWORD if self.stream.is_tls() => nul_terminated(p.password),
+                        CLEAR_PASSWORD => {
+                            return Err(BackendError::Auth {
+                                addr: self.addr.to_string(),
+                                user: p.user.to_string(),
+                                code: 2059,
+                                message: "the server asks for the password in clear \
+                                          (mysql_clear_password), which sextant sends only \
+                                          over TLS: set tls for this server"
+                                    .into(),
+                            })
+                        }
+                        _ => {
+                            return Err(BackendError::AuthPlugin {
+                                addr: self.addr.to_string(),
+                                plugin: new_plugin,
+                            })
+                        }
+                    };
                     plugin = new_plugin;
                     nonce = data;
-                    let r = scramble(&plugin, p.password.as_bytes(), &nonce);
-                    self.send(seq, &r).await?;
+                    self.send(seq, &answer).await?;
+                }
+                Some(0x01) if plugin == SHA256_PASSWORD => {
+                    let ct = sextant_net::tls::sha2_rsa_encrypt(
+                        &pkt[1..],
+                        p.password.as_bytes(),
+                        &nonce,
+                    )
+                    .map_err(|e| BackendError::Tls {
+                        addr: self.addr.to_string(),
+                        reason: e.to_string(),
+                    })?;
+                    self.send(seq, &ct).await?;
                 }
                 Some(0x01) if plugin == CACHING_SHA2_PASSWORD => match pkt.get(1) {
                     // Fast authentication succeeded; the OK follows.
@@ -858,6 +901,12 @@ impl BackendConn {
     pub fn in_transaction(&self) -> bool {
         self.status & status::IN_TRANS != 0
     }
+}
+
+fn nul_terminated(password: &str) -> Vec<u8> {
+    let mut v = password.as_bytes().to_vec();
+    v.push(0);
+    v
 }
 
 fn scramble(plugin: &str, password: &[u8], nonce: &[u8]) -> Vec<u8> {

@@ -22,6 +22,12 @@ enum Script {
     FastPath,
     FullAuthRsa,
     SwitchFromNative,
+    /// An account with sha256_password: the switch, the RSA key request,
+    /// the encrypted password.
+    SwitchToSha256,
+    /// An account whose plugin wants the password in clear
+    /// (mysql_clear_password), on a connection without TLS.
+    SwitchToClear,
 }
 
 async fn read(s: &mut TcpStream) -> (u8, Vec<u8>) {
@@ -55,7 +61,7 @@ async fn fake_mysql8(
 ) -> Result<(), String> {
     let (mut s, _) = listener.accept().await.unwrap();
     let keys = RsaKeys::from_pem(KEY).unwrap();
-    let plugin = if script == Script::SwitchFromNative {
+    let plugin = if script != Script::FastPath && script != Script::FullAuthRsa {
         "mysql_native_password"
     } else {
         "caching_sha2_password"
@@ -95,6 +101,40 @@ async fn fake_mysql8(
             }
             send(&mut s, s2 + 1, &[0x01, 0x03]).await;
             seq = s2 + 2;
+        }
+        Script::SwitchToSha256 => {
+            let nonce2 = b"ZYXWVUTSRQ9876543210";
+            let mut sw = Vec::new();
+            encode_auth_switch(&mut sw, "sha256_password", nonce2);
+            send(&mut s, seq, &sw).await;
+            let (s2, p) = read(&mut s).await;
+            if p != [0x01] {
+                return Err(format!("expected a public key request, got {p:?}"));
+            }
+            // Plugin data after the first packet comes as AuthMoreData.
+            let mut key = vec![0x01];
+            key.extend_from_slice(keys.public_pem.as_bytes());
+            send(&mut s, s2 + 1, &key).await;
+            let (s3, ct) = read(&mut s).await;
+            let got = keys.decrypt_password(&ct, nonce2).ok_or("undecryptable")?;
+            if got != password.as_bytes() {
+                fail(&mut s, s3 + 1).await;
+                return Err("wrong password after RSA".into());
+            }
+            seq = s3 + 1;
+        }
+        Script::SwitchToClear => {
+            let mut sw = Vec::new();
+            encode_auth_switch(&mut sw, "mysql_clear_password", b"");
+            send(&mut s, seq, &sw).await;
+            let mut buf = [0u8; 256];
+            return match tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => Ok(()),
+                Ok(Ok(n)) => Err(format!(
+                    "the client answered with {n} bytes on a plain connection"
+                )),
+                Err(_) => Err("the client neither answered nor closed".into()),
+            };
         }
         Script::FastPath => {
             if resp.auth_response != sha2_scramble(password.as_bytes(), NONCE) {
@@ -263,4 +303,27 @@ async fn simulator_mysql8_auth_switch_to_caching_sha2() {
     let (c, s) = run(Script::SwitchFromNative, "pw8", "pw8").await;
     s.unwrap();
     c.unwrap();
+}
+
+#[tokio::test]
+async fn simulator_mysql8_sha256_password() {
+    let (c, s) = run(Script::SwitchToSha256, "pw8", "pw8").await;
+    s.unwrap();
+    c.unwrap();
+    let (c, s) = run(Script::SwitchToSha256, "pw8", "wrong").await;
+    assert!(s.is_err());
+    assert!(matches!(c, Err(BackendError::Auth { code: 1045, .. })));
+}
+
+#[tokio::test]
+async fn simulator_clear_password_never_sent_without_tls() {
+    let (c, s) = run(Script::SwitchToClear, "pw8", "pw8").await;
+    s.unwrap();
+    match c {
+        Err(e @ BackendError::Auth { code: 2059, .. }) => {
+            assert!(e.to_string().contains("only over TLS"), "{e}")
+        }
+        Err(e) => panic!("expected 2059, got {e}"),
+        Ok(_) => panic!("logged in by sending the password in clear"),
+    }
 }

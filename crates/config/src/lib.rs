@@ -228,6 +228,16 @@ pub struct User {
     /// 1226, as from a server's max_user_connections.
     #[serde(default)]
     pub max_connections: usize,
+    /// How this user logs in to sextant when not the listener's plugin:
+    /// "ed25519" (MariaDB's client_ed25519).
+    #[serde(default)]
+    pub auth_plugin: Option<UserAuthPlugin>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum UserAuthPlugin {
+    #[serde(rename = "ed25519", alias = "client_ed25519")]
+    Ed25519,
 }
 
 impl User {

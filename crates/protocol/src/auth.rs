@@ -1,4 +1,5 @@
-//! Password scrambles for mysql_native_password and caching_sha2_password.
+//! Password scrambles for mysql_native_password and caching_sha2_password,
+//! and MariaDB's client_ed25519 signature.
 //!
 //! Both plugins answer a 20-byte server nonce without sending the password.
 //! The proxy knows its users' clear passwords (from its config), so it can
@@ -6,7 +7,7 @@
 //! server its clients see).
 
 use sha1::{Digest as _, Sha1};
-use sha2::Sha256;
+use sha2::{Sha256, Sha512};
 
 /// mysql_native_password: SHA1(pw) XOR SHA1(nonce || SHA1(SHA1(pw))).
 pub fn native_scramble(password: &[u8], nonce: &[u8]) -> Vec<u8> {
@@ -52,6 +53,45 @@ pub fn xor_with_nonce(password: &[u8], nonce: &[u8]) -> Vec<u8> {
     v
 }
 
+/// MariaDB's client_ed25519: an Ed25519 signature of the server's 32-byte
+/// nonce, with the password hashed (SHA-512) as the secret key, as MariaDB's
+/// own client computes it. The server stores only the public key.
+pub fn ed25519_sign(password: &[u8], nonce: &[u8]) -> Vec<u8> {
+    let (secret, public) = ed25519_keys(password);
+    ed25519_dalek::hazmat::raw_sign::<Sha512>(&secret, nonce, &public)
+        .to_bytes()
+        .to_vec()
+}
+
+/// The public key MariaDB stores for a password (`PASSWORD()` of the
+/// ed25519 plugin, before base64).
+pub fn ed25519_public_key(password: &[u8]) -> [u8; 32] {
+    ed25519_keys(password).1.to_bytes()
+}
+
+fn ed25519_keys(
+    password: &[u8],
+) -> (
+    ed25519_dalek::hazmat::ExpandedSecretKey,
+    ed25519_dalek::VerifyingKey,
+) {
+    let az: [u8; 64] = Sha512::digest(password).into();
+    // from_bytes clamps the scalar half, as MariaDB's crypto_sign does.
+    let secret = ed25519_dalek::hazmat::ExpandedSecretKey::from_bytes(&az);
+    let public = ed25519_dalek::VerifyingKey::from(&secret);
+    (secret, public)
+}
+
+/// Checks a client_ed25519 answer: a valid signature of `nonce` by the
+/// key of `password`.
+pub fn verify_ed25519(password: &[u8], nonce: &[u8], response: &[u8]) -> bool {
+    let Ok(sig) = ed25519_dalek::Signature::from_slice(response) else {
+        return false;
+    };
+    let (_, public) = ed25519_keys(password);
+    public.verify_strict(nonce, &sig).is_ok()
+}
+
 /// Servers send the nonce with a trailing NUL that is not part of it.
 fn nonce_20(nonce: &[u8]) -> &[u8] {
     if nonce.len() > 20 {
@@ -80,6 +120,25 @@ pub fn verify_sha2(password: &[u8], nonce: &[u8], response: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ed25519_matches_mariadb() {
+        // mysql.global_priv's authentication_string for
+        // IDENTIFIED VIA ed25519 USING PASSWORD('secret'), MariaDB 10.11.
+        let stored = "648814444520e4f56043a2ec9215e63be7992d2d270bc6dee873e36164786096";
+        let hex: String = ed25519_public_key(b"secret")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(hex, stored);
+        let nonce = [7u8; 32];
+        let sig = ed25519_sign(b"secret", &nonce);
+        assert_eq!(sig.len(), 64);
+        assert!(verify_ed25519(b"secret", &nonce, &sig));
+        assert!(!verify_ed25519(b"secreT", &nonce, &sig));
+        assert!(!verify_ed25519(b"secret", &[8u8; 32], &sig));
+        assert!(!verify_ed25519(b"secret", &nonce, &sig[..63]));
+    }
+
     use super::*;
 
     fn hex(s: &str) -> Vec<u8> {

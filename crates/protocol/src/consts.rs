@@ -102,3 +102,6 @@ pub mod track {
 pub const NATIVE_PASSWORD: &str = "mysql_native_password";
 pub const CACHING_SHA2_PASSWORD: &str = "caching_sha2_password";
 pub const CLEAR_PASSWORD: &str = "mysql_clear_password";
+pub const SHA256_PASSWORD: &str = "sha256_password";
+/// MariaDB's ed25519 plugin, as its client side is named.
+pub const ED25519: &str = "client_ed25519";

@@ -9,7 +9,7 @@ use sextant_config::FullAuth;
 use sextant_net::tls::RsaKeys;
 use sextant_protocol::auth;
 use sextant_protocol::codec::{write_packet, Reader};
-use sextant_protocol::consts::{cap, status, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
+use sextant_protocol::consts::{cap, status, CACHING_SHA2_PASSWORD, ED25519, NATIVE_PASSWORD};
 use sextant_protocol::handshake::{
     encode_auth_switch, is_ssl_request, HandshakeResponse, InitialHandshake,
 };
@@ -68,6 +68,10 @@ pub struct Login {
 pub trait Users {
     fn password(&self, user: &str) -> Option<&str>;
     fn require_tls(&self, user: &str) -> bool;
+    /// The user logs in with client_ed25519.
+    fn ed25519(&self, _user: &str) -> bool {
+        false
+    }
 }
 
 /// How clients log in: TLS, the announced plugin, caching_sha2 policy.
@@ -273,6 +277,31 @@ async fn login_checked(
     };
     let mut plugin = resp.auth_plugin.as_deref().unwrap_or(NATIVE_PASSWORD);
     let mut response = resp.auth_response.clone();
+    if known.is_some() && users.ed25519(&resp.user) {
+        // As MariaDB's server: a switch to client_ed25519 with a fresh
+        // 32-byte nonce (exactly 32 bytes, no terminating zero).
+        let nonce32: [u8; 32] = rand::random();
+        let mut sw = Vec::with_capacity(48);
+        sw.push(0xfe);
+        sw.extend_from_slice(ED25519.as_bytes());
+        sw.push(0);
+        sw.extend_from_slice(&nonce32);
+        write_packet(&mut client.out, seq, &sw);
+        client.flush().await?;
+        client.read_packet(&mut payload).await?;
+        seq = client.last_seq.wrapping_add(1);
+        if !auth::verify_ed25519(password.as_bytes(), &nonce32, &payload) {
+            return Err(denied(!payload.is_empty()));
+        }
+        return Ok(Login {
+            user: resp.user,
+            caps,
+            charset: resp.charset,
+            database: resp.database,
+            nonce,
+            seq,
+        });
+    }
     if plugin != NATIVE_PASSWORD && plugin != CACHING_SHA2_PASSWORD {
         // Any other plugin: ask the client to switch to ours.
         let mut sw = Vec::new();

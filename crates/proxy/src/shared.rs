@@ -20,6 +20,8 @@ pub struct UserEntry {
     pub name: String,
     pub password: String,
     pub require_tls: bool,
+    /// Logs in with client_ed25519 instead of the listener's plugin.
+    pub ed25519: bool,
     /// [routing] with this user's overrides.
     pub policy: sextant_config::RoutingPolicy,
     pub backend_user: String,
@@ -73,6 +75,7 @@ impl Runtime {
                         group: gname.to_string(),
                     })?;
             let policy = config.routing.policy().with(&u.routing);
+            let ed25519 = u.auth_plugin == Some(sextant_config::UserAuthPlugin::Ed25519);
             let kept = previous.and_then(|p| p.users.get(&u.name)).filter(|e| {
                 Arc::ptr_eq(&e.group, &group)
                     && e.policy == policy
@@ -81,6 +84,7 @@ impl Runtime {
                     && e.backend_user == u.backend_user()
                     && e.backend_password == u.backend_password()
                     && e.max_connections == u.max_connections
+                    && e.ed25519 == ed25519
             });
             let entry = match kept {
                 Some(e) => e.clone(),
@@ -88,6 +92,7 @@ impl Runtime {
                     name: u.name.clone(),
                     password: u.password.clone(),
                     require_tls: u.require_tls,
+                    ed25519,
                     policy,
                     latest_write: Default::default(),
                     latest_write_server: Default::default(),
@@ -182,6 +187,9 @@ impl Users for Runtime {
     }
     fn require_tls(&self, user: &str) -> bool {
         self.users.get(user).is_some_and(|u| u.require_tls)
+    }
+    fn ed25519(&self, user: &str) -> bool {
+        self.users.get(user).is_some_and(|u| u.ed25519)
     }
 }
 

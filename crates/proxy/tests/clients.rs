@@ -302,3 +302,94 @@ fn cli_ctrl_c_cancels_the_running_query() {
         assert_eq!(io, "Yes", "replication on {r}");
     }
 }
+
+#[test]
+fn ed25519_accounts_on_both_sides() {
+    // MariaDB's ed25519 plugin on every lab server, and an account using it.
+    for &port in std::iter::once(&lab().primary).chain(&lab().replicas) {
+        let mut d = direct(port);
+        // Loaded already is fine; whether it is loaded is checked next.
+        let _ = d.query_drop("INSTALL SONAME 'auth_ed25519'");
+        let status: Option<String> = d
+            .query_first("SELECT PLUGIN_STATUS FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'ed25519'")
+            .unwrap();
+        assert_eq!(status.as_deref(), Some("ACTIVE"), "server {port}");
+    }
+    let mut d = direct(lab().primary);
+    d.query_drop(
+        "CREATE USER IF NOT EXISTS 'ed_app'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('ed-secret')",
+    )
+    .unwrap();
+    d.query_drop("GRANT ALL ON sextant_test.* TO 'ed_app'@'%'")
+        .unwrap();
+    sync_replicas();
+    // The reference: the mariadb client logs in to the server directly.
+    let who = ["-N", "-B", "-e", "SELECT CURRENT_USER()"];
+    let out = cli(lab().primary, "ed_app", "ed-secret", &who, None);
+    assert_eq!(assert_ok(&out, "direct ed25519 login"), "ed_app@%\n");
+
+    let p = Setup {
+        users: r#"
+[[users]]
+name = "ed_backend"
+password = "front-pass"
+backend_user = "ed_app"
+backend_password = "ed-secret"
+
+[[users]]
+name = "ed_front"
+password = "front-ed"
+auth_plugin = "ed25519"
+backend_user = "app"
+backend_password = "apppass"
+"#,
+        ..Default::default()
+    }
+    .start();
+    // To the servers: sextant logs in as ed_app on replicas (reads) and on
+    // the primary (a transaction).
+    let url = p.url("ed_backend", "front-pass", "sextant_test");
+    let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+    for _ in 0..4 {
+        let u: Option<String> = c.query_first("SELECT CURRENT_USER()").unwrap();
+        assert_eq!(u.as_deref(), Some("ed_app@%"));
+    }
+    c.query_drop("BEGIN").unwrap();
+    let u: Option<String> = c.query_first("SELECT CURRENT_USER()").unwrap();
+    c.query_drop("COMMIT").unwrap();
+    assert_eq!(u.as_deref(), Some("ed_app@%"));
+    assert!(p.backends_sum("conn_open") >= 2);
+
+    // From clients: sextant asks a user configured with ed25519 to switch
+    // to client_ed25519 with a 32-byte nonce, as MariaDB does...
+    let mut r = Raw::connect(p.port);
+    let (_, greeting) = r.read().unwrap();
+    let hs = sextant_protocol::handshake::InitialHandshake::parse(&greeting).unwrap();
+    let mut resp = Vec::new();
+    sextant_protocol::handshake::HandshakeResponse {
+        capabilities: CAPS,
+        max_packet: 1 << 24,
+        charset: 45,
+        user: "ed_front".into(),
+        auth_response: sextant_protocol::auth::native_scramble(b"front-ed", &hs.nonce),
+        database: None,
+        auth_plugin: Some("mysql_native_password".into()),
+        attrs: vec![],
+    }
+    .encode(&mut resp);
+    r.send(1, &resp);
+    let (seq, switch) = r.read().unwrap();
+    assert_eq!(&switch[..16], b"\xfeclient_ed25519\0", "{switch:?}");
+    assert_eq!(switch.len(), 16 + 32);
+    let sig = sextant_protocol::auth::ed25519_sign(b"front-ed", &switch[16..]);
+    r.send(seq + 1, &sig);
+    let (_, ok) = r.read().unwrap();
+    assert_eq!(ok[0], 0, "{}", String::from_utf8_lossy(&ok));
+    // ...and MariaDB's own client logs in with it, or is refused.
+    let out = cli(p.port, "ed_front", "front-ed", &who, None);
+    assert_eq!(assert_ok(&out, "ed25519 login to sextant"), "app@%\n");
+    let out = cli(p.port, "ed_front", "wrong", &who, None);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("1045") && err.contains("ed_front"), "{err}");
+}
