@@ -9,7 +9,7 @@ use sextant_net::stream::Stream;
 use sextant_protocol::auth;
 use sextant_protocol::codec::{parse_header, write_packet, Reader, HEADER_LEN, MAX_PAYLOAD};
 use sextant_protocol::consts::{
-    cap, com, status, CACHING_SHA2_PASSWORD, CLEAR_PASSWORD, ED25519, NATIVE_PASSWORD,
+    cap, com, mariadb_cap, status, CACHING_SHA2_PASSWORD, CLEAR_PASSWORD, ED25519, NATIVE_PASSWORD,
     SHA256_PASSWORD,
 };
 use sextant_protocol::handshake::{parse_auth_switch, HandshakeResponse, InitialHandshake};
@@ -48,14 +48,29 @@ const BASE_CAPS: u32 = cap::LONG_PASSWORD
 pub struct Flavor {
     pub caps: u32,
     pub charset: u8,
+    /// MariaDB extended capabilities that change what results look like.
+    pub mariadb: u32,
 }
+
+/// The MariaDB extended capabilities sextant offers clients (and so opens
+/// server connections with): extended column metadata, which drivers use
+/// to tell JSON, UUID and INET columns from plain strings. Keeping it in
+/// the flavor means results relay unchanged; a client without it gets
+/// connections opened without it.
+pub const FLAVOR_MARIADB_CAPS: u32 = mariadb_cap::EXTENDED_METADATA;
 
 impl Flavor {
     pub fn new(client_caps: u32, charset: u8) -> Self {
         Flavor {
             caps: client_caps & FLAVOR_CAPS,
             charset,
+            mariadb: 0,
         }
+    }
+
+    pub fn with_mariadb(mut self, mariadb_caps: u32) -> Self {
+        self.mariadb = mariadb_caps & FLAVOR_MARIADB_CAPS;
+        self
     }
     pub fn deprecate_eof(&self) -> bool {
         self.caps & cap::DEPRECATE_EOF != 0
@@ -236,6 +251,12 @@ impl BackendConn {
             _ => NATIVE_PASSWORD,
         };
         let mut caps = (BASE_CAPS | p.flavor.caps) & hs.capabilities;
+        // A MariaDB server reads extended capabilities from a client that
+        // leaves out CLIENT_MYSQL.
+        let mariadb = p.flavor.mariadb & hs.mariadb_caps;
+        if mariadb != 0 {
+            caps &= !cap::LONG_PASSWORD;
+        }
         let mut seq = seq.wrapping_add(1);
         if let Some(tls) = p.tls {
             if hs.capabilities & cap::SSL == 0 {
@@ -249,7 +270,8 @@ impl BackendConn {
             req.extend_from_slice(&caps.to_le_bytes());
             req.extend_from_slice(&(1u32 << 30).to_le_bytes());
             req.push(p.flavor.charset);
-            req.extend_from_slice(&[0; 23]);
+            req.extend_from_slice(&[0; 19]);
+            req.extend_from_slice(&mariadb.to_le_bytes());
             self.send(seq, &req).await?;
             seq = seq.wrapping_add(1);
             let plain = std::mem::replace(&mut self.stream, Stream::Detached);
@@ -273,6 +295,7 @@ impl BackendConn {
                 ("_client_name".into(), "sextant".into()),
                 ("program_name".into(), "sextant".into()),
             ],
+            mariadb_caps: mariadb,
         };
         let mut payload = Vec::with_capacity(128);
         resp.encode(&mut payload);

@@ -16,6 +16,7 @@ mod state;
 pub use binding::{Binding, Lease};
 pub use conn::{
     apply_session_state, BackendConn, ConnectParams, Flavor, ServerStmt, TlsTarget, TrackFlags,
+    FLAVOR_MARIADB_CAPS,
 };
 pub use error::BackendError;
 pub use group::{Group, GroupServers, Pool};

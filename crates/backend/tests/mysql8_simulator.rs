@@ -74,6 +74,7 @@ async fn fake_mysql8(
         charset: 255,
         status: 2,
         auth_plugin: plugin.into(),
+        mariadb_caps: 0,
     };
     let mut g = Vec::new();
     hs.encode(&mut g);

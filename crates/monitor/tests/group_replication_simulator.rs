@@ -69,6 +69,7 @@ async fn serve(mut s: TcpStream, script: Script, queries: Arc<Mutex<Vec<String>>
         charset: 255,
         status: 2,
         auth_plugin: "mysql_native_password".into(),
+        mariadb_caps: 0,
     };
     let mut out = Vec::new();
     let mut g = Vec::new();

@@ -99,6 +99,18 @@ pub mod track {
     pub const TRANSACTION_STATE: u8 = 5;
 }
 
+/// MariaDB's extended capabilities: the 4 bytes of the handshake's
+/// reserved area that a MariaDB server or client fills when it leaves out
+/// CLIENT_MYSQL (`cap::LONG_PASSWORD`).
+pub mod mariadb_cap {
+    pub const PROGRESS: u32 = 1;
+    pub const STMT_BULK_OPERATIONS: u32 = 1 << 2;
+    /// Column definitions carry the extended type (`uuid`, `inet6`) and
+    /// format (`json`) of a column.
+    pub const EXTENDED_METADATA: u32 = 1 << 3;
+    pub const CACHE_METADATA: u32 = 1 << 4;
+}
+
 pub const NATIVE_PASSWORD: &str = "mysql_native_password";
 pub const CACHING_SHA2_PASSWORD: &str = "caching_sha2_password";
 pub const CLEAR_PASSWORD: &str = "mysql_clear_password";

@@ -15,6 +15,9 @@ pub struct InitialHandshake {
     pub charset: u8,
     pub status: u16,
     pub auth_plugin: String,
+    /// MariaDB's extended capabilities (see [`crate::consts::mariadb_cap`]);
+    /// 0 unless `capabilities` leaves out CLIENT_MYSQL.
+    pub mariadb_caps: u32,
 }
 
 impl InitialHandshake {
@@ -33,12 +36,17 @@ impl InitialHandshake {
         let mut charset = 0;
         let mut status = 0;
         let mut auth_plugin = String::new();
+        let mut mariadb_caps = 0;
         if !r.is_empty() {
             charset = r.u8("charset")?;
             status = r.u16("status")?;
             capabilities |= (r.u16("capabilities")? as u32) << 16;
             let auth_len = r.u8("auth data length")? as usize;
-            r.bytes(10, "reserved")?;
+            let reserved = r.bytes(10, "reserved")?;
+            if capabilities & cap::LONG_PASSWORD == 0 {
+                mariadb_caps =
+                    u32::from_le_bytes([reserved[6], reserved[7], reserved[8], reserved[9]]);
+            }
             if capabilities & cap::SECURE_CONNECTION != 0 {
                 let n = auth_len.saturating_sub(8).max(13);
                 let part2 = r.bytes(n.min(r.remaining()), "auth data part 2")?;
@@ -57,6 +65,7 @@ impl InitialHandshake {
             charset,
             status,
             auth_plugin,
+            mariadb_caps,
         })
     }
 
@@ -72,7 +81,8 @@ impl InitialHandshake {
         out.extend_from_slice(&self.status.to_le_bytes());
         out.extend_from_slice(&((self.capabilities >> 16) as u16).to_le_bytes());
         out.push(self.nonce.len() as u8 + 1);
-        out.extend_from_slice(&[0; 10]);
+        out.extend_from_slice(&[0; 6]);
+        out.extend_from_slice(&self.mariadb_caps.to_le_bytes());
         out.extend_from_slice(&self.nonce[8..]);
         out.push(0);
         out.extend_from_slice(self.auth_plugin.as_bytes());
@@ -90,6 +100,9 @@ pub struct HandshakeResponse {
     pub database: Option<String>,
     pub auth_plugin: Option<String>,
     pub attrs: Vec<(String, String)>,
+    /// MariaDB's extended capabilities; 0 unless `capabilities` leaves out
+    /// CLIENT_MYSQL.
+    pub mariadb_caps: u32,
 }
 
 /// Length of an SSLRequest payload: the first fields of a handshake response.
@@ -113,7 +126,11 @@ impl HandshakeResponse {
         }
         let max_packet = r.u32("max packet size")?;
         let charset = r.u8("charset")?;
-        r.bytes(23, "filler")?;
+        let filler = r.bytes(23, "filler")?;
+        let mariadb_caps = match capabilities & cap::LONG_PASSWORD {
+            0 => u32::from_le_bytes([filler[19], filler[20], filler[21], filler[22]]),
+            _ => 0,
+        };
         let user = String::from_utf8_lossy(r.nul_bytes("user name")?).into_owned();
         let auth_response = if capabilities & cap::PLUGIN_AUTH_LENENC_CLIENT_DATA != 0 {
             r.lenenc_bytes("auth response")?.to_vec()
@@ -156,6 +173,7 @@ impl HandshakeResponse {
             database,
             auth_plugin,
             attrs,
+            mariadb_caps,
         })
     }
 
@@ -169,7 +187,8 @@ impl HandshakeResponse {
         out.extend_from_slice(&caps.to_le_bytes());
         out.extend_from_slice(&self.max_packet.to_le_bytes());
         out.push(self.charset);
-        out.extend_from_slice(&[0; 23]);
+        out.extend_from_slice(&[0; 19]);
+        out.extend_from_slice(&self.mariadb_caps.to_le_bytes());
         out.extend_from_slice(self.user.as_bytes());
         out.push(0);
         if caps & cap::PLUGIN_AUTH_LENENC_CLIENT_DATA != 0 {
@@ -270,6 +289,7 @@ mod tests {
     #[test]
     fn response_round_trip() {
         let r = HandshakeResponse {
+            mariadb_caps: 0,
             capabilities: cap::PROTOCOL_41
                 | cap::SECURE_CONNECTION
                 | cap::PLUGIN_AUTH

@@ -89,6 +89,7 @@ proptest! {
             caps |= cap::PLUGIN_AUTH_LENENC_CLIENT_DATA;
         }
         let resp = HandshakeResponse {
+            mariadb_caps: 0,
             capabilities: caps,
             max_packet,
             charset,

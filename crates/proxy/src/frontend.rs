@@ -58,6 +58,8 @@ pub struct Login {
     pub user: String,
     pub caps: u32,
     pub charset: u8,
+    /// MariaDB extended capabilities both sides have.
+    pub mariadb_caps: u32,
     pub database: Option<String>,
     pub nonce: [u8; 20],
     /// Sequence id for the next packet sextant sends (the final OK).
@@ -230,6 +232,16 @@ async fn login_checked(
     if auth.tls.is_some() {
         caps_offered |= cap::SSL;
     }
+    // In front of MariaDB, sextant offers what a MariaDB server would of the
+    // extended capabilities it can relay (announced by leaving out
+    // CLIENT_MYSQL).
+    let mariadb_offered = match server_version.contains("MariaDB") {
+        true => sextant_backend::FLAVOR_MARIADB_CAPS,
+        false => 0,
+    };
+    if mariadb_offered != 0 {
+        caps_offered &= !cap::LONG_PASSWORD;
+    }
     let hs = InitialHandshake {
         server_version: server_version.to_string(),
         connection_id,
@@ -238,6 +250,7 @@ async fn login_checked(
         charset: DEFAULT_CHARSET,
         status: status::AUTOCOMMIT,
         auth_plugin: auth.plugin.into(),
+        mariadb_caps: mariadb_offered,
     };
     let mut p = Vec::with_capacity(128);
     hs.encode(&mut p);
@@ -261,6 +274,7 @@ async fn login_checked(
         return Err(SessionError::InsecureTransport(resp.user));
     }
     let caps = resp.capabilities & caps_offered;
+    let mariadb_caps = resp.mariadb_caps & mariadb_offered;
     let mut seq = client.last_seq.wrapping_add(1);
     let host = client_host(client);
     let denied = |using_password| SessionError::AccessDenied {
@@ -297,6 +311,7 @@ async fn login_checked(
             user: resp.user,
             caps,
             charset: resp.charset,
+            mariadb_caps,
             database: resp.database,
             nonce,
             seq,
@@ -328,6 +343,7 @@ async fn login_checked(
         user: resp.user,
         caps,
         charset: resp.charset,
+        mariadb_caps,
         database: resp.database,
         nonce,
         seq,

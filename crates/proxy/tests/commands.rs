@@ -277,6 +277,52 @@ fn session_state_reports_are_what_the_server_sends_a_direct_client() {
     assert!(want[12].contains("StateChanged(true)"), "{}", want[12]);
 }
 
+#[test]
+fn mariadb_extended_metadata_as_the_client_negotiated() {
+    // Column definitions of a JSON and an INET6 column, text and prepared,
+    // must be byte for byte what the server sends a direct client: with
+    // the extended type block for a client that asked for it (drivers tell
+    // JSON from text by it), without for one that did not.
+    let p = Setup::default().start();
+    direct(lab().primary)
+        .query_drop(
+            "CREATE TABLE IF NOT EXISTS sextant_test.ext_t (id int primary key, j json, ip inet6); \
+             REPLACE INTO sextant_test.ext_t VALUES (1, '{\"a\": 1}', '::1')",
+        )
+        .unwrap();
+    sync_replicas();
+    let ext = sextant_protocol::consts::mariadb_cap::EXTENDED_METADATA;
+    let defs = |port: u16, mariadb_caps: u32| -> Vec<Vec<u8>> {
+        let mut r = Raw::login_mariadb(
+            port,
+            "app",
+            "apppass",
+            Some("sextant_test"),
+            CAPS | cap::DEPRECATE_EOF,
+            vec![],
+            mariadb_caps,
+        );
+        r.query("SELECT j, ip FROM ext_t WHERE id = 1");
+        let mut got: Vec<Vec<u8>> = r.read_response()[1..3].to_vec();
+        r.send(0, b"\x16SELECT j, ip FROM ext_t WHERE id = 1");
+        let prep = r.read_response_as(Expect::Prepare);
+        got.extend(prep[1..3].iter().cloned());
+        got
+    };
+    for mariadb_caps in [0, ext] {
+        let want = defs(lab().primary, mariadb_caps);
+        let has_block = want[0].windows(4).any(|w| w == b"json");
+        assert_eq!(has_block, mariadb_caps != 0, "the server's own answer");
+        for _ in 0..3 {
+            assert_eq!(
+                defs(p.port, mariadb_caps),
+                want,
+                "extended caps {mariadb_caps}"
+            );
+        }
+    }
+}
+
 /// Column names and first row of a text query.
 fn named_row(c: &mut mysql::Conn, sql: &str) -> (Vec<String>, Vec<String>) {
     let mut res = c.query_iter(sql).unwrap();

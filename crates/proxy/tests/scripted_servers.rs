@@ -84,6 +84,7 @@ fn serve(mut s: TcpStream, script: Script, seen: &Mutex<Vec<String>>) -> std::io
         charset: 45,
         status: 2,
         auth_plugin: "mysql_native_password".into(),
+        mariadb_caps: 0,
     };
     let mut out = Vec::new();
     let mut g = Vec::new();

@@ -260,7 +260,7 @@ impl Session {
         hold: Duration,
         span: tracing::Span,
     ) -> Self {
-        let flavor = Flavor::new(login.caps, login.charset);
+        let flavor = Flavor::new(login.caps, login.charset).with_mariadb(login.mariadb_caps);
         Session {
             registered: None,
             vars: SessionVars {

@@ -496,13 +496,31 @@ impl Raw {
         caps: u32,
         attrs: Vec<(String, String)>,
     ) -> Raw {
+        Self::login_mariadb(port, user, pass, db, caps, attrs, 0)
+    }
+
+    /// A login that asks for MariaDB extended capabilities (and so leaves
+    /// out CLIENT_MYSQL) when `mariadb_caps` is not 0.
+    pub fn login_mariadb(
+        port: u16,
+        user: &str,
+        pass: &str,
+        db: Option<&str>,
+        caps: u32,
+        attrs: Vec<(String, String)>,
+        mariadb_caps: u32,
+    ) -> Raw {
         let mut r = Raw::connect(port);
         r.caps = caps;
         let (_, greeting) = r.read().expect("greeting");
         let hs = sextant_protocol::handshake::InitialHandshake::parse(&greeting)
             .expect("greeting parses");
         let resp = sextant_protocol::handshake::HandshakeResponse {
-            capabilities: r.caps,
+            mariadb_caps,
+            capabilities: match mariadb_caps {
+                0 => r.caps,
+                _ => r.caps & !1,
+            },
             max_packet: 1 << 30,
             charset: 45,
             user: user.into(),
