@@ -284,6 +284,7 @@ impl BackendConn {
                 })?;
         }
         let resp = HandshakeResponse {
+            zstd_level: 0,
             capabilities: caps,
             max_packet: 1 << 30,
             charset: p.flavor.charset,

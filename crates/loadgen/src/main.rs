@@ -73,6 +73,7 @@ async fn login(a: &Args) -> Io<TcpStream> {
     let seq = read_packet(&mut s, &mut buf).await?;
     let hs = InitialHandshake::parse(&buf).map_err(|e| bad(&e.to_string()))?;
     let resp = HandshakeResponse {
+        zstd_level: 0,
         mariadb_caps: 0,
         capabilities: cap::LONG_PASSWORD
             | cap::PROTOCOL_41

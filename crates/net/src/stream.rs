@@ -37,6 +37,23 @@ impl Stream {
         matches!(self, Stream::Tls(_))
     }
 
+    /// The TLS version and cipher suite in use, named as OpenSSL (and so
+    /// the servers' `Ssl_version` and `Ssl_cipher`) names them.
+    pub fn tls_info(&self) -> Option<(&'static str, String)> {
+        let Stream::Tls(t) = self else { return None };
+        let conn: &rustls::CommonState = match &**t {
+            tokio_rustls::TlsStream::Client(c) => c.get_ref().1,
+            tokio_rustls::TlsStream::Server(c) => c.get_ref().1,
+        };
+        let version = match conn.protocol_version()? {
+            rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
+            rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
+            _ => "",
+        };
+        let suite = conn.negotiated_cipher_suite()?.suite();
+        Some((version, crate::tls::openssl_name(suite)))
+    }
+
     /// Writes all of `bytes` and flushes (TLS buffers records until then).
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.write_all(bytes).await?;

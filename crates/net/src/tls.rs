@@ -36,6 +36,35 @@ fn pem_err(path: &str, what: impl std::fmt::Display) -> NetError {
     }
 }
 
+/// A cipher suite under OpenSSL's name: TLS 1.3 suites keep the IANA
+/// name, TLS 1.2 ones are spelled like ECDHE-RSA-AES128-GCM-SHA256.
+pub fn openssl_name(suite: rustls::CipherSuite) -> String {
+    let iana = format!("{suite:?}");
+    if let Some(rest) = iana.strip_prefix("TLS13_") {
+        return format!("TLS_{rest}");
+    }
+    let Some(rest) = iana.strip_prefix("TLS_") else {
+        return iana;
+    };
+    let (kx, cipher) = rest.split_once("_WITH_").unwrap_or((rest, ""));
+    let cipher = cipher
+        .replace("AES_128_", "AES128-")
+        .replace("AES_256_", "AES256-")
+        .replace("CHACHA20_POLY1305_SHA256", "CHACHA20-POLY1305")
+        .replace('_', "-");
+    format!("{}-{cipher}", kx.replace('_', "-"))
+}
+
+/// The suites sextant offers, as OpenSSL lists them (`Ssl_cipher_list`).
+pub fn offered_suites() -> String {
+    provider()
+        .cipher_suites
+        .iter()
+        .map(|s| openssl_name(s.suite()))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
@@ -240,6 +269,23 @@ impl RsaKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn suites_under_openssl_names() {
+        use rustls::CipherSuite as S;
+        assert_eq!(
+            openssl_name(S::TLS13_AES_256_GCM_SHA384),
+            "TLS_AES_256_GCM_SHA384"
+        );
+        assert_eq!(
+            openssl_name(S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
+            "ECDHE-RSA-AES128-GCM-SHA256"
+        );
+        assert_eq!(
+            openssl_name(S::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256),
+            "ECDHE-ECDSA-CHACHA20-POLY1305"
+        );
+    }
 
     const TEST_KEY: &str = include_str!("../testdata/rsa_test_key.pem");
 

@@ -103,6 +103,8 @@ pub struct HandshakeResponse {
     /// MariaDB's extended capabilities; 0 unless `capabilities` leaves out
     /// CLIENT_MYSQL.
     pub mariadb_caps: u32,
+    /// The zstd level a client with CLIENT_ZSTD_COMPRESSION_ALGORITHM asks for.
+    pub zstd_level: u8,
 }
 
 /// Length of an SSLRequest payload: the first fields of a handshake response.
@@ -164,6 +166,10 @@ impl HandshakeResponse {
                 ));
             }
         }
+        let mut zstd_level = 0;
+        if capabilities & cap::ZSTD_COMPRESSION != 0 && !r.is_empty() {
+            zstd_level = r.u8("zstd compression level")?;
+        }
         Ok(HandshakeResponse {
             capabilities,
             max_packet,
@@ -174,6 +180,7 @@ impl HandshakeResponse {
             auth_plugin,
             attrs,
             mariadb_caps,
+            zstd_level,
         })
     }
 
@@ -212,6 +219,9 @@ impl HandshakeResponse {
                 write_lenenc_bytes(&mut a, v.as_bytes());
             }
             write_lenenc_bytes(out, &a);
+        }
+        if caps & cap::ZSTD_COMPRESSION != 0 {
+            out.push(self.zstd_level);
         }
     }
 }
@@ -289,6 +299,7 @@ mod tests {
     #[test]
     fn response_round_trip() {
         let r = HandshakeResponse {
+            zstd_level: 0,
             mariadb_caps: 0,
             capabilities: cap::PROTOCOL_41
                 | cap::SECURE_CONNECTION

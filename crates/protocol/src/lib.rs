@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod codec;
+pub mod compress;
 pub mod consts;
 pub mod error;
 pub mod handshake;

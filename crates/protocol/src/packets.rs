@@ -256,11 +256,25 @@ pub mod coltype {
 /// Writes a whole text result set. `None` cells are SQL NULL.
 pub fn write_text_resultset(
     out: &mut Vec<u8>,
+    seq: u8,
+    columns: &[(&str, u8)],
+    rows: &[Vec<Option<String>>],
+    deprecate_eof: bool,
+    status_flags: u16,
+) -> u8 {
+    write_text_resultset_for(out, seq, columns, rows, deprecate_eof, status_flags, false)
+}
+
+/// [`write_text_resultset`] for a client that may have negotiated MariaDB's
+/// extended metadata (each column definition then carries an empty block).
+pub fn write_text_resultset_for(
+    out: &mut Vec<u8>,
     mut seq: u8,
     columns: &[(&str, u8)],
     rows: &[Vec<Option<String>>],
     deprecate_eof: bool,
     status_flags: u16,
+    extended_metadata: bool,
 ) -> u8 {
     let at = begin_packet(out);
     write_lenenc_int(out, columns.len() as u64);
@@ -274,6 +288,9 @@ pub fn write_text_resultset(
         write_lenenc_bytes(out, b"");
         write_lenenc_bytes(out, name.as_bytes());
         write_lenenc_bytes(out, name.as_bytes());
+        if extended_metadata {
+            out.push(0);
+        }
         out.push(0x0c);
         let (charset, len): (u16, u32) = if *ty == coltype::LONGLONG {
             (63, 20)

@@ -89,6 +89,7 @@ proptest! {
             caps |= cap::PLUGIN_AUTH_LENENC_CLIENT_DATA;
         }
         let resp = HandshakeResponse {
+            zstd_level: 0,
             mariadb_caps: 0,
             capabilities: caps,
             max_packet,

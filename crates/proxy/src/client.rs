@@ -4,6 +4,7 @@
 use crate::errors::SessionError;
 use sextant_net::Stream;
 use sextant_protocol::codec::{parse_header, HEADER_LEN, MAX_PAYLOAD};
+use sextant_protocol::compress::{Algorithm, Compression};
 use sextant_protocol::packets::write_err;
 use std::net::SocketAddr;
 use tokio::io::AsyncReadExt;
@@ -33,6 +34,15 @@ pub struct Client {
     pub pending_tracking: Vec<(&'static str, Vec<u8>)>,
     /// Reused for rewriting what the client is sent.
     pub scratch: Vec<u8>,
+    /// The compressed protocol, once the login negotiated it: bytes read
+    /// and not yet decoded, and a buffer for what is sent.
+    compress: Option<Box<Compressed>>,
+}
+
+struct Compressed {
+    c: Compression,
+    input: Vec<u8>,
+    output: Vec<u8>,
 }
 
 impl Client {
@@ -50,6 +60,7 @@ impl Client {
             tracking: None,
             pending_tracking: Vec::new(),
             scratch: Vec::new(),
+            compress: None,
         }
     }
 
@@ -65,6 +76,21 @@ impl Client {
     }
 
     pub async fn fill(&mut self) -> Result<(), SessionError> {
+        if let Some(z) = &mut self.compress {
+            // Cancel-safe as the plain case: what was read stays in `input`.
+            let before = self.rbuf.len();
+            while self.rbuf.len() == before {
+                if z.input.capacity() - z.input.len() < 1024 {
+                    z.input.reserve(8192);
+                }
+                if self.stream.read_buf(&mut z.input).await? == 0 {
+                    return Err(SessionError::ClientClosed);
+                }
+                z.c.decode(&mut z.input, &mut self.rbuf)
+                    .map_err(SessionError::Malformed)?;
+            }
+            return Ok(());
+        }
         if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(8192);
         }
@@ -72,6 +98,38 @@ impl Client {
             return Err(SessionError::ClientClosed);
         }
         Ok(())
+    }
+
+    /// From now on, what is read and sent goes through the compressed
+    /// protocol (after the login's final OK, as servers do).
+    pub fn start_compression(&mut self, algorithm: Algorithm) {
+        self.compress = Some(Box::new(Compressed {
+            c: Compression::new(algorithm),
+            input: Vec::new(),
+            output: Vec::new(),
+        }));
+    }
+
+    pub fn compression(&self) -> Option<Algorithm> {
+        self.compress.as_ref().map(|z| z.c.algorithm)
+    }
+
+    /// Writes `out` to the client (compressed if so negotiated); the
+    /// caller clears it.
+    pub async fn send_out(&mut self) -> std::io::Result<()> {
+        self.sends += 1;
+        match &mut self.compress {
+            None => self.stream.send(&self.out).await,
+            Some(z) => {
+                z.output.clear();
+                z.c.encode(&self.out, &mut z.output);
+                let r = self.stream.send(&z.output).await;
+                if z.output.capacity() > 64 * 1024 {
+                    z.output = Vec::new();
+                }
+                r
+            }
+        }
     }
 
     /// Reads one logical packet into `payload` (replacing its contents) and
@@ -87,13 +145,13 @@ impl Client {
                 self.fill().await?;
             }
             let h = parse_header(&self.rbuf).ok_or(SessionError::ClientClosed)?;
-            if let Some(_first) = first_seq {
-                if h.seq != expect_seq {
-                    return Err(SessionError::OutOfOrder {
-                        expected: expect_seq,
-                        got: h.seq,
-                    });
-                }
+            // Under compression the frames' own sequence ids carry the
+            // order; clients do not keep counting inside them.
+            if first_seq.is_some() && self.compress.is_none() && h.seq != expect_seq {
+                return Err(SessionError::OutOfOrder {
+                    expected: expect_seq,
+                    got: h.seq,
+                });
             }
             let total = payload.len() + h.len;
             if total > self.max_packet {
@@ -176,8 +234,7 @@ impl Client {
 
     pub async fn flush(&mut self) -> Result<(), SessionError> {
         if !self.out.is_empty() {
-            self.sends += 1;
-            self.stream.send(&self.out).await?;
+            self.send_out().await?;
             self.out.clear();
         }
         Ok(())

@@ -39,7 +39,8 @@ pub const SERVER_CAPS: u32 = cap::LONG_PASSWORD
     | cap::CONNECT_ATTRS
     | cap::PLUGIN_AUTH_LENENC_CLIENT_DATA
     | cap::SESSION_TRACK
-    | cap::DEPRECATE_EOF;
+    | cap::DEPRECATE_EOF
+    | cap::COMPRESS;
 
 /// utf8mb4_general_ci: the greeting's default collation.
 pub const DEFAULT_CHARSET: u8 = 45;
@@ -60,6 +61,8 @@ pub struct Login {
     pub charset: u8,
     /// MariaDB extended capabilities both sides have.
     pub mariadb_caps: u32,
+    /// The zstd level asked for (with CLIENT_ZSTD_COMPRESSION_ALGORITHM).
+    pub zstd_level: u8,
     pub database: Option<String>,
     pub nonce: [u8; 20],
     /// Sequence id for the next packet sextant sends (the final OK).
@@ -241,6 +244,9 @@ async fn login_checked(
     };
     if mariadb_offered != 0 {
         caps_offered &= !cap::LONG_PASSWORD;
+    } else {
+        // MySQL 8 offers zstd as well; MariaDB has no such capability.
+        caps_offered |= cap::ZSTD_COMPRESSION;
     }
     let hs = InitialHandshake {
         server_version: server_version.to_string(),
@@ -312,6 +318,7 @@ async fn login_checked(
             caps,
             charset: resp.charset,
             mariadb_caps,
+            zstd_level: resp.zstd_level,
             database: resp.database,
             nonce,
             seq,
@@ -344,6 +351,7 @@ async fn login_checked(
         caps,
         charset: resp.charset,
         mariadb_caps,
+        zstd_level: resp.zstd_level,
         database: resp.database,
         nonce,
         seq,

@@ -334,12 +334,7 @@ pub async fn relay(
 }
 
 async fn flush(client: &mut Client) -> Result<(), RelayError> {
-    client.sends += 1;
-    client
-        .stream
-        .send(&client.out)
-        .await
-        .map_err(RelayError::Client)?;
+    client.send_out().await.map_err(RelayError::Client)?;
     client.out.clear();
     Ok(())
 }

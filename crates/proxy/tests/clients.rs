@@ -367,6 +367,7 @@ backend_password = "apppass"
     let hs = sextant_protocol::handshake::InitialHandshake::parse(&greeting).unwrap();
     let mut resp = Vec::new();
     sextant_protocol::handshake::HandshakeResponse {
+        zstd_level: 0,
         mariadb_caps: 0,
         capabilities: CAPS,
         max_packet: 1 << 24,

@@ -323,6 +323,68 @@ fn mariadb_extended_metadata_as_the_client_negotiated() {
     }
 }
 
+#[test]
+fn zstd_compression_for_mysql8_clients() {
+    // SIMULATED MySQL 8 client (no MySQL 8 client library here): in front
+    // of a MySQL-versioned server sextant offers
+    // CLIENT_ZSTD_COMPRESSION_ALGORITHM as MySQL 8 does; a client taking
+    // it (with level 3) talks zstd frames after the login's OK.
+    use sextant_protocol::compress::{Algorithm, Compression};
+    use std::io::{Read, Write};
+    let p = Setup {
+        proxy: "server_version = \"8.0.36-sextant\"",
+        ..Default::default()
+    }
+    .start();
+    let mut r = Raw::connect(p.port);
+    let (_, greeting) = r.read().unwrap();
+    let hs = sextant_protocol::handshake::InitialHandshake::parse(&greeting).unwrap();
+    assert!(hs.capabilities & cap::ZSTD_COMPRESSION != 0, "zstd offered");
+    let mut resp = Vec::new();
+    sextant_protocol::handshake::HandshakeResponse {
+        capabilities: CAPS | cap::ZSTD_COMPRESSION | cap::DEPRECATE_EOF,
+        max_packet: 1 << 24,
+        charset: 45,
+        user: "app".into(),
+        auth_response: sextant_protocol::auth::native_scramble(b"apppass", &hs.nonce),
+        database: None,
+        auth_plugin: Some("mysql_native_password".into()),
+        attrs: vec![],
+        mariadb_caps: 0,
+        zstd_level: 3,
+    }
+    .encode(&mut resp);
+    r.send(1, &resp);
+    let (_, ok) = r.read().unwrap();
+    assert_eq!(ok[0], 0, "the login OK comes uncompressed");
+    let mut z = Compression::new(Algorithm::Zstd(3));
+    let mut query = Vec::new();
+    sextant_protocol::codec::write_packet(&mut query, 0, b"\x03SELECT REPEAT('a', 100000) AS r");
+    let mut wire = Vec::new();
+    z.encode(&query, &mut wire);
+    r.s.write_all(&wire).unwrap();
+    // Frames until the whole result (column count, definition, row, OK).
+    let (mut raw, mut plain) = (Vec::new(), Vec::new());
+    let mut buf = [0u8; 65536];
+    let mut packets = Vec::new();
+    while packets.len() < 4 {
+        let n = r.s.read(&mut buf).unwrap();
+        assert!(n > 0, "connection closed");
+        raw.extend_from_slice(&buf[..n]);
+        z.decode(&mut raw, &mut plain).unwrap();
+        while let Some(h) = sextant_protocol::codec::parse_header(&plain) {
+            if plain.len() < 4 + h.len {
+                break;
+            }
+            packets.push(plain[4..4 + h.len].to_vec());
+            plain.drain(..4 + h.len);
+        }
+    }
+    let row = &packets[2];
+    assert_eq!(row.len(), 100_000 + 4, "lenenc length and 100,000 bytes");
+    assert_eq!(packets[3][0], 0xfe);
+}
+
 /// Column names and first row of a text query.
 fn named_row(c: &mut mysql::Conn, sql: &str) -> (Vec<String>, Vec<String>) {
     let mut res = c.query_iter(sql).unwrap();

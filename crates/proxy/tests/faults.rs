@@ -591,6 +591,7 @@ fn attempt(port: u16, user: &str, pass: &str, plugin: &str) -> (Vec<u8>, std::ti
     let (_, greeting) = r.read().expect("greeting");
     let hs = sextant_protocol::handshake::InitialHandshake::parse(&greeting).expect("greeting");
     let resp = sextant_protocol::handshake::HandshakeResponse {
+        zstd_level: 0,
         mariadb_caps: 0,
         capabilities: CAPS,
         max_packet: 1 << 24,

@@ -194,6 +194,7 @@ fn fuzz_session(rng: &mut StdRng, port: u16, corpus: &[Vec<u8>]) -> bool {
         return false;
     };
     let resp = sextant_protocol::handshake::HandshakeResponse {
+        zstd_level: 0,
         mariadb_caps: 0,
         capabilities: CAPS | if rng.gen_bool(0.5) { 1 << 24 } else { 0 } | 1 << 16,
         max_packet: 1 << 24,

@@ -141,10 +141,14 @@ fn tls_to_the_servers() {
         ..Default::default()
     }
     .start();
+    // SHOW STATUS describes the client's own connection; the server
+    // connection's TLS shows in information_schema.
+    let q = "SELECT 'Ssl_version', VARIABLE_VALUE FROM information_schema.SESSION_STATUS \
+             WHERE VARIABLE_NAME = 'Ssl_version'";
     let mut c = p.conn();
     for _ in 0..3 {
         let v: Option<(String, String)> = c
-            .query_first("SHOW SESSION STATUS LIKE 'Ssl_version'")
+            .query_first(q)
             .unwrap();
         let v = v.unwrap().1;
         assert!(
@@ -152,7 +156,7 @@ fn tls_to_the_servers() {
             "server connection not encrypted: {v:?}"
         );
         let w: Option<(String, String)> = c
-            .query_first("/*#mode=READWRITE*/ SHOW SESSION STATUS LIKE 'Ssl_version'")
+            .query_first(format!("/*#mode=READWRITE*/ {q}"))
             .unwrap();
         assert!(w.unwrap().1.starts_with("TLSv1."));
     }
@@ -164,7 +168,7 @@ fn tls_to_the_servers() {
     .start();
     let v: Option<(String, String)> = p
         .conn()
-        .query_first("SHOW SESSION STATUS LIKE 'Ssl_version'")
+        .query_first(q)
         .unwrap();
     assert!(v.unwrap().1.starts_with("TLSv1."));
     // A CA that did not sign the servers' certificates: refused, clearly.
@@ -211,4 +215,91 @@ fn tls_is_offered_without_a_configured_certificate() {
         0,
         "TLS offered"
     );
+}
+
+#[test]
+fn status_rows_describe_the_clients_own_connection() {
+    // SHOW STATUS answers TLS and compression for the client's connection
+    // (not sextant's server connection), as the server answers a direct
+    // client: with and without TLS, with and without compression.
+    let p = Setup::default().start();
+    let q = "SHOW SESSION STATUS WHERE Variable_name IN \
+             ('Ssl_version', 'Ssl_verify_mode', 'Ssl_verify_depth', 'Ssl_default_timeout', 'Compression')";
+    for opts in [
+        &["--ssl", "--ssl-verify-server-cert=0", "--compress"][..],
+        &["--ssl", "--ssl-verify-server-cert=0"][..],
+        &["--skip-ssl", "--compress"][..],
+        &["--skip-ssl"][..],
+    ] {
+        let run = |port: u16| {
+            let mut args = vec!["-N", "-B", "-e", q];
+            args.extend_from_slice(opts);
+            assert_ok(&cli(port, "app", "apppass", &args, None), "SHOW STATUS")
+        };
+        let want = run(lab().primary);
+        assert_eq!(want.contains("TLSv1"), opts[0] == "--ssl", "{want}");
+        assert_eq!(run(p.port), want, "{opts:?}");
+        // The cipher: one in use over TLS, none without.
+        let cipher = assert_ok(
+            &cli(
+                p.port,
+                "app",
+                "apppass",
+                &[
+                    &["-N", "-B", "-e", "SHOW STATUS LIKE 'Ssl_cipher'"][..],
+                    opts,
+                ]
+                .concat(),
+                None,
+            ),
+            "Ssl_cipher",
+        );
+        assert_eq!(
+            cipher.trim() != "Ssl_cipher",
+            opts[0] == "--ssl",
+            "{cipher:?}"
+        );
+    }
+}
+
+#[test]
+fn compressed_protocol_with_large_packets() {
+    // zlib on the client side, in both directions, across packets of more
+    // than 16 MiB and statements whose frames arrive in pieces.
+    let p = Setup::default().start();
+    let q = "SELECT LENGTH(x), MD5(x) FROM (SELECT REPEAT(CONCAT(SEQ, 'abc'), 2000000) AS x \
+             FROM seq_1_to_1) t; SELECT COUNT(*) FROM seq_1_to_100000";
+    let run = |port: u16| {
+        assert_ok(
+            &cli(
+                port,
+                "app",
+                "apppass",
+                &[
+                    "-N",
+                    "-B",
+                    "-Dsextant_test",
+                    "--compress",
+                    "--max-allowed-packet=64M",
+                    "-e",
+                    q,
+                ],
+                None,
+            ),
+            "compressed",
+        )
+    };
+    let want = run(lab().primary);
+    assert!(want.starts_with("8000000\t"), "{want}");
+    assert_eq!(run(p.port), want);
+    // A 20 MB statement sent compressed (two frames of a packet over 16 MiB).
+    let big = format!("SELECT LENGTH('{}') AS n", "z".repeat(20_000_000));
+    let out = cli(
+        p.port,
+        "app",
+        "apppass",
+        &["-N", "-B", "--compress", "--max-allowed-packet=64M"],
+        Some(&big),
+    );
+    assert_eq!(assert_ok(&out, "big compressed statement"), "20000000\n");
 }

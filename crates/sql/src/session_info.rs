@@ -23,6 +23,20 @@ pub const CLIENT_VARIABLES: &[&str] = &[
     "session_track_gtids",
 ];
 
+/// `SHOW [SESSION | LOCAL] STATUS ...`: rows of it (TLS, compression)
+/// describe the client's own connection.
+pub fn is_session_status(sql: &[u8], mode: LexMode) -> bool {
+    let mut t = Lexer::with_mode(sql, mode).filter(|t| t.kind != TokenKind::Hint);
+    if !t.next().is_some_and(|w| w.is_word("SHOW")) {
+        return false;
+    }
+    let mut w = t.next();
+    if w.is_some_and(|w| w.is_word("SESSION") || w.is_word("LOCAL")) {
+        w = t.next();
+    }
+    w.is_some_and(|w| w.is_word("STATUS"))
+}
+
 /// What a statement asks about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Subject<'a> {
@@ -308,6 +322,27 @@ mod tests {
             tracking_assignments(b"SET @@global.session_track_schema = 0", LexMode::DEFAULT)
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn session_status() {
+        for (sql, want) in [
+            ("SHOW STATUS LIKE 'Ssl%'", true),
+            ("show session status", true),
+            (
+                "SHOW LOCAL STATUS WHERE Variable_name = 'Compression'",
+                true,
+            ),
+            ("SHOW GLOBAL STATUS LIKE 'Ssl%'", false),
+            ("SHOW VARIABLES", false),
+            ("SELECT 'SHOW STATUS'", false),
+        ] {
+            assert_eq!(
+                is_session_status(sql.as_bytes(), LexMode::DEFAULT),
+                want,
+                "{sql}"
+            );
+        }
     }
 
     #[test]

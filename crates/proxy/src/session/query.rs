@@ -76,6 +76,11 @@ impl Session {
             // read's consistency requirement (above) already looks after.
             self.primary_reads_until = None;
         }
+        if c.kind == Kind::Show
+            && sextant_sql::session_info::is_session_status(&p[1..], self.lex_mode())
+        {
+            return Box::pin(self.session_status(plan.target, &p[1..])).await;
+        }
         if plan.restore_insert_id {
             if let Err(e) = self.attach(plan.target).await {
                 return self.reply_error(e).await;
@@ -134,6 +139,22 @@ impl Session {
 }
 
 type Assigned = Vec<(&'static str, Option<Vec<u8>>)>;
+
+/// Session status rows about the client's own connection, which the server
+/// connection's rows would misdescribe.
+const CLIENT_STATUS: &[&str] = &[
+    "Compression",
+    "Compression_algorithm",
+    "Compression_level",
+    "Ssl_cipher",
+    "Ssl_cipher_list",
+    "Ssl_default_timeout",
+    "Ssl_server_not_after",
+    "Ssl_server_not_before",
+    "Ssl_verify_depth",
+    "Ssl_verify_mode",
+    "Ssl_version",
+];
 
 impl Session {
     /// A SET of the client's session tracking: its literal values apply to
@@ -201,6 +222,106 @@ impl Session {
         if failed || conn.restore_tracking().await.is_err() {
             self.detach_discard();
         }
+    }
+
+    /// `SHOW [SESSION] STATUS ...`: the server's rows, with those about the
+    /// connection itself (TLS, compression) describing the client's.
+    async fn session_status(&mut self, target: Target, sql: &[u8]) -> Result<(), SessionError> {
+        use sextant_protocol::compress::Algorithm;
+        use sextant_protocol::packets::{coltype, write_err, write_text_resultset_for};
+        if let Err(e) = self.attach(target).await {
+            return self.reply_error(e).await;
+        }
+        let Some(a) = self.binding.direct_mut() else {
+            return Ok(());
+        };
+        let rows = match a
+            .conn_mut()
+            .query_internal(&String::from_utf8_lossy(sql))
+            .await
+        {
+            Ok(rows) => rows,
+            Err(sextant_backend::BackendError::Server {
+                code,
+                sql_state,
+                message,
+                ..
+            }) => {
+                write_err(&mut self.client.out, 1, code, &sql_state, &message);
+                self.after_statement();
+                return self.client.flush().await;
+            }
+            Err(e) => {
+                self.detach_discard();
+                return self.reply_error(e.into()).await;
+            }
+        };
+        let tls = self.client.stream.tls_info();
+        let compression = self.client.compression();
+        let mine = |name: &str| -> Option<String> {
+            let on_tls = |v: &str| tls.as_ref().map_or(String::new(), |_| v.to_string());
+            Some(match name {
+                "Compression" => if compression.is_some() { "ON" } else { "OFF" }.into(),
+                "Compression_algorithm" => match compression {
+                    Some(Algorithm::Zlib) => "zlib".into(),
+                    Some(Algorithm::Zstd(_)) => "zstd".into(),
+                    None => String::new(),
+                },
+                "Compression_level" => match compression {
+                    Some(Algorithm::Zstd(l)) => l.to_string(),
+                    Some(Algorithm::Zlib) => "6".into(),
+                    None => "0".into(),
+                },
+                "Ssl_cipher" => tls.as_ref().map_or(String::new(), |t| t.1.clone()),
+                "Ssl_version" => tls.as_ref().map_or(String::new(), |t| t.0.to_string()),
+                "Ssl_cipher_list" => match tls {
+                    Some(_) => sextant_net::tls::offered_suites(),
+                    None => String::new(),
+                },
+                // As MariaDB reports a TLS session of a client without a
+                // certificate.
+                "Ssl_default_timeout" => match tls {
+                    Some(_) => "7200".into(),
+                    None => "0".into(),
+                },
+                "Ssl_verify_depth" => match tls {
+                    Some(_) => u64::MAX.to_string(),
+                    None => "0".into(),
+                },
+                "Ssl_verify_mode" => match tls {
+                    Some(_) => "5".into(),
+                    None => "0".into(),
+                },
+                "Ssl_server_not_after" | "Ssl_server_not_before" => on_tls(""),
+                _ => return None,
+            })
+        };
+        let rows: Vec<Vec<Option<String>>> = rows
+            .into_iter()
+            .map(|mut row| {
+                let name = row.first().cloned().flatten().unwrap_or_default();
+                if CLIENT_STATUS.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+                    if let (Some(v), Some(cell)) = (mine(&name), row.get_mut(1)) {
+                        *cell = Some(v);
+                    }
+                }
+                row
+            })
+            .collect();
+        self.after_statement();
+        write_text_resultset_for(
+            &mut self.client.out,
+            1,
+            &[
+                ("Variable_name", coltype::VAR_STRING),
+                ("Value", coltype::VAR_STRING),
+            ],
+            &rows,
+            self.deprecate_eof,
+            self.status,
+            self.flavor.mariadb & sextant_protocol::consts::mariadb_cap::EXTENDED_METADATA != 0,
+        );
+        self.client.flush().await
     }
 
     /// The packet `p` (COM_QUERY or COM_STMT_PREPARE) with the client's own

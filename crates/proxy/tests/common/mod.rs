@@ -516,6 +516,7 @@ impl Raw {
         let hs = sextant_protocol::handshake::InitialHandshake::parse(&greeting)
             .expect("greeting parses");
         let resp = sextant_protocol::handshake::HandshakeResponse {
+            zstd_level: 0,
             mariadb_caps,
             capabilities: match mariadb_caps {
                 0 => r.caps,
