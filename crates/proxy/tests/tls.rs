@@ -147,17 +147,14 @@ fn tls_to_the_servers() {
              WHERE VARIABLE_NAME = 'Ssl_version'";
     let mut c = p.conn();
     for _ in 0..3 {
-        let v: Option<(String, String)> = c
-            .query_first(q)
-            .unwrap();
+        let v: Option<(String, String)> = c.query_first(q).unwrap();
         let v = v.unwrap().1;
         assert!(
             v.starts_with("TLSv1."),
             "server connection not encrypted: {v:?}"
         );
-        let w: Option<(String, String)> = c
-            .query_first(format!("/*#mode=READWRITE*/ {q}"))
-            .unwrap();
+        let w: Option<(String, String)> =
+            c.query_first(format!("/*#mode=READWRITE*/ {q}")).unwrap();
         assert!(w.unwrap().1.starts_with("TLSv1."));
     }
     // Encrypted without verification.
@@ -166,10 +163,7 @@ fn tls_to_the_servers() {
         ..Default::default()
     }
     .start();
-    let v: Option<(String, String)> = p
-        .conn()
-        .query_first(q)
-        .unwrap();
+    let v: Option<(String, String)> = p.conn().query_first(q).unwrap();
     assert!(v.unwrap().1.starts_with("TLSv1."));
     // A CA that did not sign the servers' certificates: refused, clearly.
     let group = format!("tls = true\ntls_ca = \"{}\"\n", lab.tls_cert);

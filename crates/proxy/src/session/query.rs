@@ -331,28 +331,30 @@ impl Session {
     pub(super) fn answer_session_info(&self, p: &[u8]) -> Option<Vec<u8>> {
         use sextant_sql::session_info::{rewrite, Subject};
         let id = self.registered.as_ref().map(|r| r.id());
-        let literal = |v: &str| {
-            if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) {
-                v.to_string()
-            } else {
-                format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
-            }
+        // `IF(1, value, @@global.x)` has the column type the server gives
+        // `@@x` (drivers map types: a BIGINT read as a string, say).
+        let typed = |name: &str, v: &str| {
+            let lit = match v {
+                "ON" => "1".to_string(),
+                "OFF" => "0".to_string(),
+                _ if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) => {
+                    format!("CAST({v} AS UNSIGNED)")
+                }
+                _ => format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''")),
+            };
+            format!("IF(1, {lit}, @@global.{name})")
         };
         let sql = rewrite(&p[1..], self.lex_mode(), |s| match s {
             Subject::ConnectionId => id.map(|id| format!("CAST({id} AS UNSIGNED)")),
             Subject::Variable(v) => match v.strip_prefix("session_track_") {
                 Some(which) => match &self.client.tracking {
-                    Some(t) => t.value(which).map(|v| match v.as_str() {
-                        "ON" => "1".into(),
-                        "OFF" => "0".into(),
-                        _ => literal(&v),
-                    }),
+                    Some(t) => t.value(which).map(|value| typed(v, &value)),
                     // Server connections track more than the client asked
                     // for; what it has is the server's default.
                     None => Some(format!("@@global.{v}")),
                 },
                 None => match self.vars.client_side.get(v) {
-                    Some(value) => Some(literal(value)),
+                    Some(value) => Some(typed(v, value)),
                     None if v == "wait_timeout" && self.interactive => {
                         Some("@@global.interactive_timeout".into())
                     }

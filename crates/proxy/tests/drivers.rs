@@ -1,0 +1,136 @@
+//! Drivers of two more ecosystems, as applications use them: Go
+//! (go-sql-driver/mysql) and Node (mysql2), installed by `scripts/deps`.
+//! Each runs the same checks (types, errors, transactions, session state,
+//! KILL QUERY, its own wait_timeout, prepare/close churn, 5 MB values,
+//! multi-statements, TLS, compression) directly against the primary and
+//! through sextant with its default settings, and must get the same answers.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn drivers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/drivers")
+}
+
+fn go() -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("go"))
+                .find(|g| g.is_file())
+        })
+        .unwrap_or_default();
+    on_path
+        .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|g| g.is_file()))
+        .expect("Go is needed for the driver checks: run scripts/deps")
+}
+
+/// Runs a driver's checks against `port`; one "name: answer" line each.
+fn run(cmd: &mut Command, port: u16, tag: &str) -> Vec<String> {
+    let out = cmd
+        .env("HOST", "127.0.0.1")
+        .env("PORT", port.to_string())
+        .env("TAG", format!("{tag}_{}", std::process::id()))
+        .output()
+        .expect("driver checks start");
+    assert!(
+        out.status.success(),
+        "driver checks failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The same answers directly and through sextant, and the answers that
+/// show each check did what it is for.
+fn compare(direct: &[String], proxied: &[String], expect: &[(&str, &str)]) {
+    assert_eq!(
+        proxied
+            .iter()
+            .map(|l| l.split(':').next())
+            .collect::<Vec<_>>(),
+        direct
+            .iter()
+            .map(|l| l.split(':').next())
+            .collect::<Vec<_>>(),
+        "the same checks ran"
+    );
+    for (d, p) in direct.iter().zip(proxied) {
+        assert_eq!(p, d, "through sextant (left), directly (right)");
+    }
+    for (check, want) in expect {
+        let line = direct
+            .iter()
+            .find(|l| l.starts_with(&format!("{check}:")))
+            .unwrap_or_else(|| panic!("no {check} check in {direct:#?}"));
+        assert!(line.contains(want), "{line} should contain {want}");
+    }
+}
+
+const EXPECT: &[(&str, &str)] = &[
+    ("types", "18446744073709551615"),
+    ("error", "ERR 1146 42S02"),
+    ("transaction", "inside=2 after=1"),
+    ("kill_query", "quick=true usable=true"),
+    ("wait_timeout", "wait_timeout=1 closed=true"),
+    ("prepare_close", "ok=300"),
+    ("large", "same=true"),
+    ("tls", "version=TLSv1"),
+    ("compress", "length=3000000"),
+    ("compress", "compression=ON"),
+];
+
+#[test]
+fn go_driver_gets_the_answers_it_gets_directly() {
+    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("drivercheck-go");
+    let built = Command::new(go())
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .current_dir(drivers().join("go"))
+        .env("GOFLAGS", "-mod=readonly")
+        .output()
+        .expect("go build");
+    assert!(
+        built.status.success(),
+        "go build (run scripts/deps first):\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let p = Setup::default().start();
+    let direct = run(&mut Command::new(&bin), lab().primary, "d");
+    let proxied = run(&mut Command::new(&bin), p.port, "p");
+    compare(&direct, &proxied, EXPECT);
+}
+
+#[test]
+fn node_driver_gets_the_answers_it_gets_directly() {
+    let dir = drivers().join("node");
+    assert!(
+        dir.join("node_modules/mysql2").is_dir(),
+        "mysql2 is not installed: run scripts/deps"
+    );
+    let node = || {
+        let mut c = Command::new("node");
+        c.arg("checks.js").current_dir(&dir);
+        c
+    };
+    let p = Setup::default().start();
+    let direct = run(&mut node(), lab().primary, "d");
+    let proxied = run(&mut node(), p.port, "p");
+    let mut expect = EXPECT.to_vec();
+    // mysql2 reads MariaDB's extended metadata (JSON as objects) and
+    // session-state reports, and knows its connection id.
+    expect.extend([
+        ("types", "\"jtype\":\"object\""),
+        ("session_state", "\"schema\":\"sextant_test\""),
+        ("connection_id", "matches_handshake=true"),
+        ("compress", "prepared=42"),
+    ]);
+    compare(&direct, &proxied, &expect);
+}
