@@ -36,16 +36,17 @@ fn many_clients_preparing_stay_within_the_servers_limit() {
     // The monitor reads the limit at its first check.
     p.wait_state(lab().primary, "up", std::time::Duration::from_secs(10));
     std::thread::sleep(std::time::Duration::from_millis(500));
-    // 400 clients (40 at a time), each preparing, running and closing 100
-    // statements of its own: 40,000 distinct statements.
+    // 1,000 clients (200 at a time, on 40 server connections), each
+    // preparing, running and closing 100 statements of its own: 100,000
+    // distinct statements against a server that holds at most 2,000.
     let errors = std::sync::Mutex::new(Vec::new());
-    for batch in 0..10 {
+    for batch in 0..5 {
         std::thread::scope(|scope| {
-            for t in 0..40 {
+            for t in 0..200 {
                 let p = &p;
                 let errors = &errors;
                 scope.spawn(move || {
-                    let client = batch * 40 + t;
+                    let client = batch * 200 + t;
                     let mut c = p.conn();
                     for i in 0..100 {
                         let sql = format!("SELECT ? + {}", client * 1000 + i);
