@@ -15,6 +15,21 @@ pub enum Answer {
     Table(Table),
     Ok,
     Error(String),
+    /// `KILL [QUERY | CONNECTION] id`: for the proxy to carry out.
+    Kill {
+        id: u32,
+        query_only: bool,
+    },
+}
+
+/// One client session, as SHOW SESSIONS lists it.
+pub struct SessionRow {
+    pub id: u32,
+    pub user: String,
+    pub client: String,
+    pub group: String,
+    /// The server and server thread running its statement now.
+    pub running: Option<(String, u32)>,
 }
 
 /// Process-wide counters the admin port reports.
@@ -29,8 +44,8 @@ pub struct Counters {
     pub allocations: Option<&'static std::sync::atomic::AtomicU64>,
 }
 
-pub const COMMANDS: &str =
-    "SHOW BACKENDS, SHOW STATUS, EXPLAIN ROUTE [FOR USER name] <statement>, SELECT 1";
+pub const COMMANDS: &str = "SHOW BACKENDS, SHOW STATUS, SHOW SESSIONS, KILL [QUERY] <session id>, \
+     EXPLAIN ROUTE [FOR USER name] <statement>, SELECT 1";
 
 /// What admin commands can see.
 pub struct Context<'a> {
@@ -38,6 +53,8 @@ pub struct Context<'a> {
     pub counters: &'a Counters,
     /// Each user's routing policy and group.
     pub users: Vec<(&'a str, RoutingPolicy, &'a str)>,
+    /// The client sessions now (asked only by SHOW SESSIONS).
+    pub sessions: &'a dyn Fn() -> Vec<SessionRow>,
 }
 
 pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
@@ -75,6 +92,8 @@ pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
     let w: Vec<&str> = words.iter().map(|s| s.as_str()).collect();
     match w.as_slice() {
         ["SHOW", "BACKENDS"] | ["SHOW", "SERVERS"] => Answer::Table(backends(pool)),
+        ["SHOW", "SESSIONS"] | ["SHOW", "PROCESSLIST"] => Answer::Table(sessions(ctx)),
+        ["KILL", rest @ ..] => kill(rest),
         ["SHOW", "STATUS"] => Answer::Table(status(counters)),
         ["SELECT", "1"] => Answer::Table(Table {
             columns: vec!["1".into()],
@@ -88,6 +107,56 @@ pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
         [] => Answer::Error("empty command".into()),
         _ => Answer::Error(format!(
             "unknown admin command {sql:?}; the admin port understands: {COMMANDS}"
+        )),
+    }
+}
+
+fn sessions(ctx: &Context<'_>) -> Table {
+    let rows = (ctx.sessions)()
+        .into_iter()
+        .map(|s| {
+            let (state, server, thread) = match s.running {
+                Some((server, thread)) => ("running", Some(server), Some(thread.to_string())),
+                None => ("idle", None, None),
+            };
+            vec![
+                Some(s.id.to_string()),
+                Some(s.user),
+                Some(s.client),
+                Some(s.group),
+                Some(state.to_string()),
+                server,
+                thread,
+            ]
+        })
+        .collect();
+    Table {
+        columns: [
+            "id",
+            "user",
+            "client",
+            "group",
+            "state",
+            "server",
+            "server_thread",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    }
+}
+
+/// `KILL [QUERY | CONNECTION] <session id>` (the words after KILL).
+fn kill(words: &[&str]) -> Answer {
+    let (query_only, id) = match words {
+        ["QUERY", id] => (true, id),
+        ["CONNECTION", id] | [id] => (false, id),
+        _ => return Answer::Error("KILL [QUERY | CONNECTION] <session id>".into()),
+    };
+    match id.parse() {
+        Ok(id) => Answer::Kill { id, query_only },
+        Err(_) => Answer::Error(format!(
+            "{id:?} is not a session id (SHOW SESSIONS lists them)"
         )),
     }
 }
@@ -379,7 +448,48 @@ mod tests {
             pool: &pool,
             counters: &c,
             users: vec![("app", RoutingPolicy::default(), "main")],
+            sessions: &|| {
+                vec![SessionRow {
+                    id: 7,
+                    user: "app".into(),
+                    client: "127.0.0.1:5000".into(),
+                    group: "main".into(),
+                    running: Some(("127.0.0.1:3307".into(), 99)),
+                }]
+            },
         };
+        match execute("show sessions", &ctx) {
+            Answer::Table(t) => assert_eq!(
+                t.rows,
+                vec![[
+                    "7",
+                    "app",
+                    "127.0.0.1:5000",
+                    "main",
+                    "running",
+                    "127.0.0.1:3307",
+                    "99"
+                ]
+                .map(|v| Some(v.to_string()))
+                .to_vec()]
+            ),
+            _ => panic!("expected a table"),
+        }
+        assert!(matches!(
+            execute("KILL QUERY 7", &ctx),
+            Answer::Kill {
+                id: 7,
+                query_only: true
+            }
+        ));
+        assert!(matches!(
+            execute("kill 8;", &ctx),
+            Answer::Kill {
+                id: 8,
+                query_only: false
+            }
+        ));
+        assert!(matches!(execute("KILL USER app", &ctx), Answer::Error(_)));
         match execute("DROP EVERYTHING", &ctx) {
             Answer::Error(m) => assert!(m.contains("SHOW BACKENDS"), "{m}"),
             _ => panic!("expected an error"),

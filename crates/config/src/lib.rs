@@ -232,6 +232,10 @@ pub struct User {
     /// "ed25519" (MariaDB's client_ed25519).
     #[serde(default)]
     pub auth_plugin: Option<UserAuthPlugin>,
+    /// May KILL any user's sessions (as MySQL's CONNECTION_ADMIN); others
+    /// only their own user's.
+    #[serde(default)]
+    pub connection_admin: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -64,6 +64,7 @@ async fn session(
     client.max_packet = 1 << 20;
     frontend::send_ok(client, login.seq);
     client.flush().await?;
+    frontend::start_compression(client, &login);
     let deprecate_eof = login.caps & cap::DEPRECATE_EOF != 0;
     let mut payload = Vec::new();
     loop {
@@ -75,21 +76,42 @@ async fn session(
             }
             Some(&com::QUERY) => {
                 let sql = String::from_utf8_lossy(&payload[1..]);
-                let rt = shared.runtime();
-                let ctx = sextant_admin::Context {
-                    pool: &rt.pool,
-                    counters: &shared.counters,
-                    users: rt
-                        .config
-                        .users
-                        .iter()
-                        .filter_map(|u| {
-                            let e = rt.users.get(&u.name)?;
-                            Some((u.name.as_str(), e.policy, &*e.group.name))
-                        })
-                        .collect(),
+                let answer = {
+                    let rt = shared.runtime();
+                    let list = || {
+                        shared
+                            .sessions
+                            .list()
+                            .into_iter()
+                            .map(|(id, h)| sextant_admin::SessionRow {
+                                id,
+                                user: h.user.name.clone(),
+                                client: h.peer.to_string(),
+                                group: h.user.group.name.to_string(),
+                                running: h.running().and_then(|(idx, thread)| {
+                                    let server = h.user.group.members.get(idx)?;
+                                    Some((server.addr.to_string(), thread))
+                                }),
+                            })
+                            .collect()
+                    };
+                    let ctx = sextant_admin::Context {
+                        sessions: &list,
+                        pool: &rt.pool,
+                        counters: &shared.counters,
+                        users: rt
+                            .config
+                            .users
+                            .iter()
+                            .filter_map(|u| {
+                                let e = rt.users.get(&u.name)?;
+                                Some((u.name.as_str(), e.policy, &*e.group.name))
+                            })
+                            .collect(),
+                    };
+                    execute(&sql, &ctx)
                 };
-                match execute(&sql, &ctx) {
+                match answer {
                     Answer::Table(t) => {
                         let cols: Vec<(&str, u8)> = t
                             .columns
@@ -106,6 +128,21 @@ async fn session(
                         );
                     }
                     Answer::Ok => write_simple_ok(&mut client.out, 1, status::AUTOCOMMIT),
+                    Answer::Kill { id, query_only } => match shared.sessions.get(id) {
+                        Some(h) => {
+                            crate::kill::kill_running(&h).await;
+                            if !query_only {
+                                shared.sessions.hang_up(id);
+                            }
+                            tracing::info!(session = id, query_only, "killed from the admin port");
+                            write_simple_ok(&mut client.out, 1, status::AUTOCOMMIT)
+                        }
+                        None => {
+                            let e = SessionError::NoSuchThread(id as u64);
+                            let (code, state, msg) = e.mysql();
+                            write_err(&mut client.out, 1, code, state, &msg);
+                        }
+                    },
                     Answer::Error(m) => write_err(&mut client.out, 1, 1064, "42000", &m),
                 }
             }

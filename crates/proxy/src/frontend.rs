@@ -426,6 +426,21 @@ fn check_native(password: &str, nonce: &[u8], response: &[u8]) -> bool {
     auth::verify_native(password.as_bytes(), nonce, response)
 }
 
+/// The compressed protocol starts after the login's OK, if negotiated
+/// (zlib when a client offers both, as servers choose).
+pub fn start_compression(client: &mut Client, login: &Login) {
+    use sextant_protocol::compress::Algorithm;
+    if login.caps & cap::COMPRESS != 0 {
+        client.start_compression(Algorithm::Zlib);
+    } else if login.caps & cap::ZSTD_COMPRESSION != 0 {
+        let level = match login.zstd_level {
+            0 => 3,
+            l => l as i32,
+        };
+        client.start_compression(Algorithm::Zstd(level));
+    }
+}
+
 pub fn client_host(c: &Client) -> String {
     c.peer.ip().to_string()
 }

@@ -8,9 +8,11 @@
 //! its client socket, and the server connection its statement runs on now
 //! (one packed atomic the session stores before and after each statement).
 
+use crate::shared::UserEntry;
 use parking_lot::Mutex;
 use sextant_backend::GroupServers;
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,7 +21,9 @@ const IDLE: u64 = u64::MAX;
 
 /// What other sessions may know of one session.
 pub struct Handle {
-    pub user: Arc<str>,
+    /// The user it logged in as: its group and server account.
+    pub user: Arc<UserEntry>,
+    pub peer: SocketAddr,
     fd: RawFd,
     /// Member index in the session's group (high half) and server thread
     /// id (low half) of the statement running now; IDLE between them.
@@ -88,9 +92,16 @@ pub enum Found {
 }
 
 impl Sessions {
-    pub fn register(shared: &Arc<crate::Shared>, id: u32, user: Arc<str>, fd: RawFd) -> Registered {
+    pub fn register(
+        shared: &Arc<crate::Shared>,
+        id: u32,
+        user: Arc<UserEntry>,
+        peer: SocketAddr,
+        fd: RawFd,
+    ) -> Registered {
         let handle = Arc::new(Handle {
             user,
+            peer,
             fd,
             running: AtomicU64::new(IDLE),
         });
@@ -102,14 +113,30 @@ impl Sessions {
         }
     }
 
-    /// The session `id`, if `user` may kill it (its own sessions only, as
-    /// MySQL allows an account without PROCESS).
-    pub fn find(&self, id: u32, user: &str) -> Found {
+    /// The session `id`, if `user` may kill it: its own user's sessions,
+    /// or any with `connection_admin` (as MySQL's CONNECTION_ADMIN).
+    pub fn find(&self, id: u32, user: &UserEntry) -> Found {
         match self.map.lock().get(&id) {
             None => Found::Unknown,
-            Some(h) if &*h.user != user => Found::NotOwner,
+            Some(h) if h.user.name != user.name && !user.connection_admin => Found::NotOwner,
             Some(h) => Found::Session(h.clone()),
         }
+    }
+
+    /// Every session, by id (for the admin port).
+    pub fn list(&self) -> Vec<(u32, Arc<Handle>)> {
+        let mut v: Vec<_> = self
+            .map
+            .lock()
+            .iter()
+            .map(|(id, h)| (*id, h.clone()))
+            .collect();
+        v.sort_by_key(|(id, _)| *id);
+        v
+    }
+
+    pub fn get(&self, id: u32) -> Option<Arc<Handle>> {
+        self.map.lock().get(&id).cloned()
     }
 
     /// Ends session `id`'s connection with its client: the session sees
@@ -125,6 +152,32 @@ impl Sessions {
                 libc::shutdown(h.fd, libc::SHUT_RDWR);
             }
         }
+    }
+}
+
+/// Stops the statement session `h` is running, if any: `KILL QUERY` of its
+/// server thread, sent on a connection of sextant's own (the session's is
+/// busy with the statement).
+pub async fn kill_running(h: &Handle) {
+    let Some((idx, thread_id)) = h.running() else {
+        return;
+    };
+    let Some(server) = h.user.group.members.get(idx).cloned() else {
+        return;
+    };
+    let flavor = sextant_backend::Flavor::new(0, crate::frontend::DEFAULT_CHARSET);
+    match server
+        .acquire(&h.user.backend_user, &h.user.backend_password, flavor)
+        .await
+    {
+        Ok(mut c) => match c.exec_internal(&format!("KILL QUERY {thread_id}")).await {
+            Ok(_) => server.release(c),
+            Err(e) => {
+                tracing::info!(server = %server.addr, "KILL QUERY {thread_id}: {e}");
+                server.discard(c);
+            }
+        },
+        Err(e) => tracing::info!(server = %server.addr, "no connection for KILL QUERY: {e}"),
     }
 }
 

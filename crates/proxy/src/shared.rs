@@ -22,6 +22,8 @@ pub struct UserEntry {
     pub require_tls: bool,
     /// Logs in with client_ed25519 instead of the listener's plugin.
     pub ed25519: bool,
+    /// May KILL any user's sessions.
+    pub connection_admin: bool,
     /// [routing] with this user's overrides.
     pub policy: sextant_config::RoutingPolicy,
     pub backend_user: String,
@@ -85,6 +87,7 @@ impl Runtime {
                     && e.backend_password == u.backend_password()
                     && e.max_connections == u.max_connections
                     && e.ed25519 == ed25519
+                    && e.connection_admin == u.connection_admin
             });
             let entry = match kept {
                 Some(e) => e.clone(),
@@ -93,6 +96,7 @@ impl Runtime {
                     password: u.password.clone(),
                     require_tls: u.require_tls,
                     ed25519,
+                    connection_admin: u.connection_admin,
                     policy,
                     latest_write: Default::default(),
                     latest_write_server: Default::default(),

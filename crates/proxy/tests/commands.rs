@@ -604,6 +604,67 @@ fn kill_error(c: &mut mysql::Conn, sql: &str) -> Option<u16> {
     }
 }
 
+#[test]
+fn kill_by_a_connection_admin_and_from_the_admin_port() {
+    let p = Setup {
+        users: "\n[[users]]\nname = \"ops\"\npassword = \"opspass\"\nbackend_user = \"app\"\nbackend_password = \"apppass\"\nconnection_admin = true\n",
+        ..Default::default()
+    }
+    .start();
+    let sleep_in = |mut c: mysql::Conn| {
+        std::thread::spawn(move || {
+            let t0 = std::time::Instant::now();
+            let r: Result<Option<i64>, _> = c.query_first("SELECT SLEEP(20)");
+            (c, r.map_err(|e| e.to_string()), t0.elapsed())
+        })
+    };
+    let quick = |took: std::time::Duration| took < std::time::Duration::from_secs(5);
+    let ops_url = p.url("ops", "opspass", "sextant_test");
+    let mut ops = mysql::Conn::new(mysql::Opts::from_url(&ops_url).unwrap()).unwrap();
+    let mut other = mysql::Conn::new(
+        mysql::Opts::from_url(&p.url("other", "otherpass", "sextant_test")).unwrap(),
+    )
+    .unwrap();
+
+    // An ordinary user may not kill app's session; a connection admin may.
+    let a = p.conn();
+    let a_id = a.connection_id();
+    let sleeper = sleep_in(a);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(kill_error(&mut other, &format!("KILL QUERY {a_id}")), Some(1095));
+    assert_eq!(kill_error(&mut ops, &format!("KILL QUERY {a_id}")), None);
+    let (_a, r, took) = sleeper.join().unwrap();
+    assert!(quick(took), "SLEEP ran {took:?}: {r:?}");
+
+    // The admin port lists sessions, with the server running a statement.
+    let b = p.conn();
+    let b_id = b.connection_id();
+    let sleeper = sleep_in(b);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let mut admin = p.admin();
+    let rows: Vec<mysql::Row> = admin.query("SHOW SESSIONS").unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r.get::<String, _>("id").as_deref() == Some(&b_id.to_string()))
+        .expect("the session is listed");
+    assert_eq!(row.get::<String, _>("user").as_deref(), Some("app"));
+    assert_eq!(row.get::<String, _>("state").as_deref(), Some("running"));
+    let server: String = row.get("server").unwrap();
+    assert!(server.starts_with("127.0.0.1:"), "{server}");
+    // ...and KILL there cancels the statement, then ends the session.
+    admin.query_drop(format!("KILL QUERY {b_id}")).unwrap();
+    let (mut b, r, took) = sleeper.join().unwrap();
+    assert!(quick(took), "SLEEP ran {took:?}: {r:?}");
+    let one: Option<i64> = b.query_first("SELECT 1").unwrap();
+    assert_eq!(one, Some(1));
+    admin.query_drop(format!("KILL {b_id}")).unwrap();
+    assert!(b.query_drop("SELECT 1").is_err(), "the session was ended");
+    match admin.query_drop("KILL 999999") {
+        Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1094),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// KILL names sextant's sessions by the id their handshake gave them (what
 /// the mysql client's Ctrl-C sends): KILL QUERY cancels that session's
 /// statement on whichever server runs it, KILL ends the session, and an id

@@ -238,23 +238,13 @@ impl Session {
         if s.client.flush().await.is_err() {
             return;
         }
-        // The compressed protocol starts after the login's OK (zlib when a
-        // client offers both, as servers choose).
-        use sextant_protocol::compress::Algorithm;
-        if login.caps & cap::COMPRESS != 0 {
-            s.client.start_compression(Algorithm::Zlib);
-        } else if login.caps & cap::ZSTD_COMPRESSION != 0 {
-            let level = match login.zstd_level {
-                0 => 3,
-                l => l as i32,
-            };
-            s.client.start_compression(Algorithm::Zstd(level));
-        }
+        frontend::start_compression(&mut s.client, &login);
         if let Some(fd) = s.client.stream.raw_fd() {
             s.registered = Some(crate::kill::Sessions::register(
                 &s.shared,
                 conn_id,
-                s.user.name.as_str().into(),
+                s.user.clone(),
+                s.client.peer,
                 fd,
             ));
         }

@@ -386,36 +386,12 @@ impl Session {
         let Ok(id32) = u32::try_from(id) else {
             return self.reply_error(SessionError::NoSuchThread(id)).await;
         };
-        let handle = match self.shared.sessions.find(id32, &self.user.name) {
+        let handle = match self.shared.sessions.find(id32, &self.user) {
             Found::Unknown => return self.reply_error(SessionError::NoSuchThread(id)).await,
             Found::NotOwner => return self.reply_error(SessionError::KillDenied(id)).await,
             Found::Session(h) => h,
         };
-        if let Some((idx, thread_id)) = handle.running() {
-            if let Some(server) = self.user.group.members.get(idx).cloned() {
-                // On a connection of its own: the target's is busy with the
-                // statement being killed.
-                match server
-                    .acquire(
-                        &self.user.backend_user,
-                        &self.user.backend_password,
-                        self.flavor,
-                    )
-                    .await
-                {
-                    Ok(mut c) => match c.exec_internal(&format!("KILL QUERY {thread_id}")).await {
-                        Ok(_) => server.release(c),
-                        Err(e) => {
-                            tracing::info!(parent: &self.span, server = %server.addr, "KILL QUERY {thread_id}: {e}");
-                            server.discard(c);
-                        }
-                    },
-                    Err(e) => {
-                        tracing::info!(parent: &self.span, server = %server.addr, "no connection for KILL QUERY: {e}")
-                    }
-                }
-            }
-        }
+        crate::kill::kill_running(&handle).await;
         if !query_only {
             self.shared.sessions.hang_up(id32);
         }
