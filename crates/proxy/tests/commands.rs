@@ -444,6 +444,16 @@ fn connection_id_and_timeouts_read_back_as_the_client_knows_them() {
     for _ in 0..4 {
         assert_eq!(named_row(&mut p.conn(), script), global);
     }
+    // SHOW VARIABLES too, including session tracking, which sextant's
+    // server connections have set their own way.
+    let show = "SHOW SESSION VARIABLES WHERE Variable_name IN ('wait_timeout', \
+                'net_read_timeout', 'session_track_schema', 'session_track_state_change', \
+                'session_track_system_variables', 'sql_mode')";
+    let rows = |c: &mut mysql::Conn| -> Vec<(String, String)> { c.query(show).unwrap() };
+    let want = rows(&mut d);
+    assert!(want.contains(&("wait_timeout".into(), "77".into())), "{want:?}");
+    assert_eq!(rows(&mut c), want, "after SET");
+    assert_eq!(rows(&mut p.conn()), rows(&mut direct(lab().primary)), "a new session");
 }
 
 #[test]
@@ -631,7 +641,10 @@ fn kill_by_a_connection_admin_and_from_the_admin_port() {
     let a_id = a.connection_id();
     let sleeper = sleep_in(a);
     std::thread::sleep(std::time::Duration::from_millis(400));
-    assert_eq!(kill_error(&mut other, &format!("KILL QUERY {a_id}")), Some(1095));
+    assert_eq!(
+        kill_error(&mut other, &format!("KILL QUERY {a_id}")),
+        Some(1095)
+    );
     assert_eq!(kill_error(&mut ops, &format!("KILL QUERY {a_id}")), None);
     let (_a, r, took) = sleeper.join().unwrap();
     assert!(quick(took), "SLEEP ran {took:?}: {r:?}");

@@ -23,18 +23,29 @@ pub const CLIENT_VARIABLES: &[&str] = &[
     "session_track_gtids",
 ];
 
-/// `SHOW [SESSION | LOCAL] STATUS ...`: rows of it (TLS, compression)
-/// describe the client's own connection.
-pub fn is_session_status(sql: &[u8], mode: LexMode) -> bool {
+/// What a `SHOW [SESSION | LOCAL] STATUS | VARIABLES ...` lists: some of
+/// its rows (TLS, compression; timeouts, session tracking) describe the
+/// client's own connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionShow {
+    Status,
+    Variables,
+}
+
+pub fn session_show(sql: &[u8], mode: LexMode) -> Option<SessionShow> {
     let mut t = Lexer::with_mode(sql, mode).filter(|t| t.kind != TokenKind::Hint);
     if !t.next().is_some_and(|w| w.is_word("SHOW")) {
-        return false;
+        return None;
     }
     let mut w = t.next();
     if w.is_some_and(|w| w.is_word("SESSION") || w.is_word("LOCAL")) {
         w = t.next();
     }
-    w.is_some_and(|w| w.is_word("STATUS"))
+    match w {
+        Some(w) if w.is_word("STATUS") => Some(SessionShow::Status),
+        Some(w) if w.is_word("VARIABLES") => Some(SessionShow::Variables),
+        _ => None,
+    }
 }
 
 /// What a statement asks about.

@@ -160,6 +160,12 @@ impl Session {
             hold_read_only_error: false,
         };
         let timed = self.user.policy.balance == sextant_config::Balance::LeastLatency;
+        // Its turn: the answers before it were read, so the server runs it
+        // now, and a KILL QUERY of this session reaches it.
+        if let Some(r) = &self.registered {
+            r.handle
+                .running_on(&self.user.group, &server, conn.connection_id);
+        }
         let relayed = relay_counted(
             &mut self.client,
             &mut conn,
@@ -169,6 +175,9 @@ impl Session {
             &opts,
         )
         .await;
+        if let Some(r) = &self.registered {
+            r.handle.idle();
+        }
         match relayed {
             Ok(res) => {
                 self.status = res.status & !status::SESSION_STATE_CHANGED;

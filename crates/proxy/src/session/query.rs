@@ -76,10 +76,10 @@ impl Session {
             // read's consistency requirement (above) already looks after.
             self.primary_reads_until = None;
         }
-        if c.kind == Kind::Show
-            && sextant_sql::session_info::is_session_status(&p[1..], self.lex_mode())
-        {
-            return Box::pin(self.session_status(plan.target, &p[1..])).await;
+        if c.kind == Kind::Show {
+            if let Some(show) = sextant_sql::session_info::session_show(&p[1..], self.lex_mode()) {
+                return Box::pin(self.session_show(show, plan.target, &p[1..])).await;
+            }
         }
         if plan.restore_insert_id {
             if let Err(e) = self.attach(plan.target).await {
@@ -224,9 +224,15 @@ impl Session {
         }
     }
 
-    /// `SHOW [SESSION] STATUS ...`: the server's rows, with those about the
-    /// connection itself (TLS, compression) describing the client's.
-    async fn session_status(&mut self, target: Target, sql: &[u8]) -> Result<(), SessionError> {
+    /// `SHOW [SESSION] STATUS | VARIABLES ...`: the server's rows, with
+    /// those about the connection itself (TLS, compression, timeouts,
+    /// session tracking) describing the client's.
+    async fn session_show(
+        &mut self,
+        show: sextant_sql::session_info::SessionShow,
+        target: Target,
+        sql: &[u8],
+    ) -> Result<(), SessionError> {
         use sextant_protocol::compress::Algorithm;
         use sextant_protocol::packets::{coltype, write_err, write_text_resultset_for};
         if let Err(e) = self.attach(target).await {
@@ -258,7 +264,46 @@ impl Session {
         };
         let tls = self.client.stream.tls_info();
         let compression = self.client.compression();
-        let mine = |name: &str| -> Option<String> {
+        let tracking = self
+            .client
+            .tracking
+            .as_deref()
+            .unwrap_or(&a.conn().tracking_defaults)
+            .clone();
+        // The server connection is not interactive; an interactive client's
+        // session has interactive_timeout as its wait_timeout.
+        let wait_default = match show {
+            sextant_sql::session_info::SessionShow::Variables
+                if self.interactive
+                    && !self.vars.client_side.contains_key("wait_timeout")
+                    && rows.iter().any(|r| {
+                        r.first().cloned().flatten().as_deref() == Some("wait_timeout")
+                    }) =>
+            {
+                match a
+                    .conn_mut()
+                    .query_internal("SELECT @@global.interactive_timeout")
+                    .await
+                {
+                    Ok(r) => r.first().and_then(|r| r.first().cloned().flatten()),
+                    Err(_) => None,
+                }
+            }
+            _ => None,
+        };
+        let client_side = &self.vars.client_side;
+        let variable = |name: &str| -> Option<String> {
+            let lower = name.to_ascii_lowercase();
+            if let Some(which) = lower.strip_prefix("session_track_") {
+                return tracking.value(which);
+            }
+            match client_side.get(lower.as_str()) {
+                Some(v) => Some(v.to_string()),
+                None if lower == "wait_timeout" => wait_default.clone(),
+                None => None,
+            }
+        };
+        let status = |name: &str| -> Option<String> {
             let on_tls = |v: &str| tls.as_ref().map_or(String::new(), |_| v.to_string());
             Some(match name {
                 "Compression" => if compression.is_some() { "ON" } else { "OFF" }.into(),
@@ -296,14 +341,28 @@ impl Session {
                 _ => return None,
             })
         };
+        use sextant_sql::session_info::{SessionShow, CLIENT_VARIABLES};
         let rows: Vec<Vec<Option<String>>> = rows
             .into_iter()
             .map(|mut row| {
                 let name = row.first().cloned().flatten().unwrap_or_default();
-                if CLIENT_STATUS.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
-                    if let (Some(v), Some(cell)) = (mine(&name), row.get_mut(1)) {
-                        *cell = Some(v);
+                let value = match show {
+                    SessionShow::Status
+                        if CLIENT_STATUS.iter().any(|n| n.eq_ignore_ascii_case(&name)) =>
+                    {
+                        status(&name)
                     }
+                    SessionShow::Variables
+                        if CLIENT_VARIABLES
+                            .iter()
+                            .any(|n| n.eq_ignore_ascii_case(&name)) =>
+                    {
+                        variable(&name)
+                    }
+                    _ => None,
+                };
+                if let (Some(v), Some(cell)) = (value, row.get_mut(1)) {
+                    *cell = Some(v);
                 }
                 row
             })
