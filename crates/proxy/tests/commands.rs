@@ -451,9 +451,16 @@ fn connection_id_and_timeouts_read_back_as_the_client_knows_them() {
                 'session_track_system_variables', 'sql_mode')";
     let rows = |c: &mut mysql::Conn| -> Vec<(String, String)> { c.query(show).unwrap() };
     let want = rows(&mut d);
-    assert!(want.contains(&("wait_timeout".into(), "77".into())), "{want:?}");
+    assert!(
+        want.contains(&("wait_timeout".into(), "77".into())),
+        "{want:?}"
+    );
     assert_eq!(rows(&mut c), want, "after SET");
-    assert_eq!(rows(&mut p.conn()), rows(&mut direct(lab().primary)), "a new session");
+    assert_eq!(
+        rows(&mut p.conn()),
+        rows(&mut direct(lab().primary)),
+        "a new session"
+    );
 }
 
 #[test]

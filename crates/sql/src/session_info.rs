@@ -336,20 +336,19 @@ mod tests {
     }
 
     #[test]
-    fn session_status() {
+    fn session_shows() {
+        use SessionShow::*;
         for (sql, want) in [
-            ("SHOW STATUS LIKE 'Ssl%'", true),
-            ("show session status", true),
-            (
-                "SHOW LOCAL STATUS WHERE Variable_name = 'Compression'",
-                true,
-            ),
-            ("SHOW GLOBAL STATUS LIKE 'Ssl%'", false),
-            ("SHOW VARIABLES", false),
-            ("SELECT 'SHOW STATUS'", false),
+            ("SHOW STATUS LIKE 'Ssl%'", Some(Status)),
+            ("show session status", Some(Status)),
+            ("SHOW LOCAL STATUS WHERE Variable_name = 'x'", Some(Status)),
+            ("SHOW GLOBAL STATUS LIKE 'Ssl%'", None),
+            ("SHOW VARIABLES LIKE 'wait%'", Some(Variables)),
+            ("SHOW GLOBAL VARIABLES", None),
+            ("SELECT 'SHOW STATUS'", None),
         ] {
             assert_eq!(
-                is_session_status(sql.as_bytes(), LexMode::DEFAULT),
+                session_show(sql.as_bytes(), LexMode::DEFAULT),
                 want,
                 "{sql}"
             );
