@@ -54,10 +54,12 @@ pub struct Flavor {
 
 /// The MariaDB extended capabilities sextant offers clients (and so opens
 /// server connections with): extended column metadata, which drivers use
-/// to tell JSON, UUID and INET columns from plain strings. Keeping it in
+/// to tell JSON, UUID and INET columns from plain strings, and bulk
+/// execution of prepared statements (batch inserts). Keeping it in
 /// the flavor means results relay unchanged; a client without it gets
 /// connections opened without it.
-pub const FLAVOR_MARIADB_CAPS: u32 = mariadb_cap::EXTENDED_METADATA;
+pub const FLAVOR_MARIADB_CAPS: u32 =
+    mariadb_cap::EXTENDED_METADATA | mariadb_cap::STMT_BULK_OPERATIONS;
 
 impl Flavor {
     pub fn new(client_caps: u32, charset: u8) -> Self {

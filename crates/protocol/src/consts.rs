@@ -78,6 +78,8 @@ pub mod com {
     pub const STMT_RESET: u8 = 0x1a;
     pub const SET_OPTION: u8 = 0x1b;
     pub const STMT_FETCH: u8 = 0x1c;
+    /// MariaDB: one statement, many rows of parameters.
+    pub const STMT_BULK_EXECUTE: u8 = 0xfa;
     pub const DAEMON: u8 = 0x1d;
     pub const BINLOG_DUMP_GTID: u8 = 0x1e;
     pub const RESET_CONNECTION: u8 = 0x1f;

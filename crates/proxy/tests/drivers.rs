@@ -1,5 +1,6 @@
 //! Drivers of two more ecosystems, as applications use them: Go
-//! (go-sql-driver/mysql) and Node (mysql2), installed by `scripts/deps`.
+//! (go-sql-driver/mysql) and Node (mysql2, and MariaDB's own connector for
+//! bulk execution), installed by `scripts/deps`.
 //! Each runs the same checks (types, errors, transactions, session state,
 //! KILL QUERY, its own wait_timeout, prepare/close churn, 5 MB values,
 //! multi-statements, TLS, compression) directly against the primary and
@@ -131,6 +132,7 @@ fn node_driver_gets_the_answers_it_gets_directly() {
         ("session_state", "\"schema\":\"sextant_test\""),
         ("connection_id", "matches_handshake=true"),
         ("compress", "prepared=42"),
+        ("bulk", "offered=true affected=1000 rows=1000 sum=499500"),
     ]);
     compare(&direct, &proxied, &expect);
 }

@@ -6,7 +6,7 @@ use crate::errors::SessionError;
 use crate::frontend;
 use sextant_backend::SessionVars;
 use sextant_protocol::codec::{write_packet, Reader};
-use sextant_protocol::consts::{cap, com, status};
+use sextant_protocol::consts::{cap, com, mariadb_cap, status};
 use sextant_protocol::packets::write_simple_ok;
 use sextant_protocol::tracker::Expect;
 use sextant_routing::Target;
@@ -194,6 +194,11 @@ impl Session {
             com::CHANGE_USER => Box::pin(self.change_user(p)).await?,
             com::STMT_PREPARE => self.prepare(p).await?,
             com::STMT_EXECUTE => self.execute(p).await?,
+            com::STMT_BULK_EXECUTE
+                if self.flavor.mariadb & mariadb_cap::STMT_BULK_OPERATIONS != 0 =>
+            {
+                self.bulk_execute(p).await?
+            }
             com::STMT_SEND_LONG_DATA => self.long_data(p).await?,
             com::STMT_CLOSE => self.stmt_close(p)?,
             com::STMT_RESET => self.stmt_reset(p).await?,

@@ -43,7 +43,15 @@ pub(super) enum RetryReason {
 #[derive(Clone, Copy)]
 pub(super) enum Work<'p> {
     Query(&'p [u8]),
-    Execute { id: u32, payload: &'p [u8] },
+    Execute {
+        id: u32,
+        payload: &'p [u8],
+    },
+    /// MariaDB's COM_STMT_BULK_EXECUTE.
+    Bulk {
+        id: u32,
+        payload: &'p [u8],
+    },
 }
 
 impl Session {
@@ -64,6 +72,7 @@ impl Session {
             let outcome = match work {
                 Work::Query(p) => self.query_once(plan, p, attempt == 0).await,
                 Work::Execute { id, payload } => self.execute_once(plan, id, payload).await,
+                Work::Bulk { id, payload } => self.bulk_once(plan, id, payload).await,
             };
             self.retry = Retry::Never;
             match outcome? {

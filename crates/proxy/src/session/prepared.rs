@@ -91,6 +91,94 @@ impl Session {
         Ok(())
     }
 
+    /// MariaDB's COM_STMT_BULK_EXECUTE: a prepared write run for many rows
+    /// of parameters at once, routed as its statement is.
+    pub(super) async fn bulk_execute(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        let id = stmt_id(p)?;
+        let Some(st) = self.stmts.get(&id) else {
+            return self
+                .reply_error(SessionError::UnknownStatement {
+                    id,
+                    command: "mysqld_stmt_bulk_execute",
+                })
+                .await;
+        };
+        let plan = plan_execute(
+            &st.route,
+            self.facts(),
+            &self.user.policy,
+            self.user.group.plan_facts(),
+            false,
+        );
+        if let Some(r) = plan.refuse {
+            return self.reply_error(SessionError::WriteOnReplica(r)).await;
+        }
+        self.require(&plan);
+        let r = self.run_plan(&plan, Work::Bulk { id, payload: p }).await;
+        self.read_done();
+        r.map(|_| ())
+    }
+
+    /// One attempt at a bulk execute: as [`Session::execute_once`], for the
+    /// bulk layout (cmd, id(4), flags(2), [types(2n)], rows).
+    pub(super) async fn bulk_once(
+        &mut self,
+        plan: &Plan,
+        id: u32,
+        p: &[u8],
+    ) -> Result<Outcome, SessionError> {
+        const SEND_TYPES_TO_SERVER: u16 = 128;
+        let (server_id, types_sent) = match self.attach_for_stmt(plan.target, id).await? {
+            Ok(v) => v,
+            Err(outcome) => return Ok(outcome),
+        };
+        let Some(st) = self.stmts.get_mut(&id) else {
+            return Ok(Outcome::Reported);
+        };
+        let flags = p
+            .get(5..7)
+            .map(|f| u16::from_le_bytes([f[0], f[1]]))
+            .ok_or(SessionError::Malformed(
+                sextant_protocol::ProtoError::Truncated("bulk execute flags"),
+            ))?;
+        let n = st.params as usize;
+        let mut q = Vec::with_capacity(p.len() + 2 * n);
+        if flags & SEND_TYPES_TO_SERVER != 0 {
+            if let Some(t) = p.get(7..7 + 2 * n) {
+                st.types.clear();
+                st.types.extend_from_slice(t);
+            }
+            q.extend_from_slice(p);
+        } else if !types_sent && n > 0 && st.types.len() == 2 * n {
+            // This server statement never got the types the client sent
+            // on another connection.
+            q.extend_from_slice(&p[..5]);
+            q.extend_from_slice(&(flags | SEND_TYPES_TO_SERVER).to_le_bytes());
+            q.extend_from_slice(&st.types);
+            q.extend_from_slice(&p[7..]);
+        } else {
+            q.extend_from_slice(p);
+        }
+        q[1..5].copy_from_slice(&server_id.to_le_bytes());
+        self.scratch.clear();
+        write_packet(&mut self.scratch, 0, &q);
+        let sent_types = flags & SEND_TYPES_TO_SERVER != 0 || q[5] & 128 != 0 || types_sent;
+        let sql = st.sql.clone();
+        self.primary_reads_until = Some(Instant::now() + self.hold);
+        if let Some(a) = self.binding.direct_mut() {
+            a.conn_mut().stmt_used(&sql, sent_types);
+        }
+        let outcome = self.send_and_relay(Expect::Execute, None).await?;
+        if let Outcome::Done(res) = &outcome {
+            self.note_insert_id(res);
+        }
+        if !matches!(outcome, Outcome::Retry(_)) {
+            self.pins.remove(Pins::LONG_DATA | Pins::INSERT_ID);
+            self.after_statement();
+        }
+        Ok(outcome)
+    }
+
     pub(super) async fn execute(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let id = stmt_id(p)?;
         let Some(st) = self.stmts.get(&id) else {

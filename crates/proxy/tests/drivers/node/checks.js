@@ -121,6 +121,18 @@ async function check(name, f) {
     await z.end();
     return `length=${r.n} md5=${r.m} compression=${s.Value} prepared=${p.v}`;
   });
+  await check('bulk', async () => {
+    // MariaDB's connector sends a batch as one COM_STMT_BULK_EXECUTE when
+    // the server offers bulk operations (extended capability bit 34).
+    const mariadb = require('mariadb');
+    const m = await mariadb.createConnection({ host, port: Number(port), user: 'app', password: 'apppass', database: 'sextant_test' });
+    const offered = (m.info.serverCapabilities & (1n << 34n)) !== 0n;
+    const rows = Array.from({ length: 1000 }, (_, i) => [`v${i}`, i]);
+    const r = await m.batch(`INSERT INTO ${table} (j, i) VALUES (JSON_QUOTE(?), ?)`, rows);
+    const [s] = await m.query(`SELECT COUNT(*) AS n, SUM(i) AS s FROM ${table} WHERE i < 1000`);
+    await m.end();
+    return `offered=${offered} affected=${r.affectedRows} rows=${s.n} sum=${s.s}`;
+  });
   await c.query(`DROP TABLE ${table}`);
   await c.end();
 })().catch((e) => { console.error(e); process.exit(1); });
