@@ -54,12 +54,15 @@ pub struct Flavor {
 
 /// The MariaDB extended capabilities sextant offers clients (and so opens
 /// server connections with): extended column metadata, which drivers use
-/// to tell JSON, UUID and INET columns from plain strings, and bulk
-/// execution of prepared statements (batch inserts). Keeping it in
+/// to tell JSON, UUID and INET columns from plain strings, bulk
+/// execution of prepared statements (batch inserts), and progress reports
+/// of long statements. Not metadata caching: server statements are shared
+/// by sessions, so a server's "metadata unchanged" would be about another
+/// session's copy after a schema change. Keeping it in
 /// the flavor means results relay unchanged; a client without it gets
 /// connections opened without it.
 pub const FLAVOR_MARIADB_CAPS: u32 =
-    mariadb_cap::EXTENDED_METADATA | mariadb_cap::STMT_BULK_OPERATIONS;
+    mariadb_cap::EXTENDED_METADATA | mariadb_cap::STMT_BULK_OPERATIONS | mariadb_cap::PROGRESS;
 
 impl Flavor {
     pub fn new(client_caps: u32, charset: u8) -> Self {

@@ -64,6 +64,9 @@ pub enum Packet {
     },
     /// The server asks the client for a local file (LOAD DATA LOCAL).
     LocalInfile,
+    /// MariaDB's progress report (an ERR-shaped packet with code 0xFFFF,
+    /// sent to clients with MARIADB_CLIENT_PROGRESS): the answer goes on.
+    Progress,
 }
 
 #[derive(Debug, Clone)]
@@ -251,6 +254,7 @@ impl Tracker {
 
     fn start(&mut self, len: usize, first: u8, payload: &[u8]) -> Result<Packet, ProtoError> {
         match (self.expect, first) {
+            (_, 0xff) if payload.get(1..3) == Some(&[0xff, 0xff]) => Ok(Packet::Progress),
             (_, 0xff) => {
                 self.state = State::Done;
                 Ok(Packet::Err)
@@ -358,6 +362,19 @@ fn ok_status(payload: &[u8]) -> Result<u16, ProtoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_reports_do_not_end_the_answer() {
+        let mut t = Tracker::new(Expect::Query, true);
+        // stage 1 of 2, 45.000%, "copy to tmp table"
+        let mut progress = vec![0xff, 0xff, 0xff, 1, 1, 2, 0xc8, 0xaf, 0x00, 17];
+        progress.extend_from_slice(b"copy to tmp table");
+        assert_eq!(t.feed(progress.len(), &progress).unwrap(), Packet::Progress);
+        assert!(!t.is_done());
+        let ok = [0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00];
+        assert_eq!(t.feed(ok.len(), &ok).unwrap(), Packet::Ok);
+        assert!(t.is_done());
+    }
     use crate::codec::write_lenenc_int;
 
     fn ok(st: u16) -> Vec<u8> {

@@ -245,6 +245,7 @@ pub async fn relay(
                         client.out[at + HEADER_LEN + 3..at + HEADER_LEN + 5].copy_from_slice(&st);
                     }
                 }
+                Packet::Progress => client.out.extend_from_slice(&be.rbuf[start..end]),
                 Packet::Err => {
                     res.error = true;
                     let mut hold = false;

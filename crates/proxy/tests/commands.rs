@@ -385,6 +385,57 @@ fn zstd_compression_for_mysql8_clients() {
     assert_eq!(packets[3][0], 0xfe);
 }
 
+#[test]
+fn mariadb_progress_reports_reach_clients_that_asked() {
+    // A long ALTER sends progress reports (ERR-shaped packets, code 0xFFFF)
+    // to a client with MARIADB_CLIENT_PROGRESS; through sextant they must
+    // arrive as they do directly, and the answer go on to its OK.
+    let p = Setup::default().start();
+    direct(lab().primary)
+        .query_drop(
+            "DROP TABLE IF EXISTS sextant_test.progress_t; \
+             CREATE TABLE sextant_test.progress_t (id int primary key, v varchar(100)) \
+             SELECT seq AS id, REPEAT('x', 80) AS v FROM seq_1_to_500000",
+        )
+        .unwrap();
+    let progress = sextant_protocol::consts::mariadb_cap::PROGRESS;
+    let reports = |port: u16, mariadb_caps: u32| -> (usize, u8) {
+        let mut r = Raw::login_mariadb(
+            port,
+            "app",
+            "apppass",
+            Some("sextant_test"),
+            CAPS | cap::DEPRECATE_EOF,
+            vec![],
+            mariadb_caps,
+        );
+        r.query("SET SESSION progress_report_time = 1");
+        r.read_response();
+        r.query("ALTER TABLE progress_t FORCE, ALGORITHM=COPY");
+        let resp = r.read_response();
+        let n = resp
+            .iter()
+            .filter(|p| p.starts_with(&[0xff, 0xff, 0xff]))
+            .count();
+        (n, resp.last().unwrap()[0])
+    };
+    let (direct_n, end) = reports(lab().primary, progress);
+    assert!(
+        direct_n >= 1 && end == 0,
+        "the server reports progress: {direct_n}"
+    );
+    let (n, end) = reports(p.port, progress);
+    assert!(
+        n >= 1 && end == 0,
+        "through sextant: {n} reports, then {end:#x}"
+    );
+    let (n, end) = reports(p.port, 0);
+    assert!(
+        n == 0 && end == 0,
+        "a client that did not ask gets none: {n}"
+    );
+}
+
 /// Column names and first row of a text query.
 fn named_row(c: &mut mysql::Conn, sql: &str) -> (Vec<String>, Vec<String>) {
     let mut res = c.query_iter(sql).unwrap();
