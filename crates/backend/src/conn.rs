@@ -22,7 +22,8 @@ use tokio::io::AsyncReadExt;
 
 /// Client capabilities that change what the server sends, so a server
 /// connection can only serve clients that negotiated the same ones.
-pub const FLAVOR_CAPS: u32 = cap::FOUND_ROWS
+pub const FLAVOR_CAPS: u32 = cap::OPTIONAL_RESULTSET_METADATA
+    | cap::FOUND_ROWS
     | cap::IGNORE_SPACE
     | cap::LOCAL_FILES
     | cap::MULTI_STATEMENTS
@@ -177,6 +178,8 @@ pub struct BackendConn {
     /// The server's global `session_track_*` values: what a client's
     /// session starts with.
     pub tracking_defaults: Tracking,
+    /// The capabilities both ends have (the login's).
+    pub negotiated: u32,
     /// Last status flags the server reported.
     pub status: u16,
     /// What the server's session-state reports said beyond the variables.
@@ -227,6 +230,7 @@ impl BackendConn {
             vars: SessionVars::default(),
             baseline: BTreeMap::new(),
             tracking_defaults: Tracking::default(),
+            negotiated: 0,
             status: status::AUTOCOMMIT,
             track: TrackFlags::default(),
             created: Instant::now(),
@@ -303,6 +307,7 @@ impl BackendConn {
             ],
             mariadb_caps: mariadb,
         };
+        self.negotiated = caps;
         let mut payload = Vec::with_capacity(128);
         resp.encode(&mut payload);
         self.send(seq, &payload).await?;
@@ -558,7 +563,8 @@ impl BackendConn {
         p.push(com::STMT_PREPARE);
         p.extend_from_slice(sql);
         self.send(0, &p).await?;
-        let mut t = Tracker::new(Expect::Prepare, self.flavor.deprecate_eof());
+        let mut t = Tracker::new(Expect::Prepare, self.flavor.deprecate_eof())
+            .with_metadata_flag(self.negotiated & cap::OPTIONAL_RESULTSET_METADATA != 0);
         let mut result = None;
         let mut err = None;
         while !t.is_done() {
@@ -839,15 +845,15 @@ impl BackendConn {
         p.push(com::QUERY);
         p.extend_from_slice(sql.as_bytes());
         self.send(0, &p).await?;
-        let mut t = Tracker::new(Expect::Query, self.flavor.deprecate_eof());
+        let mut t = Tracker::new(Expect::Query, self.flavor.deprecate_eof())
+            .with_metadata_flag(self.negotiated & cap::OPTIONAL_RESULTSET_METADATA != 0);
         let mut rows = Vec::new();
         let mut names = Vec::new();
-        let mut in_rows = false;
         let mut cols = 0u64;
-        let mut seen_cols = 0u64;
         let mut err = None;
         while !t.is_done() {
             let (_, pkt) = self.read_packet().await?;
+            let in_rows = t.reading_rows();
             let kind = t
                 .feed(pkt.len(), &pkt)
                 .map_err(|source| BackendError::Protocol {
@@ -859,8 +865,6 @@ impl BackendConn {
                     names.clear();
                     rows.clear();
                     cols = n;
-                    seen_cols = 0;
-                    in_rows = false;
                 }
                 Packet::Data if !in_rows => {
                     // Column definition: catalog, schema, table, org_table,
@@ -875,10 +879,7 @@ impl BackendConn {
                         }
                     }
                     names.push(name);
-                    seen_cols += 1;
-                    in_rows = seen_cols == cols && self.flavor.deprecate_eof();
                 }
-                Packet::Eof if !in_rows => in_rows = true,
                 Packet::Data => {
                     let mut r = Reader::new(&pkt);
                     let mut row = Vec::new();

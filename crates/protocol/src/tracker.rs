@@ -80,6 +80,9 @@ pub struct Tracker {
     started: bool,
     /// (columns, params) of a prepare response being read.
     prepare_counts: (u16, u16),
+    /// CLIENT_OPTIONAL_RESULTSET_METADATA: a byte after the column count
+    /// says whether column definitions follow.
+    metadata_flag: bool,
 }
 
 impl Tracker {
@@ -97,7 +100,19 @@ impl Tracker {
             status: 0,
             started: false,
             prepare_counts: (0, 0),
+            metadata_flag: false,
         }
+    }
+
+    /// For a connection with CLIENT_OPTIONAL_RESULTSET_METADATA.
+    pub fn with_metadata_flag(mut self, on: bool) -> Self {
+        self.metadata_flag = on;
+        self
+    }
+
+    /// Whether the next packet, if it is not a terminator, is a row.
+    pub fn reading_rows(&self) -> bool {
+        self.state == State::Rows
     }
 
     pub fn is_done(&self) -> bool {
@@ -288,11 +303,18 @@ impl Tracker {
                 Ok(Packet::LocalInfile)
             }
             (Expect::Query | Expect::Execute, _) => {
-                let n = Reader::new(payload).lenenc_int("column count")?;
+                let mut r = Reader::new(payload);
+                let n = r.lenenc_int("column count")?;
                 if n == 0 {
                     return Err(ProtoError::Malformed("column count of zero"));
                 }
-                self.state = State::ColumnDefs(n);
+                // RESULTSET_METADATA_NONE: no definitions, the rest as usual.
+                let skipped = self.metadata_flag && r.u8("metadata follows")? == 0;
+                self.state = match (skipped, self.deprecate_eof) {
+                    (false, _) => State::ColumnDefs(n),
+                    (true, true) => State::Rows,
+                    (true, false) => State::ColumnsEof,
+                };
                 Ok(Packet::ColumnCount(n))
             }
             (Expect::Prepare, 0x00) => {
@@ -301,7 +323,15 @@ impl Tracker {
                 let stmt_id = r.u32("statement id")?;
                 let columns = r.u16("column count")?;
                 let params = r.u16("parameter count")?;
-                self.prepare_counts = (columns, params);
+                // After a filler and the warning count, MySQL 8's
+                // metadata_follows: without metadata no definitions come.
+                let skipped = self.metadata_flag
+                    && r.bytes(3, "warnings").is_ok()
+                    && r.u8("metadata follows").is_ok_and(|m| m == 0);
+                self.prepare_counts = match skipped {
+                    true => (0, 0),
+                    false => (columns, params),
+                };
                 self.state = self.after_prepare_ok();
                 Ok(Packet::PrepareOk {
                     stmt_id,
@@ -362,6 +392,33 @@ fn ok_status(payload: &[u8]) -> Result<u16, ProtoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn optional_metadata() {
+        // MySQL 8 with resultset_metadata = NONE: the count, a 0, then
+        // (without DEPRECATE_EOF) the EOF that ends metadata, then rows.
+        for deprecate in [false, true] {
+            let mut t = Tracker::new(Expect::Query, deprecate).with_metadata_flag(true);
+            assert_eq!(t.feed(2, &[1, 0]).unwrap(), Packet::ColumnCount(1));
+            if !deprecate {
+                assert_eq!(t.feed(5, &[0xfe, 0, 0, 2, 0]).unwrap(), Packet::Eof);
+            }
+            assert!(t.reading_rows());
+            assert_eq!(t.feed(2, &[1, b'1']).unwrap(), Packet::Data);
+            let end: &[u8] = if deprecate {
+                &[0xfe, 0, 0, 2, 0, 0, 0]
+            } else {
+                &[0xfe, 0, 0, 2, 0]
+            };
+            t.feed(end.len(), end).unwrap();
+            assert!(t.is_done());
+            // FULL: definitions follow as usual.
+            let mut t = Tracker::new(Expect::Query, deprecate).with_metadata_flag(true);
+            t.feed(2, &[1, 1]).unwrap();
+            assert!(!t.reading_rows());
+            assert_eq!(t.feed(30, b"\x03def").unwrap(), Packet::Data);
+        }
+    }
 
     #[test]
     fn progress_reports_do_not_end_the_answer() {

@@ -245,8 +245,9 @@ async fn login_checked(
     if mariadb_offered != 0 {
         caps_offered &= !cap::LONG_PASSWORD;
     } else {
-        // MySQL 8 offers zstd as well; MariaDB has no such capability.
-        caps_offered |= cap::ZSTD_COMPRESSION;
+        // MySQL 8's own: zstd, and result sets without metadata when the
+        // client sets resultset_metadata = NONE (relayed as they come).
+        caps_offered |= cap::ZSTD_COMPRESSION | cap::OPTIONAL_RESULTSET_METADATA;
     }
     let hs = InitialHandshake {
         server_version: server_version.to_string(),

@@ -9,7 +9,7 @@
 use crate::client::Client;
 use sextant_backend::BackendConn;
 use sextant_protocol::codec::{parse_header, HEADER_LEN};
-use sextant_protocol::consts::status;
+use sextant_protocol::consts::{cap, status};
 use sextant_protocol::packets::{
     filter_session_state, parse_ok, session_changes, write_ok, OkPacket, StateChange,
 };
@@ -139,7 +139,8 @@ pub async fn relay(
     expect: Expect,
     opts: &RelayOpts,
 ) -> Result<RelayResult, RelayError> {
-    let mut t = Tracker::new(expect, opts.deprecate_eof);
+    let mut t = Tracker::new(expect, opts.deprecate_eof)
+        .with_metadata_flag(be.negotiated & cap::OPTIONAL_RESULTSET_METADATA != 0);
     // An error packet carries no status flags: the server's state is what
     // it was (still in its transaction, still in autocommit mode). Starting
     // from zero made an error look like "no transaction, autocommit off":

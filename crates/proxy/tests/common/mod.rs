@@ -572,7 +572,9 @@ impl Raw {
 
     pub fn read_response_as(&mut self, expect: sextant_protocol::tracker::Expect) -> Vec<Vec<u8>> {
         let deprecate = self.caps & (1 << 24) != 0;
-        let mut t = sextant_protocol::tracker::Tracker::new(expect, deprecate);
+        let optional_metadata = self.caps & (1 << 25) != 0;
+        let mut t = sextant_protocol::tracker::Tracker::new(expect, deprecate)
+            .with_metadata_flag(optional_metadata);
         let mut v = Vec::new();
         while !t.is_done() {
             let (_, p) = self.read().expect("response packet");

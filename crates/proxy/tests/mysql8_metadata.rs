@@ -1,0 +1,262 @@
+//! SIMULATOR, not MySQL: MySQL 8 cannot be installed here, so a scripted
+//! fake server speaks MySQL 8's optional result-set metadata
+//! (CLIENT_OPTIONAL_RESULTSET_METADATA, `resultset_metadata = NONE`) as the
+//! protocol documentation and libmysqlclient's reader lay it out: the
+//! column count, a metadata_follows byte, and no column definitions when
+//! it is 0 (the EOF that ends metadata still comes without
+//! DEPRECATE_EOF). sextant runs in-process in front of it.
+//!
+//! What they check: a client that negotiated the capability gets results
+//! without metadata exactly as the server sent them, text and prepared; a
+//! client that did not gets connections opened without it.
+
+mod common;
+use common::{free_port, Raw, CAPS};
+use sextant_protocol::codec::{parse_header, write_lenenc_bytes, write_packet};
+use sextant_protocol::consts::{cap, com};
+use sextant_protocol::handshake::{HandshakeResponse, InitialHandshake};
+use sextant_protocol::packets::{write_eof, write_ok, write_simple_ok, OkPacket};
+use sextant_protocol::tracker::Expect;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn read(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+    let mut h = [0u8; 4];
+    s.read_exact(&mut h)?;
+    let h = parse_header(&h).ok_or_else(|| std::io::Error::other("bad header"))?;
+    let mut p = vec![0; h.len];
+    s.read_exact(&mut p)?;
+    Ok((h.seq, p))
+}
+
+fn column(name: &str) -> Vec<u8> {
+    let mut c = Vec::new();
+    for f in ["def", "", "", "", name, name] {
+        write_lenenc_bytes(&mut c, f.as_bytes());
+    }
+    c.extend_from_slice(&[0x0c, 45, 0, 0, 1, 0, 0, 0xfd, 0, 0, 0, 0, 0]);
+    c
+}
+
+/// A result set of one column: the metadata_follows byte when the
+/// connection has the capability, definitions when it is FULL.
+fn resultset(out: &mut Vec<u8>, optional: bool, none: bool, deprecate: bool, row: &[u8]) {
+    let mut count = vec![1u8];
+    if optional {
+        count.push(u8::from(!none));
+    }
+    let mut seq = write_packet(out, 1, &count);
+    if !(optional && none) {
+        seq = write_packet(out, seq, &column("v"));
+    }
+    if !deprecate {
+        write_eof(out, seq, 2);
+        seq = seq.wrapping_add(1);
+    }
+    seq = write_packet(out, seq, row);
+    if deprecate {
+        let ok = OkPacket {
+            header: 0xfe,
+            status: 2,
+            ..Default::default()
+        };
+        write_ok(out, seq, &ok, true);
+    } else {
+        write_eof(out, seq, 2);
+    }
+}
+
+/// Capabilities of each connection the fake server accepted.
+type Seen = Arc<Mutex<Vec<u32>>>;
+
+fn fake_mysql8() -> (u16, Seen) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let seen: Seen = Arc::default();
+    let s2 = seen.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(conn) = conn else { continue };
+            let seen = s2.clone();
+            std::thread::spawn(move || {
+                let _ = serve(conn, &seen);
+            });
+        }
+    });
+    (port, seen)
+}
+
+fn serve(mut s: TcpStream, seen: &Mutex<Vec<u32>>) -> std::io::Result<()> {
+    let hs = InitialHandshake {
+        server_version: "8.0.36-simulated".into(),
+        connection_id: 9,
+        nonce: b"abcdefghij0123456789".to_vec(),
+        capabilities: 0xdfff_ffff & !cap::SSL,
+        charset: 255,
+        status: 2,
+        auth_plugin: "mysql_native_password".into(),
+        mariadb_caps: 0,
+    };
+    let mut g = Vec::new();
+    hs.encode(&mut g);
+    let mut out = Vec::new();
+    write_packet(&mut out, 0, &g);
+    s.write_all(&out)?;
+    let (seq, p) = read(&mut s)?;
+    let resp = HandshakeResponse::parse(&p).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let caps = resp.capabilities;
+    seen.lock().unwrap_or_else(|e| e.into_inner()).push(caps);
+    let optional = caps & cap::OPTIONAL_RESULTSET_METADATA != 0;
+    let deprecate = caps & cap::DEPRECATE_EOF != 0;
+    let mut none = false;
+    out.clear();
+    write_simple_ok(&mut out, seq + 1, 2);
+    s.write_all(&out)?;
+    loop {
+        let (_, p) = read(&mut s)?;
+        out.clear();
+        match p.first() {
+            Some(&com::QUIT) | None => return Ok(()),
+            Some(&com::QUERY) => {
+                let sql = String::from_utf8_lossy(&p[1..]).into_owned();
+                if sql.starts_with("SELECT @@character_set_client") {
+                    // sextant's own query, with this connection's setting.
+                    resultset(&mut out, optional, none, deprecate, b"\x07utf8mb4");
+                } else if sql.contains("resultset_metadata") {
+                    none = sql.contains("NONE");
+                    // Reported as servers report a variable sextant tracks.
+                    let mut entry = Vec::new();
+                    write_lenenc_bytes(&mut entry, b"resultset_metadata");
+                    write_lenenc_bytes(&mut entry, if none { b"NONE" } else { b"FULL" });
+                    let mut state = vec![0u8];
+                    write_lenenc_bytes(&mut state, &entry);
+                    let ok = OkPacket {
+                        status: 2 | 0x4000,
+                        session_state: &state,
+                        ..Default::default()
+                    };
+                    write_ok(&mut out, 1, &ok, true);
+                } else if sql == "SELECT 1" {
+                    resultset(&mut out, optional, none, deprecate, b"\x011");
+                } else {
+                    write_simple_ok(&mut out, 1, 2);
+                }
+            }
+            Some(&com::STMT_PREPARE) => {
+                // One parameter, one column; metadata_follows after the
+                // warning count.
+                let mut ok = vec![0u8];
+                ok.extend_from_slice(&5u32.to_le_bytes());
+                ok.extend_from_slice(&1u16.to_le_bytes());
+                ok.extend_from_slice(&1u16.to_le_bytes());
+                ok.extend_from_slice(&[0, 0, 0]);
+                if optional {
+                    ok.push(u8::from(!none));
+                }
+                let mut seq = write_packet(&mut out, 1, &ok);
+                if !(optional && none) {
+                    for name in ["?", "v"] {
+                        seq = write_packet(&mut out, seq, &column(name));
+                        if !deprecate {
+                            write_eof(&mut out, seq, 2);
+                            seq = seq.wrapping_add(1);
+                        }
+                    }
+                }
+            }
+            Some(&com::STMT_EXECUTE) => {
+                // A binary row: header, null bitmap, the value.
+                resultset(&mut out, optional, none, deprecate, b"\x00\x00\x0242");
+            }
+            Some(_) => write_simple_ok(&mut out, 1, 2),
+        }
+        s.write_all(&out)?;
+    }
+}
+
+/// sextant in this process, in front of the fake server (which it sees as
+/// MySQL 8, so it offers MySQL's capabilities).
+fn sextant(primary: u16) -> u16 {
+    let port = free_port();
+    let text = format!(
+        r#"
+[proxy]
+listen = "127.0.0.1:{port}"
+[[users]]
+name = "app"
+password = "apppass"
+[groups.main]
+primary = "127.0.0.1:{primary}"
+[monitor]
+enabled = false
+"#
+    );
+    let config = sextant_config::Config::parse(&text, "mysql8.toml").expect("config");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        if let Err(e) = rt.block_on(sextant_proxy::run(config, 1)) {
+            panic!("sextant: {e}");
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "sextant did not listen");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    port
+}
+
+#[test]
+fn simulator_mysql8_results_without_metadata() {
+    let (server, seen) = fake_mysql8();
+    let port = sextant(server);
+    for deprecate in [true, false] {
+        let caps = CAPS
+            | cap::OPTIONAL_RESULTSET_METADATA
+            | if deprecate { cap::DEPRECATE_EOF } else { 0 };
+        let mut r = Raw::login_with(port, "app", "apppass", None, caps, vec![]);
+        r.query("SET SESSION resultset_metadata = 'NONE'");
+        r.read_response();
+        r.query("SELECT 1");
+        let resp = r.read_response();
+        // Count with metadata_follows 0, no definition, [EOF,] row, end.
+        assert_eq!(resp[0], [1, 0], "{resp:?}");
+        assert_eq!(resp.len(), if deprecate { 3 } else { 4 }, "{resp:?}");
+        assert_eq!(resp[resp.len() - 2], b"\x011");
+        // Prepared: no definitions after the prepare OK, none in results.
+        r.send(0, b"\x16SELECT ?");
+        let prep = r.read_response_as(Expect::Prepare);
+        assert_eq!(prep.len(), 1, "{prep:?}");
+        assert_eq!(*prep[0].last().unwrap(), 0, "metadata_follows");
+        let id = u32::from_le_bytes([prep[0][1], prep[0][2], prep[0][3], prep[0][4]]);
+        r.execute_one(id, 0x08, &42i64.to_le_bytes());
+        let resp = r.read_response_as(Expect::Execute);
+        assert_eq!(resp[0], [1, 0], "{resp:?}");
+        // And back to FULL.
+        r.query("SET SESSION resultset_metadata = 'FULL'");
+        r.read_response();
+        r.query("SELECT 1");
+        let resp = r.read_response();
+        assert_eq!(resp[0], [1, 1]);
+        assert_eq!(resp.len(), if deprecate { 4 } else { 5 }, "{resp:?}");
+    }
+    // A client without the capability: connections opened without it, and
+    // results with their definitions.
+    let mut r = Raw::login_with(port, "app", "apppass", None, CAPS, vec![]);
+    r.query("SELECT 1");
+    let resp = r.read_response();
+    assert_eq!(resp[0], [1]);
+    assert_eq!(resp.len(), 5, "{resp:?}");
+    let caps = seen.lock().unwrap().clone();
+    assert!(caps
+        .iter()
+        .any(|c| c & cap::OPTIONAL_RESULTSET_METADATA != 0));
+    assert!(caps
+        .iter()
+        .any(|c| c & cap::OPTIONAL_RESULTSET_METADATA == 0));
+}
