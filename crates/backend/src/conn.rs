@@ -23,6 +23,7 @@ use tokio::io::AsyncReadExt;
 /// Client capabilities that change what the server sends, so a server
 /// connection can only serve clients that negotiated the same ones.
 pub const FLAVOR_CAPS: u32 = cap::OPTIONAL_RESULTSET_METADATA
+    | cap::QUERY_ATTRIBUTES
     | cap::FOUND_ROWS
     | cap::IGNORE_SPACE
     | cap::LOCAL_FILES
@@ -802,6 +803,10 @@ impl BackendConn {
     pub async fn exec_internal(&mut self, sql: &str) -> Result<(), BackendError> {
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(com::QUERY);
+        if self.negotiated & cap::QUERY_ATTRIBUTES != 0 {
+            // No attributes: a count of 0, one parameter set.
+            p.extend_from_slice(&[0, 1]);
+        }
         p.extend_from_slice(sql.as_bytes());
         self.command_internal(&p, sql).await
     }
@@ -843,6 +848,10 @@ impl BackendConn {
     ) -> Result<(Vec<String>, Vec<Vec<Option<String>>>), BackendError> {
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(com::QUERY);
+        if self.negotiated & cap::QUERY_ATTRIBUTES != 0 {
+            // No attributes: a count of 0, one parameter set.
+            p.extend_from_slice(&[0, 1]);
+        }
         p.extend_from_slice(sql.as_bytes());
         self.send(0, &p).await?;
         let mut t = Tracker::new(Expect::Query, self.flavor.deprecate_eof())

@@ -247,6 +247,62 @@ pub fn filter_session_state(
     }
 }
 
+/// Length of one parameter value in the binary protocol, by its type.
+fn binary_value_len(ty: u8, rest: &[u8]) -> Result<usize, ProtoError> {
+    Ok(match ty {
+        0x06 => 0,               // NULL
+        0x01 => 1,               // TINY
+        0x02 | 0x0d => 2,        // SHORT, YEAR
+        0x03 | 0x09 | 0x04 => 4, // LONG, INT24, FLOAT
+        0x05 | 0x08 => 8,        // DOUBLE, LONGLONG
+        0x07 | 0x0a | 0x0b | 0x0c => {
+            // TIMESTAMP, DATE, TIME, DATETIME: a length byte, then that much.
+            1 + *rest
+                .first()
+                .ok_or(ProtoError::Truncated("temporal value"))? as usize
+        }
+        _ => {
+            // Strings, decimals, blobs, JSON...: length-encoded.
+            let mut r = Reader::new(rest);
+            let n = r.lenenc_int("value length")? as usize;
+            (rest.len() - r.remaining()) + n
+        }
+    })
+}
+
+/// Where the statement text of a COM_QUERY starts. With
+/// CLIENT_QUERY_ATTRIBUTES the command byte is followed by a parameter
+/// count, a parameter set count (1), and, when there are parameters, a
+/// null bitmap, a bind flag, each one's type and name, and their values.
+pub fn query_text_offset(payload: &[u8], query_attributes: bool) -> Result<usize, ProtoError> {
+    if !query_attributes {
+        return Ok(1);
+    }
+    let body = payload.get(1..).ok_or(ProtoError::Truncated("COM_QUERY"))?;
+    let mut r = Reader::new(body);
+    let count = r.lenenc_int("parameter count")? as usize;
+    r.lenenc_int("parameter set count")?;
+    if count > 0 {
+        let bitmap = r.bytes(count.div_ceil(8), "null bitmap")?;
+        let mut types = Vec::with_capacity(count);
+        if r.u8("new params bind flag")? == 1 {
+            for _ in 0..count {
+                types.push(r.u16("parameter type")? as u8);
+                r.lenenc_bytes("parameter name")?;
+            }
+        }
+        for (i, ty) in types.iter().enumerate() {
+            if bitmap[i / 8] & (1 << (i % 8)) != 0 {
+                continue;
+            }
+            let at = body.len() - r.remaining();
+            let n = binary_value_len(*ty, &body[at..])?;
+            r.bytes(n, "parameter value")?;
+        }
+    }
+    Ok(1 + body.len() - r.remaining())
+}
+
 /// Column types used by proxy-made result sets.
 pub mod coltype {
     pub const LONGLONG: u8 = 0x08;
@@ -338,6 +394,31 @@ pub fn write_text_resultset_for(
 mod tests {
     use super::*;
     use crate::codec::parse_header;
+
+    #[test]
+    fn query_attributes_before_the_text() {
+        // No attributes: a count of 0 and a set count of 1.
+        assert_eq!(query_text_offset(b"\x03\x00\x01SELECT 1", true).unwrap(), 3);
+        assert_eq!(query_text_offset(b"\x03SELECT 1", false).unwrap(), 1);
+        // Two attributes: a string "abc" named "trace", a LONGLONG named "n".
+        let mut p = vec![0x03, 2, 1, 0b00, 1];
+        p.extend_from_slice(&[0xfe, 0]);
+        write_lenenc_bytes(&mut p, b"trace");
+        p.extend_from_slice(&[0x08, 0]);
+        write_lenenc_bytes(&mut p, b"n");
+        write_lenenc_bytes(&mut p, b"abc");
+        p.extend_from_slice(&7u64.to_le_bytes());
+        let at = p.len();
+        p.extend_from_slice(b"SELECT 1");
+        assert_eq!(query_text_offset(&p, true).unwrap(), at);
+        // The second one NULL: no value for it.
+        let mut q = p[..at - 8].to_vec();
+        q[3] = 0b10;
+        let at = q.len();
+        q.extend_from_slice(b"SELECT 2");
+        assert_eq!(query_text_offset(&q, true).unwrap(), at);
+        assert!(query_text_offset(&[0x03, 5, 1, 0], true).is_err());
+    }
 
     #[test]
     fn ok_with_session_state() {

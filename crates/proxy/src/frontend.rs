@@ -245,9 +245,11 @@ async fn login_checked(
     if mariadb_offered != 0 {
         caps_offered &= !cap::LONG_PASSWORD;
     } else {
-        // MySQL 8's own: zstd, and result sets without metadata when the
-        // client sets resultset_metadata = NONE (relayed as they come).
-        caps_offered |= cap::ZSTD_COMPRESSION | cap::OPTIONAL_RESULTSET_METADATA;
+        // MySQL 8's own: zstd, result sets without metadata when the client
+        // sets resultset_metadata = NONE (relayed as they come), and query
+        // attributes (passed on with each statement).
+        caps_offered |=
+            cap::ZSTD_COMPRESSION | cap::OPTIONAL_RESULTSET_METADATA | cap::QUERY_ATTRIBUTES;
     }
     let hs = InitialHandshake {
         server_version: server_version.to_string(),

@@ -7,7 +7,7 @@ use super::forward::{Outcome, RetryReason, Work};
 use super::{Pins, Session};
 use crate::errors::SessionError;
 use sextant_protocol::codec::{write_packet, Reader};
-use sextant_protocol::consts::{cursor, status};
+use sextant_protocol::consts::{cap, cursor, status};
 use sextant_protocol::packets::write_simple_ok;
 use sextant_protocol::tracker::Expect;
 use sextant_routing::{plan, plan_execute, Command, Plan, Prepared, Retry, Target};
@@ -20,9 +20,55 @@ pub(super) struct ClientStmt {
     /// Where the statement goes when the session is free (hints, locking
     /// and read-only-ness decided once, at prepare).
     route: Prepared,
-    /// Parameter types from the last execute that sent them; replayed to a
-    /// server connection that has not seen them yet.
+    /// Parameter types (with names, under query attributes) from the last
+    /// execute that sent them, and how many parameters that was; replayed
+    /// to a server connection that has not seen them yet.
     types: Vec<u8>,
+    types_n: usize,
+}
+
+/// Where the parts of a COM_STMT_EXECUTE are: cmd, id(4), flags(1),
+/// iterations(4), [parameter count, with query attributes], null bitmap,
+/// bind flag, types (each 2 bytes, and a name with query attributes),
+/// values.
+struct ExecLayout {
+    /// Parameters (statement parameters and query attributes).
+    n: usize,
+    /// Index of the bind flag.
+    bind_at: usize,
+    /// Length of the types that follow a bind flag of 1.
+    types_len: usize,
+}
+
+fn exec_layout(p: &[u8], params: usize, query_attributes: bool) -> Option<ExecLayout> {
+    const PARAMETER_COUNT_AVAILABLE: u8 = 0x08;
+    let mut n = params;
+    let mut at = 10;
+    if query_attributes && p.get(5)? & PARAMETER_COUNT_AVAILABLE != 0 {
+        let mut r = sextant_protocol::codec::Reader::new(p.get(10..)?);
+        n = r.lenenc_int("parameter count").ok()? as usize;
+        at = p.len() - r.remaining();
+    }
+    if n == 0 {
+        return None;
+    }
+    let bind_at = at + n.div_ceil(8);
+    let mut types_len = 0;
+    if *p.get(bind_at)? == 1 {
+        let mut r = sextant_protocol::codec::Reader::new(p.get(bind_at + 1..)?);
+        for _ in 0..n {
+            r.bytes(2, "parameter type").ok()?;
+            if query_attributes {
+                r.lenenc_bytes("parameter name").ok()?;
+            }
+        }
+        types_len = p.len() - bind_at - 1 - r.remaining();
+    }
+    Some(ExecLayout {
+        n,
+        bind_at,
+        types_len,
+    })
 }
 
 impl Session {
@@ -37,7 +83,7 @@ impl Session {
             .flags
             .contains(sextant_sql::Flags::SESSION_INFO)
         {
-            true => match self.answer_session_info(p) {
+            true => match self.answer_session_info(p, 1) {
                 Some(q) => {
                     answered = q;
                     &answered[..]
@@ -84,6 +130,7 @@ impl Session {
                     params,
                     route,
                     types: Vec::new(),
+                    types_n: 0,
                 },
             );
         }
@@ -147,9 +194,10 @@ impl Session {
             if let Some(t) = p.get(7..7 + 2 * n) {
                 st.types.clear();
                 st.types.extend_from_slice(t);
+                st.types_n = n;
             }
             q.extend_from_slice(p);
-        } else if !types_sent && n > 0 && st.types.len() == 2 * n {
+        } else if !types_sent && n > 0 && st.types_n == n && st.types.len() == 2 * n {
             // This server statement never got the types the client sent
             // on another connection.
             q.extend_from_slice(&p[..5]);
@@ -228,26 +276,25 @@ impl Session {
         let flags = *p.get(5).ok_or(SessionError::Malformed(
             sextant_protocol::ProtoError::Truncated("execute flags"),
         ))?;
-        // Layout: cmd, id(4), flags(1), iterations(4), null bitmap,
-        // new-params-bound(1), types(2n), values. The packet is rebuilt in
-        // the session's scratch buffer.
-        let n = st.params as usize;
-        let bitmap_end = 10 + n.div_ceil(8);
+        let qa = self.flavor.caps & cap::QUERY_ATTRIBUTES != 0;
         let mut inject_types = false;
         let mut sent_types = false;
-        if n > 0 && p.len() > bitmap_end {
-            let bound = p[bitmap_end];
-            if bound == 1 && p.len() >= bitmap_end + 1 + 2 * n {
+        let mut bitmap_end = 0;
+        if let Some(l) = exec_layout(p, st.params as usize, qa) {
+            bitmap_end = l.bind_at;
+            if l.types_len > 0 {
                 st.types.clear();
                 st.types
-                    .extend_from_slice(&p[bitmap_end + 1..bitmap_end + 1 + 2 * n]);
+                    .extend_from_slice(&p[l.bind_at + 1..l.bind_at + 1 + l.types_len]);
+                st.types_n = l.n;
                 sent_types = true;
-            } else if bound == 0 && !types_sent && st.types.len() == 2 * n {
+            } else if p[l.bind_at] == 0 && !types_sent && st.types_n == l.n && !st.types.is_empty()
+            {
                 inject_types = true;
                 sent_types = true;
             }
         }
-        let len = p.len() + if inject_types { 2 * n } else { 0 };
+        let len = p.len() + if inject_types { st.types.len() } else { 0 };
         self.scratch.clear();
         if len < sextant_protocol::codec::MAX_PAYLOAD {
             let at = sextant_protocol::codec::begin_packet(&mut self.scratch);

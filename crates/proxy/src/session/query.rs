@@ -5,7 +5,8 @@
 use super::forward::Work;
 use super::{Pins, Session};
 use crate::errors::SessionError;
-use sextant_protocol::consts::status;
+use sextant_protocol::consts::{cap, status};
+use sextant_protocol::packets::query_text_offset;
 use sextant_routing::{plan, Command, Rule, Target};
 use sextant_sql::{Flags, Kind};
 use std::sync::atomic::Ordering;
@@ -43,13 +44,21 @@ impl Drop for Busy {
 impl Session {
     pub(super) async fn query(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let _busy = Busy::enter();
-        let c = self.user.group.classify_in(&p[1..], || self.lex_mode());
+        // Under MySQL's query attributes the text follows them.
+        let at = match self.flavor.caps & cap::QUERY_ATTRIBUTES {
+            0 => 1,
+            _ => match query_text_offset(p, true) {
+                Ok(at) => at,
+                Err(e) => return self.reply_error(SessionError::Malformed(e)).await,
+            },
+        };
+        let c = self.user.group.classify_in(&p[at..], || self.lex_mode());
         if c.kind == Kind::Kill {
-            return Box::pin(self.kill(crate::kill::parse(&p[1..]))).await;
+            return Box::pin(self.kill(crate::kill::parse(&p[at..]))).await;
         }
         let answered;
         let p = match c.flags.contains(Flags::SESSION_INFO) {
-            true => match self.answer_session_info(p) {
+            true => match self.answer_session_info(p, at) {
                 Some(q) => {
                     answered = q;
                     &answered[..]
@@ -77,8 +86,8 @@ impl Session {
             self.primary_reads_until = None;
         }
         if c.kind == Kind::Show {
-            if let Some(show) = sextant_sql::session_info::session_show(&p[1..], self.lex_mode()) {
-                return Box::pin(self.session_show(show, plan.target, &p[1..])).await;
+            if let Some(show) = sextant_sql::session_info::session_show(&p[at..], self.lex_mode()) {
+                return Box::pin(self.session_show(show, plan.target, &p[at..])).await;
             }
         }
         if plan.restore_insert_id {
@@ -87,9 +96,9 @@ impl Session {
             }
             Box::pin(self.restore_last_insert_id()).await;
         }
-        tracing::trace!(parent: &self.span, to = ?plan.target, rule = plan.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[1..p.len().min(200)]));
+        tracing::trace!(parent: &self.span, to = ?plan.target, rule = plan.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[at..p.len().min(at + 200)]));
         let retrack = match c.flags.contains(Flags::TRACKING) && c.kind == Kind::Set {
-            true => self.tracking_set(p),
+            true => self.tracking_set(&p[at..]),
             false => None,
         };
         let res = self.run_plan(&plan, Work::Query(p)).await;
@@ -162,9 +171,9 @@ impl Session {
     /// before it.
     fn tracking_set(
         &mut self,
-        p: &[u8],
+        sql: &[u8],
     ) -> Option<(Assigned, Option<Box<sextant_backend::Tracking>>)> {
-        let assigned = sextant_sql::session_info::tracking_assignments(&p[1..], self.lex_mode());
+        let assigned = sextant_sql::session_info::tracking_assignments(sql, self.lex_mode());
         if assigned.is_empty() {
             return None;
         }
@@ -387,7 +396,7 @@ impl Session {
     /// connection id, timeouts and session-tracking settings in place of
     /// what the server connection would answer; None if it asks nothing
     /// the server would answer differently.
-    pub(super) fn answer_session_info(&self, p: &[u8]) -> Option<Vec<u8>> {
+    pub(super) fn answer_session_info(&self, p: &[u8], at: usize) -> Option<Vec<u8>> {
         use sextant_sql::session_info::{rewrite, Subject};
         let id = self.registered.as_ref().map(|r| r.id());
         // `IF(1, value, @@global.x)` has the column type the server gives
@@ -403,7 +412,7 @@ impl Session {
             };
             format!("IF(1, {lit}, @@global.{name})")
         };
-        let sql = rewrite(&p[1..], self.lex_mode(), |s| match s {
+        let sql = rewrite(&p[at..], self.lex_mode(), |s| match s {
             Subject::ConnectionId => id.map(|id| format!("CAST({id} AS UNSIGNED)")),
             Subject::Variable(v) => match v.strip_prefix("session_track_") {
                 Some(which) => match &self.client.tracking {
@@ -422,7 +431,7 @@ impl Session {
             },
         })?;
         let mut out = Vec::with_capacity(sql.len() + 1);
-        out.push(p[0]);
+        out.extend_from_slice(&p[..at]);
         out.extend_from_slice(&sql);
         Some(out)
     }

@@ -1,21 +1,27 @@
 //! SIMULATOR, not MySQL: MySQL 8 cannot be installed here, so a scripted
-//! fake server speaks MySQL 8's optional result-set metadata
-//! (CLIENT_OPTIONAL_RESULTSET_METADATA, `resultset_metadata = NONE`) as the
-//! protocol documentation and libmysqlclient's reader lay it out: the
-//! column count, a metadata_follows byte, and no column definitions when
-//! it is 0 (the EOF that ends metadata still comes without
-//! DEPRECATE_EOF). sextant runs in-process in front of it.
+//! fake server speaks two of MySQL 8's optional capabilities as the
+//! protocol documentation and libmysqlclient lay them out, and sextant runs
+//! in-process in front of it:
+//! - optional result-set metadata (CLIENT_OPTIONAL_RESULTSET_METADATA,
+//!   `resultset_metadata = NONE`): the column count, a metadata_follows
+//!   byte, and no column definitions when it is 0 (the EOF that ends
+//!   metadata still comes without DEPRECATE_EOF);
+//! - query attributes (CLIENT_QUERY_ATTRIBUTES): every COM_QUERY carries a
+//!   parameter count, a parameter set count and the attributes before its
+//!   text; COM_STMT_EXECUTE may carry them after its parameters.
 //!
-//! What they check: a client that negotiated the capability gets results
-//! without metadata exactly as the server sent them, text and prepared; a
-//! client that did not gets connections opened without it.
+//! What they check: a client that negotiated a capability gets exactly
+//! what the server sends such a client, and the server what such a client
+//! sends; a client that did not gets connections opened without it.
 
 mod common;
 use common::{free_port, Raw, CAPS};
 use sextant_protocol::codec::{parse_header, write_lenenc_bytes, write_packet};
 use sextant_protocol::consts::{cap, com};
 use sextant_protocol::handshake::{HandshakeResponse, InitialHandshake};
-use sextant_protocol::packets::{write_eof, write_ok, write_simple_ok, OkPacket};
+use sextant_protocol::packets::{
+    query_text_offset, write_eof, write_ok, write_simple_ok, OkPacket,
+};
 use sextant_protocol::tracker::Expect;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -68,8 +74,15 @@ fn resultset(out: &mut Vec<u8>, optional: bool, none: bool, deprecate: bool, row
     }
 }
 
-/// Capabilities of each connection the fake server accepted.
-type Seen = Arc<Mutex<Vec<u32>>>;
+/// Capabilities of each connection the fake server accepted, and the
+/// statements of clients (not sextant's own) it read, whole.
+#[derive(Default)]
+struct Log {
+    caps: Vec<u32>,
+    packets: Vec<Vec<u8>>,
+}
+
+type Seen = Arc<Mutex<Log>>;
 
 fn fake_mysql8() -> (u16, Seen) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -88,7 +101,7 @@ fn fake_mysql8() -> (u16, Seen) {
     (port, seen)
 }
 
-fn serve(mut s: TcpStream, seen: &Mutex<Vec<u32>>) -> std::io::Result<()> {
+fn serve(mut s: TcpStream, seen: &Mutex<Log>) -> std::io::Result<()> {
     let hs = InitialHandshake {
         server_version: "8.0.36-simulated".into(),
         connection_id: 9,
@@ -107,8 +120,18 @@ fn serve(mut s: TcpStream, seen: &Mutex<Vec<u32>>) -> std::io::Result<()> {
     let (seq, p) = read(&mut s)?;
     let resp = HandshakeResponse::parse(&p).map_err(|e| std::io::Error::other(e.to_string()))?;
     let caps = resp.capabilities;
-    seen.lock().unwrap_or_else(|e| e.into_inner()).push(caps);
+    seen.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .caps
+        .push(caps);
     let optional = caps & cap::OPTIONAL_RESULTSET_METADATA != 0;
+    let attributes = caps & cap::QUERY_ATTRIBUTES != 0;
+    let log = |p: &[u8]| {
+        seen.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .packets
+            .push(p.to_vec())
+    };
     let deprecate = caps & cap::DEPRECATE_EOF != 0;
     let mut none = false;
     out.clear();
@@ -120,7 +143,22 @@ fn serve(mut s: TcpStream, seen: &Mutex<Vec<u32>>) -> std::io::Result<()> {
         match p.first() {
             Some(&com::QUIT) | None => return Ok(()),
             Some(&com::QUERY) => {
-                let sql = String::from_utf8_lossy(&p[1..]).into_owned();
+                // On a connection with query attributes every statement,
+                // sextant's own too, must carry the attribute block.
+                let Ok(at) = query_text_offset(&p, attributes) else {
+                    return Err(std::io::Error::other(
+                        "COM_QUERY without its attribute block",
+                    ));
+                };
+                let sql = String::from_utf8_lossy(&p[at..]).into_owned();
+                let own = sql.starts_with("SET SESSION session_track")
+                    || sql.starts_with("SELECT @@character_set_client");
+                if !own {
+                    log(&p);
+                }
+                if attributes && !sql.starts_with("SELECT") && !sql.starts_with("SET") {
+                    return Err(std::io::Error::other(format!("not a statement: {sql:?}")));
+                }
                 if sql.starts_with("SELECT @@character_set_client") {
                     // sextant's own query, with this connection's setting.
                     resultset(&mut out, optional, none, deprecate, b"\x07utf8mb4");
@@ -138,7 +176,7 @@ fn serve(mut s: TcpStream, seen: &Mutex<Vec<u32>>) -> std::io::Result<()> {
                         ..Default::default()
                     };
                     write_ok(&mut out, 1, &ok, true);
-                } else if sql == "SELECT 1" {
+                } else if sql.starts_with("SELECT") {
                     resultset(&mut out, optional, none, deprecate, b"\x011");
                 } else {
                     write_simple_ok(&mut out, 1, 2);
@@ -167,6 +205,7 @@ fn serve(mut s: TcpStream, seen: &Mutex<Vec<u32>>) -> std::io::Result<()> {
                 }
             }
             Some(&com::STMT_EXECUTE) => {
+                log(&p);
                 // A binary row: header, null bitmap, the value.
                 resultset(&mut out, optional, none, deprecate, b"\x00\x00\x0242");
             }
@@ -252,11 +291,86 @@ fn simulator_mysql8_results_without_metadata() {
     let resp = r.read_response();
     assert_eq!(resp[0], [1]);
     assert_eq!(resp.len(), 5, "{resp:?}");
-    let caps = seen.lock().unwrap().clone();
+    let caps = seen.lock().unwrap().caps.clone();
     assert!(caps
         .iter()
         .any(|c| c & cap::OPTIONAL_RESULTSET_METADATA != 0));
     assert!(caps
         .iter()
         .any(|c| c & cap::OPTIONAL_RESULTSET_METADATA == 0));
+}
+
+/// A COM_QUERY with one string attribute, `trace` = `value`.
+fn with_attribute(sql: &str, value: &str) -> Vec<u8> {
+    let mut p = vec![com::QUERY, 1, 1, 0, 1, 0xfe, 0];
+    write_lenenc_bytes(&mut p, b"trace");
+    write_lenenc_bytes(&mut p, value.as_bytes());
+    p.extend_from_slice(sql.as_bytes());
+    p
+}
+
+#[test]
+fn simulator_mysql8_query_attributes() {
+    let (server, seen) = fake_mysql8();
+    let port = sextant(server);
+    let caps = CAPS | cap::QUERY_ATTRIBUTES | cap::DEPRECATE_EOF;
+    let mut r = Raw::login_with(port, "app", "apppass", None, caps, vec![]);
+    let last = |seen: &Seen| seen.lock().unwrap().packets.last().cloned().unwrap();
+    // Passed on as sent, attributes and all.
+    let sent = with_attribute("SELECT 1", "abc");
+    r.send(0, &sent);
+    assert_eq!(r.read_response().len(), 4);
+    assert_eq!(last(&seen), sent);
+    // sextant reads the text after the attributes: it answers
+    // CONNECTION_ID() itself and keeps the attributes in front.
+    r.send(0, &with_attribute("SELECT CONNECTION_ID()", "xyz"));
+    r.read_response();
+    let got = last(&seen);
+    assert!(got.starts_with(&with_attribute("", "xyz")), "{got:?}");
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(
+        text.ends_with("AS UNSIGNED) AS `CONNECTION_ID()`"),
+        "{text:?}"
+    );
+    // Without attributes: a count of 0.
+    let mut plain = vec![com::QUERY, 0, 1];
+    plain.extend_from_slice(b"SELECT 2");
+    r.send(0, &plain);
+    r.read_response();
+    assert_eq!(last(&seen), plain);
+    // An execute with an attribute after its parameter (parameter count
+    // available): passed on with the server's statement id.
+    r.send(0, b"\x16SELECT ?");
+    let prep = r.read_response_as(Expect::Prepare);
+    let id = u32::from_le_bytes([prep[0][1], prep[0][2], prep[0][3], prep[0][4]]);
+    let mut e = vec![com::STMT_EXECUTE];
+    e.extend_from_slice(&id.to_le_bytes());
+    e.push(0x08); // PARAMETER_COUNT_AVAILABLE
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.push(2); // the parameter and one attribute
+    e.push(0); // null bitmap
+    e.push(1); // types follow
+    e.extend_from_slice(&[0x08, 0, 0]); // LONGLONG, no name
+    e.extend_from_slice(&[0xfe, 0]);
+    write_lenenc_bytes(&mut e, b"trace");
+    e.extend_from_slice(&42i64.to_le_bytes());
+    write_lenenc_bytes(&mut e, b"abc");
+    r.send(0, &e);
+    r.read_response_as(Expect::Execute);
+    let got = last(&seen);
+    assert_eq!(got[5..], e[5..], "the execute as the client sent it");
+    assert_eq!(
+        u32::from_le_bytes([got[1], got[2], got[3], got[4]]),
+        5,
+        "server id"
+    );
+    // A client without the capability: plain statements, on connections
+    // opened without it.
+    let mut r = Raw::login_with(port, "app", "apppass", None, CAPS, vec![]);
+    r.query("SELECT 3");
+    r.read_response();
+    assert_eq!(last(&seen), b"\x03SELECT 3");
+    let caps = seen.lock().unwrap().caps.clone();
+    assert!(caps.iter().any(|c| c & cap::QUERY_ATTRIBUTES != 0));
+    assert!(caps.iter().any(|c| c & cap::QUERY_ATTRIBUTES == 0));
 }
