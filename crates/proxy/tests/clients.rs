@@ -305,24 +305,7 @@ fn cli_ctrl_c_cancels_the_running_query() {
 
 #[test]
 fn ed25519_accounts_on_both_sides() {
-    // MariaDB's ed25519 plugin on every lab server, and an account using it.
-    for &port in std::iter::once(&lab().primary).chain(&lab().replicas) {
-        let mut d = direct(port);
-        // Loaded already is fine; whether it is loaded is checked next.
-        let _ = d.query_drop("INSTALL SONAME 'auth_ed25519'");
-        let status: Option<String> = d
-            .query_first("SELECT PLUGIN_STATUS FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'ed25519'")
-            .unwrap();
-        assert_eq!(status.as_deref(), Some("ACTIVE"), "server {port}");
-    }
-    let mut d = direct(lab().primary);
-    d.query_drop(
-        "CREATE USER IF NOT EXISTS 'ed_app'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('ed-secret')",
-    )
-    .unwrap();
-    d.query_drop("GRANT ALL ON sextant_test.* TO 'ed_app'@'%'")
-        .unwrap();
-    sync_replicas();
+    ed25519_account();
     // The reference: the mariadb client logs in to the server directly.
     let who = ["-N", "-B", "-e", "SELECT CURRENT_USER()"];
     let out = cli(lab().primary, "ed_app", "ed-secret", &who, None);

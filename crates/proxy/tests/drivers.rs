@@ -103,10 +103,25 @@ fn go_driver_gets_the_answers_it_gets_directly() {
         "go build (run scripts/deps first):\n{}",
         String::from_utf8_lossy(&built.stderr)
     );
-    let p = Setup::default().start();
-    let direct = run(&mut Command::new(&bin), lab().primary, "d");
-    let proxied = run(&mut Command::new(&bin), p.port, "p");
-    compare(&direct, &proxied, EXPECT);
+    // client_ed25519: an account with it on the servers, and a sextant user
+    // with it in front.
+    ed25519_account();
+    let p = Setup {
+        users: "\n[[users]]\nname = \"ed_front\"\npassword = \"ed-secret\"\n\
+                auth_plugin = \"ed25519\"\nbackend_user = \"app\"\nbackend_password = \"apppass\"\n",
+        ..Default::default()
+    }
+    .start();
+    let go = |user: &str| {
+        let mut c = Command::new(&bin);
+        c.env("ED_USER", user).env("ED_PASS", "ed-secret");
+        c
+    };
+    let direct = run(&mut go("ed_app"), lab().primary, "d");
+    let proxied = run(&mut go("ed_front"), p.port, "p");
+    let mut expect = EXPECT.to_vec();
+    expect.push(("ed25519", "login=1 wrong_password=[ERR 1045 28000]"));
+    compare(&direct, &proxied, &expect);
 }
 
 #[test]

@@ -998,3 +998,28 @@ pub fn check_numbered_rows(
     }
     total
 }
+
+/// MariaDB's ed25519 plugin on every lab server, and an account using it:
+/// `ed_app` / `ed-secret`, with all rights on sextant_test.
+pub fn ed25519_account() {
+    use mysql::prelude::Queryable;
+    for &port in std::iter::once(&lab().primary).chain(&lab().replicas) {
+        let mut d = direct(port);
+        // Loaded already is fine; whether it is loaded is checked next.
+        let _ = d.query_drop("INSTALL SONAME 'auth_ed25519'");
+        let status: Option<String> = d
+            .query_first(
+                "SELECT PLUGIN_STATUS FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'ed25519'",
+            )
+            .expect("plugin status");
+        assert_eq!(status.as_deref(), Some("ACTIVE"), "server {port}");
+    }
+    let mut d = direct(lab().primary);
+    d.query_drop(
+        "CREATE USER IF NOT EXISTS 'ed_app'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('ed-secret')",
+    )
+    .expect("create ed25519 account");
+    d.query_drop("GRANT ALL ON sextant_test.* TO 'ed_app'@'%'")
+        .expect("grant");
+    sync_replicas();
+}

@@ -297,5 +297,40 @@ func main() {
 		}
 		return fmt.Sprintf("length=%d md5=%s compression=%s", n, sum, on), nil
 	})
+	check("ed25519", func() (string, error) {
+		// An account that logs in with MariaDB's client_ed25519 (ED_USER,
+		// ED_PASS: on the server directly, or a sextant user configured so).
+		cfg := mysql.NewConfig()
+		cfg.User, cfg.Passwd = os.Getenv("ED_USER"), os.Getenv("ED_PASS")
+		cfg.Net, cfg.Addr, cfg.DBName = "tcp", host+":"+port, "sextant_test"
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return "", err
+		}
+		e := sql.OpenDB(conn)
+		defer e.Close()
+		var one int
+		if err := e.QueryRow("SELECT 1").Scan(&one); err != nil {
+			return "", err
+		}
+		cfg.Passwd = "wrong"
+		bad, _ := mysql.NewConnector(cfg)
+		b := sql.OpenDB(bad)
+		defer b.Close()
+		return fmt.Sprintf("login=%d wrong_password=[%s]", one, describeLogin(b.Ping())), nil
+	})
 	db.Exec("DROP TABLE " + table)
+}
+
+// The error of a refused login without the parts that name the account
+// or the host.
+func describeLogin(err error) string {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return fmt.Sprintf("ERR %d %s", me.Number, string(me.SQLState[:]))
+	}
+	if err == nil {
+		return "no error"
+	}
+	return "error: " + err.Error()
 }
