@@ -34,6 +34,11 @@ pub struct Client {
     pub pending_tracking: Vec<(&'static str, Vec<u8>)>,
     /// Reused for rewriting what the client is sent.
     pub scratch: Vec<u8>,
+    /// The net_write_timeout and net_read_timeout the client set: how long
+    /// a write to it may block, and how long a LOAD DATA LOCAL may wait
+    /// for its file (None: as long as the server connection allows).
+    pub write_timeout: Option<std::time::Duration>,
+    pub read_timeout: Option<std::time::Duration>,
     /// The compressed protocol, once the login negotiated it: bytes read
     /// and not yet decoded, and a buffer for what is sent.
     compress: Option<Box<Compressed>>,
@@ -58,6 +63,8 @@ impl Client {
             last_seq: 0,
             sends: 0,
             tracking: None,
+            write_timeout: None,
+            read_timeout: None,
             pending_tracking: Vec::new(),
             scratch: Vec::new(),
             compress: None,
@@ -117,6 +124,24 @@ impl Client {
     /// Writes `out` to the client (compressed if so negotiated); the
     /// caller clears it.
     pub async fn send_out(&mut self) -> std::io::Result<()> {
+        match self.write_timeout {
+            None => self.send_out_now().await,
+            Some(limit) => match tokio::time::timeout(limit, self.send_out_now()).await {
+                Ok(r) => r,
+                // As the server does past net_write_timeout: the client
+                // connection is given up.
+                Err(_) => Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "the client read nothing for {} s (its net_write_timeout)",
+                        limit.as_secs()
+                    ),
+                )),
+            },
+        }
+    }
+
+    async fn send_out_now(&mut self) -> std::io::Result<()> {
         self.sends += 1;
         match &mut self.compress {
             None => self.stream.send(&self.out).await,

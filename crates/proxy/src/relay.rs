@@ -341,6 +341,17 @@ async fn flush(client: &mut Client) -> Result<(), RelayError> {
     Ok(())
 }
 
+/// Reads more of a LOCAL INFILE file, within the client's net_read_timeout
+/// (past it the server would give up on a file that stopped arriving).
+async fn fill_infile(client: &mut Client) -> Result<(), crate::errors::SessionError> {
+    match client.read_timeout {
+        None => client.fill().await,
+        Some(limit) => tokio::time::timeout(limit, client.fill())
+            .await
+            .unwrap_or(Err(crate::errors::SessionError::ClientClosed)),
+    }
+}
+
 /// LOAD DATA LOCAL INFILE: copies the client's file packets to the server
 /// until the empty packet that ends them, streaming, never holding a whole
 /// packet.
@@ -357,7 +368,7 @@ async fn send_infile(client: &mut Client, be: &mut BackendConn) -> Result<(), Re
     };
     loop {
         while client.rbuf.len() < HEADER_LEN {
-            client.fill().await.map_err(client_err)?;
+            fill_infile(client).await.map_err(client_err)?;
         }
         let Some(h) = parse_header(&client.rbuf) else {
             continue;
@@ -370,7 +381,7 @@ async fn send_infile(client: &mut Client, be: &mut BackendConn) -> Result<(), Re
         let mut left = h.len;
         while left > 0 {
             if client.rbuf.is_empty() {
-                client.fill().await.map_err(client_err)?;
+                fill_infile(client).await.map_err(client_err)?;
             }
             let n = left.min(client.rbuf.len());
             be.stream

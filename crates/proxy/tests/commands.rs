@@ -436,6 +436,52 @@ fn mariadb_progress_reports_reach_clients_that_asked() {
     );
 }
 
+#[test]
+fn net_write_timeout_drops_a_client_that_stops_reading() {
+    // A client that set net_write_timeout and stops reading a large result
+    // loses its connection, as with the server (which sends what fits in
+    // the socket buffers, then gives up); one that did not set it may pause
+    // and read on.
+    use std::io::Read;
+    let p = Setup::default().start();
+    let stalled = |port: u16, set: bool, rows: u32| -> (usize, bool) {
+        let mut r = Raw::login(port, "app", "apppass", Some("sextant_test"));
+        if set {
+            r.query("SET SESSION net_write_timeout = 1");
+            r.read_response();
+        }
+        r.query(&format!("SELECT REPEAT('x', 1000) FROM seq_1_to_{rows}"));
+        std::thread::sleep(std::time::Duration::from_secs(4));
+        let mut all = Vec::new();
+        let _ = r.s.read_to_end(&mut all).or_else(|_| Ok::<usize, ()>(0));
+        // The result ends with an EOF packet (fe 00 00 ...), or not at all.
+        let whole = all.len() >= 9 && all[all.len() - 5] == 0xfe;
+        (all.len(), whole)
+    };
+    let (direct_bytes, whole) = stalled(lab().primary, true, 200_000);
+    assert!(
+        !whole,
+        "the server gave up on the client ({direct_bytes} bytes)"
+    );
+    let (bytes, whole) = stalled(p.port, true, 200_000);
+    assert!(
+        !whole && bytes < 150_000_000,
+        "sextant gave up on the client ({bytes} bytes)"
+    );
+    // Not set: the pause is fine (the server's own default is 60 s).
+    let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+    r.s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    r.query("SELECT REPEAT('x', 1000) FROM seq_1_to_20000");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let (packets, _) = r.drain_result();
+    assert_eq!(
+        packets,
+        20_000 + 4,
+        "column count, definition, EOF, rows, EOF"
+    );
+}
+
 /// Column names and first row of a text query.
 fn named_row(c: &mut mysql::Conn, sql: &str) -> (Vec<String>, Vec<String>) {
     let mut res = c.query_iter(sql).unwrap();

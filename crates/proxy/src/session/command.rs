@@ -226,6 +226,8 @@ impl Session {
         self.pins = Pins::empty();
         self.stmts.clear();
         self.client.tracking = None;
+        self.client.write_timeout = None;
+        self.client.read_timeout = None;
         self.last_insert_id = 0;
         self.last_insert_conn = None;
         let schema = self.vars.schema.take();

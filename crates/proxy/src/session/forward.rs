@@ -292,6 +292,12 @@ impl Session {
                 }
                 if res.vars_changed {
                     self.vars.clone_from(&conn.vars);
+                    let secs = |name: &str| {
+                        let v = self.vars.client_side.get(name)?;
+                        v.parse().ok().map(std::time::Duration::from_secs)
+                    };
+                    self.client.write_timeout = secs("net_write_timeout");
+                    self.client.read_timeout = secs("net_read_timeout");
                 }
                 let wrote = conn.track.last_gtid.take();
                 if conn.track.opaque {
