@@ -453,7 +453,8 @@ fn net_write_timeout_drops_a_client_that_stops_reading() {
         r.query(&format!("SELECT REPEAT('x', 1000) FROM seq_1_to_{rows}"));
         std::thread::sleep(std::time::Duration::from_secs(4));
         let mut all = Vec::new();
-        let _ = r.s.read_to_end(&mut all).or_else(|_| Ok::<usize, ()>(0));
+        // A reset ends the reading too; what arrived before it counts.
+        let _ = r.s.read_to_end(&mut all);
         // The result ends with an EOF packet (fe 00 00 ...), or not at all.
         let whole = all.len() >= 9 && all[all.len() - 5] == 0xfe;
         (all.len(), whole)
