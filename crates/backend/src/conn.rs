@@ -91,6 +91,10 @@ pub struct ConnectParams<'a> {
     pub flavor: Flavor,
     pub timeout: Duration,
     pub tls: Option<&'a TlsTarget>,
+    /// A pooled connection's server-side wait_timeout is raised to at
+    /// least this (well above the pool's idle timeout), so that the server
+    /// does not close it while it waits in the pool.
+    pub min_wait_timeout: Option<Duration>,
 }
 
 /// How to reach a server over TLS.
@@ -181,6 +185,8 @@ pub struct BackendConn {
     pub tracking_defaults: Tracking,
     /// The capabilities both ends have (the login's).
     pub negotiated: u32,
+    /// See [`ConnectParams::min_wait_timeout`].
+    min_wait_timeout: Option<Duration>,
     /// Last status flags the server reported.
     pub status: u16,
     /// What the server's session-state reports said beyond the variables.
@@ -232,6 +238,7 @@ impl BackendConn {
             baseline: BTreeMap::new(),
             tracking_defaults: Tracking::default(),
             negotiated: 0,
+            min_wait_timeout: None,
             status: status::AUTOCOMMIT,
             track: TrackFlags::default(),
             created: Instant::now(),
@@ -241,6 +248,7 @@ impl BackendConn {
             max_prepared: 256,
         };
         c.login(p).await?;
+        c.min_wait_timeout = p.min_wait_timeout;
         c.setup().await?;
         Ok(c)
     }
@@ -442,18 +450,19 @@ impl BackendConn {
     /// Turns on the session-state reports that sextant tracks client state
     /// with, and records the connection's baseline character set.
     async fn setup(&mut self) -> Result<(), BackendError> {
+        let min_wait_timeout = self.min_wait_timeout;
         self.exec_internal(self.own_tracking()).await?;
         // The global session_track_* values are what a client starts with
         // (what it would have on a direct connection).
         let rows = self
             .query_internal(if self.is_mariadb() {
                 "SELECT @@character_set_client, @@character_set_connection, \
-                 @@character_set_results, @@collation_connection, \
+                 @@character_set_results, @@collation_connection, @@session.wait_timeout, \
                  @@global.session_track_system_variables, @@global.session_track_schema, \
                  @@global.session_track_state_change"
             } else {
                 "SELECT @@character_set_client, @@character_set_connection, \
-                 @@character_set_results, @@collation_connection, \
+                 @@character_set_results, @@collation_connection, @@session.wait_timeout, \
                  @@global.session_track_system_variables, @@global.session_track_schema, \
                  @@global.session_track_state_change, @@global.session_track_gtids"
             })
@@ -475,9 +484,23 @@ impl BackendConn {
                 let v = v.clone().unwrap_or_else(|| "NULL".into());
                 self.baseline.insert((*n).into(), v.into());
             }
-            for (n, v) in tracking.iter().zip(row.iter().skip(names.len())) {
+            for (n, v) in tracking.iter().zip(row.iter().skip(names.len() + 1)) {
                 if let Some(v) = v {
                     self.tracking_defaults.set(n.as_bytes(), v.as_bytes());
+                }
+            }
+            let wait: Option<u64> = row
+                .get(names.len())
+                .cloned()
+                .flatten()
+                .and_then(|v| v.parse().ok());
+            if let (Some(wait), Some(min)) = (wait, min_wait_timeout) {
+                if wait < min.as_secs() {
+                    let set = format!("SET SESSION wait_timeout = {}", min.as_secs());
+                    self.exec_internal(&set).await?;
+                    // What a client's own wait_timeout is undone to.
+                    self.baseline
+                        .insert("wait_timeout".into(), min.as_secs().to_string().into());
                 }
             }
         }

@@ -387,6 +387,7 @@ impl Server {
             flavor,
             timeout: self.settings.connect_timeout,
             tls: self.settings.tls.as_ref(),
+            min_wait_timeout: Some(self.settings.idle_timeout * 2 + Duration::from_secs(60)),
         };
         // Boxed: connecting is rare, and its large future would otherwise
         // be part of every session's state machine.

@@ -235,6 +235,7 @@ async fn run(
         flavor: Flavor::new(0, 45),
         timeout: Duration::from_secs(5),
         tls: None,
+        min_wait_timeout: None,
     };
     let c = BackendConn::connect(&p).await;
     let s = tokio::time::timeout(Duration::from_secs(5), server)
@@ -256,6 +257,7 @@ async fn simulator_mysql8_write_reports_its_gtid() {
         flavor: Flavor::new(0, 45),
         timeout: Duration::from_secs(5),
         tls: None,
+        min_wait_timeout: None,
     };
     let mut c = BackendConn::connect(&p).await.unwrap();
     assert!(!c.is_mariadb());

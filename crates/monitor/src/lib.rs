@@ -116,6 +116,7 @@ async fn check(
             flavor: Flavor::new(0, 45),
             timeout: server.settings.connect_timeout,
             tls: server.settings.tls.as_ref(),
+            min_wait_timeout: None,
         };
         *conn = Some(BackendConn::connect(&p).await?);
     }

@@ -146,10 +146,60 @@ const ITEM_END: &[&str] = &[
     "WINDOW",
 ];
 
+/// Words that may follow SELECT before its first item.
+const SELECT_MODIFIERS: &[&str] = &[
+    "ALL",
+    "DISTINCT",
+    "DISTINCTROW",
+    "HIGH_PRIORITY",
+    "STRAIGHT_JOIN",
+    "SQL_SMALL_RESULT",
+    "SQL_BIG_RESULT",
+    "SQL_BUFFER_RESULT",
+    "SQL_CACHE",
+    "SQL_NO_CACHE",
+    "SQL_CALC_FOUND_ROWS",
+];
+
+/// An open select list: its depth and the item being read.
+struct List {
+    depth: i32,
+    /// Index of the item's first token (None before it starts).
+    item_start: Option<usize>,
+    /// A subject of the item was replaced.
+    replaced: bool,
+}
+
+/// Whether tokens `first..=last` end with an alias (`expr AS name` or
+/// `expr name`).
+fn has_alias(tokens: &[Token<'_>], first: usize, last: usize) -> bool {
+    let is_name = |t: &Token<'_>| {
+        matches!(
+            t.kind,
+            TokenKind::Word | TokenKind::QuotedIdent | TokenKind::Str
+        )
+    };
+    if last <= first || !is_name(&tokens[last]) {
+        return false;
+    }
+    let before = &tokens[last - 1];
+    before.is_word("AS")
+        || matches!(
+            before.kind,
+            TokenKind::Word
+                | TokenKind::QuotedIdent
+                | TokenKind::Number
+                | TokenKind::Str
+                | TokenKind::SysVar
+        )
+        || before.is_punct(b')')
+}
+
 /// `sql` with each subject replaced by the SQL expression `answer` gives
-/// for it (None leaves it as it is). A subject that is a whole select-list
-/// item without an alias gets its own text as alias, so the column keeps
-/// the name it has on a direct connection. None when nothing was replaced.
+/// for it (None leaves it as it is). A select-list item that had a subject
+/// replaced and has no alias gets its own text as alias, so the column
+/// keeps the name it has on a direct connection. None when nothing was
+/// replaced.
 pub fn rewrite(
     sql: &[u8],
     mode: LexMode,
@@ -159,43 +209,92 @@ pub fn rewrite(
         .filter(|t| t.kind != TokenKind::Hint)
         .collect();
     let at = |t: &Token<'_>| t.text.as_ptr() as usize - sql.as_ptr() as usize;
+    let end_of = |t: &Token<'_>| at(t) + t.text.len();
     let is_set = tokens.first().is_some_and(|t| t.is_word("SET"));
-    let mut out = Vec::with_capacity(sql.len() + 32);
-    let mut copied = 0usize;
-    let mut replaced = false;
+    // Edits: (start, end, text), in order.
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut depth = 0i32;
-    // Depths at which a select list is open.
-    let mut lists: Vec<i32> = Vec::new();
+    let mut lists: Vec<List> = Vec::new();
+    // Ends the current item of the innermost list at token `last`.
+    let close_item =
+        |lists: &mut Vec<List>, edits: &mut Vec<(usize, usize, String)>, last: usize| {
+            let Some(l) = lists.last_mut() else { return };
+            if let Some(first) = l.item_start.take() {
+                if l.replaced && last >= first && !has_alias(&tokens, first, last) {
+                    let (from, to) = (at(&tokens[first]), end_of(&tokens[last]));
+                    let name = String::from_utf8_lossy(&sql[from..to]).replace('`', "``");
+                    edits.push((to, to, format!(" AS `{name}`")));
+                }
+            }
+            l.replaced = false;
+        };
     let mut i = 0;
     while i < tokens.len() {
         let t = tokens[i];
-        let mut found: Option<(Subject<'_>, usize)> = None;
+        let in_list = lists.last().is_some_and(|l| l.depth == depth);
+        // The first token of an item (after SELECT's modifiers or a comma).
+        let word_in =
+            |list: &[&str]| t.kind == TokenKind::Word && list.iter().any(|w| t.is_word(w));
+        let starts = !t.is_punct(b',')
+            && !t.is_punct(b')')
+            && !t.is_punct(b';')
+            && !word_in(ITEM_END)
+            && !t.is_word("SELECT");
+        if let Some(l) = lists
+            .last_mut()
+            .filter(|l| in_list && l.item_start.is_none())
+        {
+            if starts && !word_in(SELECT_MODIFIERS) {
+                l.item_start = Some(i);
+            }
+        }
         match t.kind {
             TokenKind::Punct => match t.text[0] {
                 b'(' => depth += 1,
                 b')' => {
-                    depth -= 1;
-                    while lists.last().is_some_and(|&d| d > depth) {
+                    while lists.last().is_some_and(|l| l.depth >= depth) {
+                        close_item(&mut lists, &mut edits, i.saturating_sub(1));
                         lists.pop();
                     }
+                    depth -= 1;
+                }
+                b',' if in_list => {
+                    close_item(&mut lists, &mut edits, i.saturating_sub(1));
                 }
                 b';' => {
+                    while !lists.is_empty() {
+                        close_item(&mut lists, &mut edits, i.saturating_sub(1));
+                        lists.pop();
+                    }
                     depth = 0;
-                    lists.clear();
                 }
                 _ => {}
             },
-            TokenKind::Word => {
-                if t.is_word("SELECT") {
-                    lists.push(depth);
-                } else if lists.last() == Some(&depth) && ITEM_END.iter().any(|w| t.is_word(w)) {
-                    lists.pop();
-                } else if t.text.eq_ignore_ascii_case(b"CONNECTION_ID")
+            TokenKind::Word if t.is_word("SELECT") => {
+                lists.push(List {
+                    depth,
+                    item_start: None,
+                    replaced: false,
+                });
+                i += 1;
+                continue;
+            }
+            TokenKind::Word if in_list && ITEM_END.iter().any(|w| t.is_word(w)) => {
+                close_item(&mut lists, &mut edits, i.saturating_sub(1));
+                lists.pop();
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let mut found: Option<(Subject<'_>, usize)> = None;
+        match t.kind {
+            TokenKind::Word
+                if t.text.eq_ignore_ascii_case(b"CONNECTION_ID")
                     && tokens.get(i + 1).is_some_and(|n| n.is_punct(b'('))
-                    && tokens.get(i + 2).is_some_and(|n| n.is_punct(b')'))
-                {
-                    found = Some((Subject::ConnectionId, i + 2));
-                }
+                    && tokens.get(i + 2).is_some_and(|n| n.is_punct(b')')) =>
+            {
+                found = Some((Subject::ConnectionId, i + 2));
             }
             TokenKind::SysVar => {
                 let assigned = is_set
@@ -210,39 +309,30 @@ pub fn rewrite(
         }
         if let Some((subject, last)) = found {
             if let Some(expr) = answer(subject) {
-                let start = at(&t);
-                let end = at(&tokens[last]) + tokens[last].text.len();
-                let prev = i.checked_sub(1).map(|p| tokens[p]);
-                let next = tokens.get(last + 1);
-                let whole = lists.last() == Some(&depth)
-                    && prev.is_some_and(|p| p.is_word("SELECT") || p.is_punct(b','))
-                    && next.is_none_or(|n| {
-                        n.is_punct(b',')
-                            || n.is_punct(b';')
-                            || n.is_punct(b')')
-                            || ITEM_END.iter().any(|w| n.is_word(w))
-                    });
-                out.extend_from_slice(&sql[copied..start]);
-                out.extend_from_slice(expr.as_bytes());
-                if whole {
-                    out.extend_from_slice(b" AS `");
-                    for &c in &sql[start..end] {
-                        if c == b'`' {
-                            out.push(b'`');
-                        }
-                        out.push(c);
-                    }
-                    out.push(b'`');
+                edits.push((at(&t), end_of(&tokens[last]), expr));
+                // Every list holding it names its column after its text.
+                for l in lists.iter_mut() {
+                    l.replaced = true;
                 }
-                copied = end;
-                replaced = true;
                 i = last;
             }
         }
         i += 1;
     }
-    if !replaced {
+    while !lists.is_empty() {
+        close_item(&mut lists, &mut edits, tokens.len().saturating_sub(1));
+        lists.pop();
+    }
+    if edits.is_empty() {
         return None;
+    }
+    edits.sort_by_key(|e| (e.0, e.1));
+    let mut out = Vec::with_capacity(sql.len() + 64);
+    let mut copied = 0;
+    for (from, to, text) in edits {
+        out.extend_from_slice(&sql[copied..from]);
+        out.extend_from_slice(text.as_bytes());
+        copied = to;
     }
     out.extend_from_slice(&sql[copied..]);
     Some(out)
@@ -282,7 +372,16 @@ mod tests {
             ("SELECT @@interactive_timeout", "(unchanged)"),
             (
                 "SELECT CONCAT('a', @@wait_timeout, 'b')",
-                "SELECT CONCAT('a', 5, 'b')",
+                "SELECT CONCAT('a', 5, 'b') AS `CONCAT('a', @@wait_timeout, 'b')`",
+            ),
+            (
+                "SELECT DISTINCT @@wait_timeout + 1 FROM t",
+                "SELECT DISTINCT 5 + 1 AS `@@wait_timeout + 1` FROM t",
+            ),
+            ("SELECT @@wait_timeout w", "SELECT 5 w"),
+            (
+                "SELECT @@wait_timeout = @@global.wait_timeout, 2",
+                "SELECT 5 = @@global.wait_timeout AS `@@wait_timeout = @@global.wait_timeout`, 2",
             ),
             (
                 "SELECT a FROM t WHERE id = CONNECTION_ID() ORDER BY a, @@wait_timeout",
@@ -293,7 +392,7 @@ mod tests {
             ("SET @w = @@wait_timeout", "SET @w = 5"),
             (
                 "SELECT (SELECT CONNECTION_ID()), 1",
-                "SELECT (SELECT CAST(7 AS UNSIGNED) AS `CONNECTION_ID()`), 1",
+                "SELECT (SELECT CAST(7 AS UNSIGNED) AS `CONNECTION_ID()`) AS `(SELECT CONNECTION_ID())`, 1",
             ),
             ("SELECT 'CONNECTION_ID()', `@@wait_timeout`", "(unchanged)"),
             (

@@ -279,21 +279,21 @@ impl Session {
             .as_deref()
             .unwrap_or(&a.conn().tracking_defaults)
             .clone();
-        // The server connection is not interactive; an interactive client's
-        // session has interactive_timeout as its wait_timeout.
+        // A pooled connection's own wait_timeout is raised above the pool's
+        // idle timeout; the client's session starts from the server's
+        // default (interactive_timeout for an interactive client).
         let wait_default = match show {
             sextant_sql::session_info::SessionShow::Variables
-                if self.interactive
-                    && !self.vars.client_side.contains_key("wait_timeout")
+                if !self.vars.client_side.contains_key("wait_timeout")
                     && rows.iter().any(|r| {
                         r.first().cloned().flatten().as_deref() == Some("wait_timeout")
                     }) =>
             {
-                match a
-                    .conn_mut()
-                    .query_internal("SELECT @@global.interactive_timeout")
-                    .await
-                {
+                let q = match self.interactive {
+                    true => "SELECT @@global.interactive_timeout",
+                    false => "SELECT @@global.wait_timeout",
+                };
+                match a.conn_mut().query_internal(q).await {
                     Ok(r) => r.first().and_then(|r| r.first().cloned().flatten()),
                     Err(_) => None,
                 }
@@ -423,9 +423,14 @@ impl Session {
                 },
                 None => match self.vars.client_side.get(v) {
                     Some(value) => Some(typed(v, value)),
+                    // A pooled connection's own is raised above the pool's
+                    // idle timeout; the client's session starts from the
+                    // server's default (interactive_timeout for an
+                    // interactive client).
                     None if v == "wait_timeout" && self.interactive => {
                         Some("@@global.interactive_timeout".into())
                     }
+                    None if v == "wait_timeout" => Some("@@global.wait_timeout".into()),
                     None => None,
                 },
             },
