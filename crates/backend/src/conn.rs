@@ -127,6 +127,9 @@ pub struct TrackFlags {
     /// A client's statement changed one of the `session_track_*` settings
     /// sextant relies on: they must be set again before the next statement.
     pub own_changed: bool,
+    /// A client set one of its own timeouts here: the connection gets its
+    /// own back at once (the client's value is kept by its session).
+    pub client_side_changed: bool,
 }
 
 /// A statement prepared on this connection.
@@ -525,6 +528,31 @@ impl BackendConn {
             "SET SESSION session_track_system_variables = '*', session_track_schema = ON, \
              session_track_state_change = ON, session_track_gtids = OWN_GTID"
         }
+    }
+
+    /// Puts back this connection's own timeouts after a client set its own
+    /// here (its session keeps them and applies them to the client).
+    pub async fn restore_client_side(&mut self) -> Result<(), BackendError> {
+        self.track.client_side_changed = false;
+        let parts: Vec<String> = self
+            .vars
+            .client_side
+            .keys()
+            .map(|k| match self.baseline.get(k) {
+                Some(b) => format!("{k} = {b}"),
+                None => format!("{k} = DEFAULT"),
+            })
+            .collect();
+        self.vars.client_side.clear();
+        if parts.is_empty() {
+            return Ok(());
+        }
+        self.exec_internal(&format!("SET SESSION {}", parts.join(", ")))
+            .await?;
+        // Its own report of the change is not a client's.
+        self.vars.client_side.clear();
+        self.track.client_side_changed = false;
+        Ok(())
     }
 
     /// Sets sextant's tracking again after a client's statement changed it
@@ -1018,6 +1046,12 @@ pub fn apply_session_state(vars: &mut SessionVars, track: &mut TrackFlags, block
                     track.last_gtid = std::str::from_utf8(value)
                         .ok()
                         .and_then(crate::gtid::Gtid::parse);
+                }
+                if crate::state::CLIENT_SIDE
+                    .iter()
+                    .any(|v| v.as_bytes().eq_ignore_ascii_case(name))
+                {
+                    track.client_side_changed = true;
                 }
                 changed |= vars.set_var(name, value);
             }

@@ -48,15 +48,17 @@ fn pooled_connections_outlive_a_short_server_wait_timeout() {
     std::thread::sleep(Duration::from_secs(5));
     let mut c = p.conn();
     assert_eq!(thread(&mut c), first, "the pooled connection was closed");
-    // A client that sets its own short wait_timeout, then leaves: the next
-    // client gets a working connection without an error.
+    // A client that sets its own short wait_timeout, then leaves: its
+    // setting never stays on the server connection, which the next client
+    // gets, still open.
     c.query_drop("SET SESSION wait_timeout = 2").unwrap();
+    let own: Option<u64> = c.query_first("SELECT @@wait_timeout").unwrap();
+    assert_eq!(own, Some(2));
     c.query_drop("SELECT 1").unwrap();
     drop(c);
     std::thread::sleep(Duration::from_secs(4));
     let mut c = p.conn();
-    let v: Option<i64> = c.query_first("SELECT 1").unwrap();
-    assert_eq!(v, Some(1));
+    assert_eq!(thread(&mut c), first, "the client's wait_timeout stayed on the connection");
     let seen: Option<u64> = c.query_first("SELECT @@wait_timeout").unwrap();
     assert_eq!(seen, Some(3), "another client's setting did not carry over");
 }

@@ -197,6 +197,7 @@ impl Session {
                     && !conn.track.opaque
                     && !conn.track.charset_changed
                     && !conn.track.own_changed
+                    && !conn.track.client_side_changed
                     && conn.track.last_gtid.is_none()
                     && !conn.in_transaction();
                 if !clean {
@@ -291,13 +292,29 @@ impl Session {
                     return Ok(Outcome::Done(res));
                 }
                 if res.vars_changed {
+                    // The session's own timeouts are its own: the server
+                    // connection reports only the ones just set.
+                    let mut mine = std::mem::take(&mut self.vars.client_side);
                     self.vars.clone_from(&conn.vars);
+                    mine.extend(
+                        conn.vars
+                            .client_side
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.clone())),
+                    );
+                    self.vars.client_side = mine;
                     let secs = |name: &str| {
                         let v = self.vars.client_side.get(name)?;
                         v.parse().ok().map(std::time::Duration::from_secs)
                     };
                     self.client.write_timeout = secs("net_write_timeout");
                     self.client.read_timeout = secs("net_read_timeout");
+                }
+                if conn.track.client_side_changed
+                    && Box::pin(conn.restore_client_side()).await.is_err()
+                {
+                    self.detach_discard();
+                    return Ok(Outcome::Done(res));
                 }
                 let wrote = conn.track.last_gtid.take();
                 if conn.track.opaque {
