@@ -48,6 +48,10 @@ impl Handle {
         self.running.store(idx, Ordering::Relaxed);
     }
 
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
     #[inline]
     pub fn idle(&self) {
         self.running.store(IDLE, Ordering::Relaxed);

@@ -781,6 +781,25 @@ fn kill_by_a_connection_admin_and_from_the_admin_port() {
         Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1094),
         other => panic!("{other:?}"),
     }
+    // After COM_CHANGE_USER the session belongs to its new user.
+    let mut changed = p.conn();
+    let changed_id = changed.connection_id();
+    changed
+        .change_user(
+            mysql::ChangeUserOpts::default()
+                .with_user(Some("other".into()))
+                .with_pass(Some("otherpass".into())),
+        )
+        .unwrap();
+    let mut app = p.conn();
+    assert_eq!(
+        kill_error(&mut app, &format!("KILL QUERY {changed_id}")),
+        Some(1095)
+    );
+    assert_eq!(
+        kill_error(&mut other, &format!("KILL QUERY {changed_id}")),
+        None
+    );
 }
 
 /// KILL names sextant's sessions by the id their handshake gave them (what

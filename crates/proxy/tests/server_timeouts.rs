@@ -58,7 +58,11 @@ fn pooled_connections_outlive_a_short_server_wait_timeout() {
     drop(c);
     std::thread::sleep(Duration::from_secs(4));
     let mut c = p.conn();
-    assert_eq!(thread(&mut c), first, "the client's wait_timeout stayed on the connection");
+    assert_eq!(
+        thread(&mut c),
+        first,
+        "the client's wait_timeout stayed on the connection"
+    );
     let seen: Option<u64> = c.query_first("SELECT @@wait_timeout").unwrap();
     assert_eq!(seen, Some(3), "another client's setting did not carry over");
 }

@@ -260,6 +260,18 @@ impl Session {
         Box::pin(self.reset_session()).await;
         self.span.record("user", user.name.as_str());
         self.user = user;
+        // KILL rights and KILL QUERY's server account follow the new user.
+        if let Some(old) = self.registered.take() {
+            let (id, peer, fd) = (old.id(), old.handle.peer, old.handle.fd());
+            drop(old);
+            self.registered = Some(crate::kill::Sessions::register(
+                &self.shared,
+                id,
+                self.user.clone(),
+                peer,
+                fd,
+            ));
+        }
         if let Some(cs) = cu.charset {
             self.flavor.charset = cs;
         }
