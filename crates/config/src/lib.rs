@@ -43,6 +43,46 @@ pub struct Config {
     pub routing: Routing,
     #[serde(default)]
     pub monitor: Monitor,
+    #[serde(default)]
+    pub sharding: Option<Sharding>,
+    /// The sharding layout `[sharding]` describes, read and checked with
+    /// the rest.
+    #[serde(skip)]
+    pub layout: Option<sextant_sharding::Layout>,
+}
+
+/// `[sharding]`: which group holds which rows. Either Cetus's own file
+/// (`cetus_file`, a sharding.json or part.json, read as it is), or the same
+/// keys written here: `[[sharding.vdb]]`, `[[sharding.table]]`,
+/// `[[sharding.single_tables]]`, `[sharding.default]`, `[sharding.all]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sharding {
+    #[serde(default)]
+    pub cetus_file: Option<String>,
+    /// Where tables that no vdb, single table or `all` list names live:
+    /// "default_group" (their database's `default` group, as part.json) or
+    /// "global" (a copy in every group, Cetus's newer rule).
+    #[serde(default)]
+    pub unlisted: UnlistedRule,
+    #[serde(default)]
+    pub vdb: Vec<toml::Value>,
+    #[serde(default)]
+    pub table: Vec<toml::Value>,
+    #[serde(default)]
+    pub single_tables: Vec<toml::Value>,
+    #[serde(default)]
+    pub default: BTreeMap<String, String>,
+    #[serde(default)]
+    pub all: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnlistedRule {
+    #[default]
+    DefaultGroup,
+    Global,
 }
 
 /// The topology monitor: one check per server every interval.
@@ -716,6 +756,82 @@ fn default_hold_ms() -> u64 {
     256
 }
 
+impl Sharding {
+    /// The layout, from Cetus's file or from the keys written here.
+    fn layout(&self, text: &str, path: &str) -> Result<sextant_sharding::Layout, ConfigError> {
+        use sextant_sharding::{cetus, LayoutError, Unlisted};
+        let unlisted = match self.unlisted {
+            UnlistedRule::DefaultGroup => Unlisted::DefaultGroup,
+            UnlistedRule::Global => Unlisted::Global,
+        };
+        let inline = !self.vdb.is_empty()
+            || !self.table.is_empty()
+            || !self.single_tables.is_empty()
+            || !self.default.is_empty()
+            || !self.all.is_empty();
+        let to_config = |e: LayoutError, prefix: &str| match e {
+            LayoutError::Syntax {
+                file,
+                line,
+                column,
+                message,
+            } => ConfigError::Parse {
+                path: file,
+                message: format!("line {line}, column {column}: {message}"),
+            },
+            LayoutError::Invalid {
+                file,
+                line,
+                key,
+                message,
+            } => ConfigError::Invalid {
+                path: file,
+                line: (line > 0).then_some(line),
+                key: format!("{prefix}{key}"),
+                message,
+            },
+        };
+        match (&self.cetus_file, inline) {
+            (Some(_), true) => Err(ConfigError::Invalid {
+                path: path.to_string(),
+                line: None,
+                key: "sharding.cetus_file".into(),
+                message: "give the layout either in cetus_file or here, not both".into(),
+            }),
+            (Some(file), false) => {
+                // Relative to the config file, as people write it.
+                let p = Path::new(path)
+                    .parent()
+                    .map(|d| d.join(file))
+                    .filter(|_| Path::new(file).is_relative())
+                    .unwrap_or_else(|| Path::new(file).to_path_buf());
+                let shown = p.display().to_string();
+                let json = std::fs::read_to_string(&p).map_err(|source| ConfigError::Read {
+                    path: shown.clone(),
+                    source,
+                })?;
+                cetus::parse(&json, &shown, unlisted).map_err(|e| to_config(e, ""))
+            }
+            (None, _) => {
+                let mut root = serde_json::Map::new();
+                root.insert("vdb".into(), to_json(&self.vdb));
+                root.insert("table".into(), to_json(&self.table));
+                root.insert("single_tables".into(), to_json(&self.single_tables));
+                root.insert("default".into(), to_json(&self.default));
+                root.insert("all".into(), to_json(&self.all));
+                let root = serde_json::Value::Object(root);
+                cetus::from_value(&root, text, path, unlisted)
+                    .map_err(|e| to_config(e, "sharding."))
+            }
+        }
+    }
+}
+
+/// A value of the TOML section as JSON, for the reader of Cetus's format.
+fn to_json<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let p = path.display().to_string();
@@ -726,13 +842,31 @@ impl Config {
         Config::parse(&text, &p)
     }
 
-    /// Parses and validates `text`; `path` is only used in messages.
+    /// Parses and validates `text`; `path` is only used in messages (and
+    /// to find a Cetus sharding file named relative to it).
     pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_string(),
             message: e.to_string().trim_end().to_string(),
         })?;
         cfg.validate(text, path)?;
+        if let Some(sh) = &cfg.sharding {
+            let layout = sh.layout(text, path)?;
+            let defined: Vec<&str> = cfg.groups.keys().map(String::as_str).collect();
+            let missing = layout.undefined_groups(&defined);
+            if !missing.is_empty() {
+                return Err(ConfigError::Invalid {
+                    path: path.to_string(),
+                    line: None,
+                    key: "sharding".into(),
+                    message: format!(
+                        "the layout places rows in group(s) {}, which [groups] does not define",
+                        missing.join(", ")
+                    ),
+                });
+            }
+            cfg.layout = Some(layout);
+        }
         Ok(cfg)
     }
 

@@ -57,6 +57,9 @@ fn main() {
             config.groups.len(),
             config.users.len()
         );
+        if let Some(layout) = &config.layout {
+            print!("sharding:\n{}", layout.explain());
+        }
         return;
     }
     raise_fd_limit();

@@ -675,6 +675,25 @@ fn command_line() {
     );
     let out = run(&["--frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
+    // A sharded layout: explained by check-config, refused by a server that
+    // does not route by it yet (rather than served as if unsharded).
+    let sharded = repo_root().join("examples/sharding.toml");
+    let out = run(&["check-config", sharded.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("table tpcc_shard.warehouse: sharded by w_id (vdb 1)")
+            && text.contains("slot 3 -> data4")
+            && text.contains("tables not listed are in data4"),
+        "{text}"
+    );
+    let out = run(&["--config", sharded.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not route by it yet"));
     let _ = std::fs::remove_file(bad);
 }
 

@@ -1,0 +1,18 @@
+//! Sharding layout: which group holds which rows.
+//!
+//! A [`Layout`] says, for every table sextant may see, where it lives: a
+//! sharded table is spread over the groups of its vdb by its shard key
+//! ([`placement`]), a single table lives in one group, a global table has
+//! a full copy in every group, and a table nobody listed follows the
+//! layout's rule for unlisted tables. Layouts come from Cetus's own files
+//! ([`cetus`]), read as they are, and are validated before use: a layout
+//! that could put a row nowhere, or in two places, is refused with the
+//! file, line and key at fault.
+
+pub mod cetus;
+mod error;
+mod layout;
+pub mod placement;
+
+pub use error::LayoutError;
+pub use layout::{KeyType, Layout, Method, Partition, Placement, ShardedTable, Unlisted, Vdb};
