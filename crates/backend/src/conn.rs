@@ -388,15 +388,7 @@ impl BackendConn {
                     self.send(seq, &answer).await?;
                 }
                 Some(0x01) if plugin == SHA256_PASSWORD => {
-                    let ct = sextant_net::tls::sha2_rsa_encrypt(
-                        &pkt[1..],
-                        p.password.as_bytes(),
-                        &nonce,
-                    )
-                    .map_err(|e| BackendError::Tls {
-                        addr: self.addr.to_string(),
-                        reason: e.to_string(),
-                    })?;
+                    let ct = self.rsa_password(&pkt[1..], p.password, &nonce)?;
                     self.send(seq, &ct).await?;
                 }
                 Some(0x01) if plugin == CACHING_SHA2_PASSWORD => match pkt.get(1) {
@@ -415,15 +407,7 @@ impl BackendConn {
                             if key.first() != Some(&0x01) {
                                 return Err(self.server_error("the RSA public key request", &key));
                             }
-                            let ct = sextant_net::tls::sha2_rsa_encrypt(
-                                &key[1..],
-                                p.password.as_bytes(),
-                                &nonce,
-                            )
-                            .map_err(|e| BackendError::Tls {
-                                addr: self.addr.to_string(),
-                                reason: e.to_string(),
-                            })?;
+                            let ct = self.rsa_password(&key[1..], p.password, &nonce)?;
                             self.send(s2.wrapping_add(1), &ct).await?;
                         }
                     }
@@ -444,6 +428,23 @@ impl BackendConn {
                 }
             }
         }
+    }
+
+    /// The password encrypted with the server's RSA public key (`pem`), as
+    /// sha256_password and caching_sha2_password's full authentication
+    /// send it without TLS.
+    fn rsa_password(
+        &self,
+        pem: &[u8],
+        password: &str,
+        nonce: &[u8],
+    ) -> Result<Vec<u8>, BackendError> {
+        sextant_net::tls::sha2_rsa_encrypt(pem, password.as_bytes(), nonce).map_err(|e| {
+            BackendError::Tls {
+                addr: self.addr.to_string(),
+                reason: e.to_string(),
+            }
+        })
     }
 
     pub fn is_mariadb(&self) -> bool {

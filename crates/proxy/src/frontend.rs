@@ -316,16 +316,7 @@ async fn login_checked(
         if !auth::verify_ed25519(password.as_bytes(), &nonce32, &payload) {
             return Err(denied(!payload.is_empty()));
         }
-        return Ok(Login {
-            user: resp.user,
-            caps,
-            charset: resp.charset,
-            mariadb_caps,
-            zstd_level: resp.zstd_level,
-            database: resp.database,
-            nonce,
-            seq,
-        });
+        return Ok(Login::new(resp, caps, mariadb_caps, nonce, seq));
     }
     if plugin != NATIVE_PASSWORD && plugin != CACHING_SHA2_PASSWORD {
         // Any other plugin: ask the client to switch to ours.
@@ -349,16 +340,28 @@ async fn login_checked(
     if !ok || known.is_none() {
         return Err(denied(!response.is_empty()));
     }
-    Ok(Login {
-        user: resp.user,
-        caps,
-        charset: resp.charset,
-        mariadb_caps,
-        zstd_level: resp.zstd_level,
-        database: resp.database,
-        nonce,
-        seq,
-    })
+    Ok(Login::new(resp, caps, mariadb_caps, nonce, seq))
+}
+
+impl Login {
+    fn new(
+        resp: HandshakeResponse,
+        caps: u32,
+        mariadb_caps: u32,
+        nonce: [u8; 20],
+        seq: u8,
+    ) -> Login {
+        Login {
+            user: resp.user,
+            caps,
+            charset: resp.charset,
+            mariadb_caps,
+            zstd_level: resp.zstd_level,
+            database: resp.database,
+            nonce,
+            seq,
+        }
+    }
 }
 
 /// caching_sha2_password: the scramble, then (by policy) the password

@@ -26,7 +26,6 @@ use sextant_protocol::tracker::Expect;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 fn read(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
     let mut h = [0u8; 4];
@@ -232,22 +231,7 @@ primary = "127.0.0.1:{primary}"
 enabled = false
 "#
     );
-    let config = sextant_config::Config::parse(&text, "mysql8.toml").expect("config");
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        if let Err(e) = rt.block_on(sextant_proxy::run(config, 1)) {
-            panic!("sextant: {e}");
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "sextant did not listen");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    port
+    common::in_process(&text, port)
 }
 
 #[test]

@@ -17,7 +17,6 @@ use sextant_protocol::packets::{coltype, write_simple_ok, write_text_resultset};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// How a fake server answers one client statement.
 #[derive(Clone, Copy)]
@@ -164,22 +163,7 @@ hold_ms = 0
 enabled = false
 "#
     );
-    let config = sextant_config::Config::parse(&text, "scripted.toml").expect("config");
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        if let Err(e) = rt.block_on(sextant_proxy::run(config, 1)) {
-            panic!("sextant: {e}");
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "sextant did not listen");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    port
+    common::in_process(&text, port)
 }
 
 fn answer_text(r: &[Vec<u8>]) -> String {

@@ -1023,3 +1023,25 @@ pub fn ed25519_account() {
         .expect("grant");
     sync_replicas();
 }
+
+/// sextant in this process (its library, one worker thread), serving the
+/// config `text` (which listens on `port`); returns once it listens. For
+/// tests against scripted fake servers.
+pub fn in_process(text: &str, port: u16) -> u16 {
+    let config = sextant_config::Config::parse(text, "in-process.toml").expect("config");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        if let Err(e) = rt.block_on(sextant_proxy::run(config, 1)) {
+            panic!("sextant: {e}");
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "sextant did not listen");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    port
+}
