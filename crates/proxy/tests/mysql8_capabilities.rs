@@ -16,25 +16,15 @@
 
 mod common;
 use common::{free_port, Raw, CAPS};
-use sextant_protocol::codec::{parse_header, write_lenenc_bytes, write_packet};
+use sextant_protocol::codec::{write_lenenc_bytes, write_packet};
 use sextant_protocol::consts::{cap, com};
-use sextant_protocol::handshake::{HandshakeResponse, InitialHandshake};
 use sextant_protocol::packets::{
     query_text_offset, write_eof, write_ok, write_simple_ok, OkPacket,
 };
 use sextant_protocol::tracker::Expect;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-
-fn read(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
-    let mut h = [0u8; 4];
-    s.read_exact(&mut h)?;
-    let h = parse_header(&h).ok_or_else(|| std::io::Error::other("bad header"))?;
-    let mut p = vec![0; h.len];
-    s.read_exact(&mut p)?;
-    Ok((h.seq, p))
-}
 
 fn column(name: &str) -> Vec<u8> {
     let mut c = Vec::new();
@@ -101,23 +91,7 @@ fn fake_mysql8() -> (u16, Seen) {
 }
 
 fn serve(mut s: TcpStream, seen: &Mutex<Log>) -> std::io::Result<()> {
-    let hs = InitialHandshake {
-        server_version: "8.0.36-simulated".into(),
-        connection_id: 9,
-        nonce: b"abcdefghij0123456789".to_vec(),
-        capabilities: 0xdfff_ffff & !cap::SSL,
-        charset: 255,
-        status: 2,
-        auth_plugin: "mysql_native_password".into(),
-        mariadb_caps: 0,
-    };
-    let mut g = Vec::new();
-    hs.encode(&mut g);
-    let mut out = Vec::new();
-    write_packet(&mut out, 0, &g);
-    s.write_all(&out)?;
-    let (seq, p) = read(&mut s)?;
-    let resp = HandshakeResponse::parse(&p).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let resp = common::fake_login(&mut s, "8.0.36-simulated", 255)?;
     let caps = resp.capabilities;
     seen.lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -133,11 +107,9 @@ fn serve(mut s: TcpStream, seen: &Mutex<Log>) -> std::io::Result<()> {
     };
     let deprecate = caps & cap::DEPRECATE_EOF != 0;
     let mut none = false;
-    out.clear();
-    write_simple_ok(&mut out, seq + 1, 2);
-    s.write_all(&out)?;
+    let mut out = Vec::new();
     loop {
-        let (_, p) = read(&mut s)?;
+        let (_, p) = common::fake_read(&mut s)?;
         out.clear();
         match p.first() {
             Some(&com::QUIT) | None => return Ok(()),

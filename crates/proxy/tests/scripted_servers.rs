@@ -10,11 +10,9 @@
 
 mod common;
 use common::{err_of, free_port, Raw};
-use sextant_protocol::codec::{parse_header, write_packet};
 use sextant_protocol::consts::{cap, com};
-use sextant_protocol::handshake::{HandshakeResponse, InitialHandshake};
 use sextant_protocol::packets::{coltype, write_simple_ok, write_text_resultset};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
@@ -65,40 +63,13 @@ impl FakeServer {
     }
 }
 
-fn read(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
-    let mut h = [0u8; 4];
-    s.read_exact(&mut h)?;
-    let h = parse_header(&h).ok_or_else(|| std::io::Error::other("bad header"))?;
-    let mut p = vec![0; h.len];
-    s.read_exact(&mut p)?;
-    Ok((h.seq, p))
-}
-
 fn serve(mut s: TcpStream, script: Script, seen: &Mutex<Vec<String>>) -> std::io::Result<()> {
-    let hs = InitialHandshake {
-        server_version: "10.11.99-MariaDB-scripted".into(),
-        connection_id: 7,
-        nonce: b"abcdefghij0123456789".to_vec(),
-        capabilities: 0xdfff_ffff & !cap::SSL,
-        charset: 45,
-        status: 2,
-        auth_plugin: "mysql_native_password".into(),
-        mariadb_caps: 0,
-    };
-    let mut out = Vec::new();
-    let mut g = Vec::new();
-    hs.encode(&mut g);
-    write_packet(&mut out, 0, &g);
-    s.write_all(&out)?;
-    let (seq, p) = read(&mut s)?;
-    let resp = HandshakeResponse::parse(&p).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let resp = common::fake_login(&mut s, "10.11.99-MariaDB-scripted", 45)?;
     // (Any password: the login itself is tested against MariaDB.)
     let deprecate_eof = resp.capabilities & cap::DEPRECATE_EOF != 0;
-    out.clear();
-    write_simple_ok(&mut out, seq + 1, 2);
-    s.write_all(&out)?;
+    let mut out = Vec::new();
     loop {
-        let (_, p) = read(&mut s)?;
+        let (_, p) = common::fake_read(&mut s)?;
         out.clear();
         match p.first() {
             Some(&com::QUIT) | None => return Ok(()),

@@ -1045,3 +1045,46 @@ pub fn in_process(text: &str, port: u16) -> u16 {
     }
     port
 }
+
+/// One packet a scripted fake server reads from its client: (seq, payload).
+pub fn fake_read(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+    let mut h = [0u8; 4];
+    s.read_exact(&mut h)?;
+    let h = sextant_protocol::codec::parse_header(&h)
+        .ok_or_else(|| std::io::Error::other("bad header"))?;
+    let mut p = vec![0; h.len];
+    s.read_exact(&mut p)?;
+    Ok((h.seq, p))
+}
+
+/// A scripted fake server's side of a login: its greeting (as `version`,
+/// in `charset`), the client's answer, accepted whatever its password (the
+/// login itself is tested against MariaDB), and the OK.
+pub fn fake_login(
+    s: &mut TcpStream,
+    version: &str,
+    charset: u8,
+) -> std::io::Result<sextant_protocol::handshake::HandshakeResponse> {
+    let hs = sextant_protocol::handshake::InitialHandshake {
+        server_version: version.into(),
+        connection_id: 7,
+        nonce: b"abcdefghij0123456789".to_vec(),
+        capabilities: 0xdfff_ffff & !sextant_protocol::consts::cap::SSL,
+        charset,
+        status: 2,
+        auth_plugin: "mysql_native_password".into(),
+        mariadb_caps: 0,
+    };
+    let mut g = Vec::new();
+    hs.encode(&mut g);
+    let mut out = Vec::new();
+    sextant_protocol::codec::write_packet(&mut out, 0, &g);
+    s.write_all(&out)?;
+    let (seq, p) = fake_read(s)?;
+    let resp = sextant_protocol::handshake::HandshakeResponse::parse(&p)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    out.clear();
+    sextant_protocol::packets::write_simple_ok(&mut out, seq + 1, 2);
+    s.write_all(&out)?;
+    Ok(resp)
+}
