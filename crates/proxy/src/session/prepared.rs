@@ -141,29 +141,7 @@ impl Session {
     /// MariaDB's COM_STMT_BULK_EXECUTE: a prepared write run for many rows
     /// of parameters at once, routed as its statement is.
     pub(super) async fn bulk_execute(&mut self, p: &[u8]) -> Result<(), SessionError> {
-        let id = stmt_id(p)?;
-        let Some(st) = self.stmts.get(&id) else {
-            return self
-                .reply_error(SessionError::UnknownStatement {
-                    id,
-                    command: "mysqld_stmt_bulk_execute",
-                })
-                .await;
-        };
-        let plan = plan_execute(
-            &st.route,
-            self.facts(),
-            &self.user.policy,
-            self.user.group.plan_facts(),
-            false,
-        );
-        if let Some(r) = plan.refuse {
-            return self.reply_error(SessionError::WriteOnReplica(r)).await;
-        }
-        self.require(&plan);
-        let r = self.run_plan(&plan, Work::Bulk { id, payload: p }).await;
-        self.read_done();
-        r.map(|_| ())
+        self.run_statement(p, true).await
     }
 
     /// One attempt at a bulk execute: as [`Session::execute_once`], for the
@@ -228,18 +206,25 @@ impl Session {
     }
 
     pub(super) async fn execute(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        self.run_statement(p, false).await
+    }
+
+    /// COM_STMT_EXECUTE, or MariaDB's COM_STMT_BULK_EXECUTE (`bulk`): the
+    /// statement's plan, run with its retries.
+    async fn run_statement(&mut self, p: &[u8], bulk: bool) -> Result<(), SessionError> {
         let id = stmt_id(p)?;
         let Some(st) = self.stmts.get(&id) else {
+            let command = match bulk {
+                true => "mysqld_stmt_bulk_execute",
+                false => "mysqld_stmt_execute",
+            };
             return self
-                .reply_error(SessionError::UnknownStatement {
-                    id,
-                    command: "mysqld_stmt_execute",
-                })
+                .reply_error(SessionError::UnknownStatement { id, command })
                 .await;
         };
         // A cursor keeps the session on its connection while writes may
-        // follow: it opens on the primary.
-        let cursor = p.get(5).is_some_and(|f| f & cursor::READ_ONLY != 0);
+        // follow: it opens on the primary. (A bulk execute has none.)
+        let cursor = !bulk && p.get(5).is_some_and(|f| f & cursor::READ_ONLY != 0);
         let plan = plan_execute(
             &st.route,
             self.facts(),
@@ -251,7 +236,11 @@ impl Session {
             return self.reply_error(SessionError::WriteOnReplica(r)).await;
         }
         self.require(&plan);
-        let r = self.run_plan(&plan, Work::Execute { id, payload: p }).await;
+        let work = match bulk {
+            true => Work::Bulk { id, payload: p },
+            false => Work::Execute { id, payload: p },
+        };
+        let r = self.run_plan(&plan, work).await;
         self.read_done();
         r.map(|_| ())
     }
