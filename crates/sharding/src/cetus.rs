@@ -231,6 +231,17 @@ impl Reader<'_> {
         single.values().for_each(|g| add(g));
         default_group.values().for_each(|g| add(g));
         all_groups.values().flatten().for_each(|g| add(g));
+        if groups.len() > crate::layout::MAX_GROUPS {
+            return Err(self.invalid(
+                "(top)",
+                &[],
+                format!(
+                    "{} groups: a layout may name at most {}",
+                    groups.len(),
+                    crate::layout::MAX_GROUPS
+                ),
+            ));
+        }
         Ok(Layout {
             vdbs,
             tables,

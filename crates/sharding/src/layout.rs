@@ -130,6 +130,9 @@ pub struct Layout {
     pub unlisted: Unlisted,
 }
 
+/// Most groups a layout may name (a statement's groups are a 64-bit set).
+pub const MAX_GROUPS: usize = 64;
+
 fn key(db: &str, table: &str) -> (String, String) {
     (db.to_ascii_lowercase(), table.to_ascii_lowercase())
 }
@@ -161,6 +164,11 @@ impl Layout {
                 },
             },
         }
+    }
+
+    /// A group's index in `groups`.
+    pub fn group_index(&self, name: &str) -> Option<usize> {
+        self.groups.iter().position(|g| g == name)
     }
 
     /// The groups named by the layout that `defined` lacks.

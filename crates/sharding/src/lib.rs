@@ -9,10 +9,17 @@
 //! that could put a row nowhere, or in two places, is refused with the
 //! file, line and key at fault.
 
+pub mod analyze;
 pub mod cetus;
 mod error;
+pub mod fingerprint;
 mod layout;
 pub mod placement;
+pub mod route;
 
 pub use error::LayoutError;
-pub use layout::{KeyType, Layout, Method, Partition, Placement, ShardedTable, Unlisted, Vdb};
+pub use fingerprint::Lit;
+pub use layout::{
+    KeyType, Layout, Method, Partition, Placement, ShardedTable, Unlisted, Vdb, MAX_GROUPS,
+};
+pub use route::{Route, Router};

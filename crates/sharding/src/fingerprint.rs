@@ -1,0 +1,235 @@
+//! A statement's shape: its text with every literal and `?` replaced by a
+//! numbered placeholder (`$1`, `$2`, ...), and the values those
+//! placeholders stood for. Statements that differ only in their values
+//! share a shape, so the parse and analysis of a shape is done once and
+//! cached; each statement then only looks its values up.
+//!
+//! Built with sextant's own lexer (the one the classifier uses), which
+//! knows MySQL's strings, comments and sql_mode: the parser never sees the
+//! values, so a string that happens to contain SQL changes nothing.
+
+use sextant_sql::{LexMode, Lexer, TokenKind};
+use std::borrow::Cow;
+
+/// A value a statement gave for a placeholder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lit<'a> {
+    Int(i64),
+    /// A string's bytes, unescaped.
+    Str(Cow<'a, [u8]>),
+    Null,
+    /// A value sextant does not place (a number out of range, a decimal,
+    /// a prepared parameter of another type): routed as "any".
+    Other,
+}
+
+/// One slot of a shape: a literal of the text, or the n-th `?` (a
+/// prepared statement's parameter, known only at execution).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot<'a> {
+    Lit(Lit<'a>),
+    Param(u16),
+}
+
+/// What one pass of the lexer learned about a statement besides its
+/// shape: facts the analysis of its parse tree double-checks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tokens {
+    /// How many SELECT keywords it has (a subquery or UNION has several).
+    pub selects: u32,
+    /// It calls an aggregate or window function somewhere.
+    pub aggregate: bool,
+    /// It has a name starting with `$`, which the shape's placeholders
+    /// could be mistaken for: it is parsed as written.
+    pub dollar_name: bool,
+}
+
+/// Functions whose result depends on more than one row.
+const AGGREGATES: &[&str] = &[
+    "avg",
+    "bit_and",
+    "bit_or",
+    "bit_xor",
+    "count",
+    "group_concat",
+    "json_arrayagg",
+    "json_objectagg",
+    "max",
+    "min",
+    "std",
+    "stddev",
+    "stddev_pop",
+    "stddev_samp",
+    "sum",
+    "var_pop",
+    "var_samp",
+    "variance",
+];
+
+/// Writes `sql`'s shape into `shape` and its slots into `slots` (both
+/// cleared first).
+pub fn fingerprint<'a>(
+    sql: &'a [u8],
+    mode: LexMode,
+    shape: &mut Vec<u8>,
+    slots: &mut Vec<Slot<'a>>,
+) -> Tokens {
+    shape.clear();
+    slots.clear();
+    let mut facts = Tokens::default();
+    let base = sql.as_ptr() as usize;
+    let mut prev_end = 0usize;
+    let mut params = 0u16;
+    let mut after_aggregate_name = false;
+    for t in Lexer::with_mode(sql, mode) {
+        let (start, end) = {
+            let s = t.text.as_ptr() as usize - base;
+            match t.kind {
+                // The token's text is inside the quotes.
+                TokenKind::QuotedIdent => {
+                    (s.saturating_sub(1), (s + t.text.len() + 1).min(sql.len()))
+                }
+                _ => (s, s + t.text.len()),
+            }
+        };
+        if t.kind == TokenKind::Hint {
+            prev_end = end + 2;
+            continue;
+        }
+        if start > prev_end && !shape.is_empty() {
+            shape.push(b' ');
+        }
+        prev_end = end;
+        if after_aggregate_name && t.is_punct(b'(') || t.is_word("over") {
+            facts.aggregate = true;
+        }
+        after_aggregate_name = t.kind == TokenKind::Word
+            && AGGREGATES
+                .iter()
+                .any(|a| t.text.eq_ignore_ascii_case(a.as_bytes()));
+        let slot = match t.kind {
+            TokenKind::Str => Some(Slot::Lit(Lit::Str(unquote(t.text, mode)))),
+            TokenKind::Number => Some(Slot::Lit(
+                std::str::from_utf8(t.text)
+                    .ok()
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .map_or(Lit::Other, Lit::Int),
+            )),
+            TokenKind::Punct if t.text == b"?" => {
+                params += 1;
+                Some(Slot::Param(params - 1))
+            }
+            TokenKind::Word if t.text.eq_ignore_ascii_case(b"null") => Some(Slot::Lit(Lit::Null)),
+            _ => None,
+        };
+        if t.kind == TokenKind::Word && t.text.first() == Some(&b'$') {
+            facts.dollar_name = true;
+        }
+        if t.is_word("select") {
+            facts.selects += 1;
+        }
+        match slot {
+            Some(s) => {
+                slots.push(s);
+                use std::io::Write;
+                let _ = write!(shape, "${}", slots.len());
+            }
+            None => shape.extend_from_slice(&sql[start..end]),
+        }
+    }
+    facts
+}
+
+/// A string literal's bytes: quotes removed, doubled quotes and (unless
+/// NO_BACKSLASH_ESCAPES) backslash escapes undone.
+fn unquote(text: &[u8], mode: LexMode) -> Cow<'_, [u8]> {
+    let Some((&q, rest)) = text.split_first() else {
+        return Cow::Borrowed(text);
+    };
+    let inner = rest.strip_suffix(&[q]).unwrap_or(rest);
+    let escapes = mode.backslash_escapes && inner.contains(&b'\\');
+    if !escapes && !inner.windows(2).any(|w| w == [q, q]) {
+        return Cow::Borrowed(inner);
+    }
+    let mut out = Vec::with_capacity(inner.len());
+    let mut i = 0;
+    while i < inner.len() {
+        let c = inner[i];
+        if escapes && c == b'\\' && i + 1 < inner.len() {
+            let e = inner[i + 1];
+            out.push(match e {
+                b'0' => 0,
+                b'n' => b'\n',
+                b'r' => b'\r',
+                b't' => b'\t',
+                b'b' => 8,
+                b'Z' => 26,
+                other => other,
+            });
+            i += 2;
+        } else if c == q && inner.get(i + 1) == Some(&q) {
+            out.push(q);
+            i += 2;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(sql: &str) -> (String, Vec<Slot<'_>>, Tokens) {
+        let mut shape = Vec::new();
+        let mut slots = Vec::new();
+        let t = fingerprint(sql.as_bytes(), LexMode::DEFAULT, &mut shape, &mut slots);
+        (String::from_utf8(shape).unwrap(), slots, t)
+    }
+
+    #[test]
+    fn values_become_numbered_placeholders() {
+        let (s, v, t) = fp("SELECT c FROM sbtest1 WHERE id=42 /*# x=y */ AND k <= 'it''s' -- no\n");
+        assert_eq!(s, "SELECT c FROM sbtest1 WHERE id=$1 AND k <= $2");
+        assert_eq!(
+            v,
+            [
+                Slot::Lit(Lit::Int(42)),
+                Slot::Lit(Lit::Str(Cow::Borrowed(b"it's")))
+            ]
+        );
+        assert_eq!(t.selects, 1);
+        assert!(!t.aggregate);
+        // Another statement of the same shape.
+        assert_eq!(fp("SELECT c FROM sbtest1 WHERE id=7 AND k <= 'x'").0, s);
+        let (s, v, _) = fp("INSERT INTO `t` (a,b) VALUES (?, NULL),(?,'a\\nb')");
+        assert_eq!(s, "INSERT INTO `t` (a,b) VALUES ($1, $2),($3,$4)");
+        assert_eq!(
+            v,
+            [
+                Slot::Param(0),
+                Slot::Lit(Lit::Null),
+                Slot::Param(1),
+                Slot::Lit(Lit::Str(Cow::Owned(b"a\nb".to_vec())))
+            ]
+        );
+    }
+
+    #[test]
+    fn aggregates_and_subqueries_are_noticed() {
+        let (_, _, t) = fp("select count(*) from t where a in (select b from u)");
+        assert_eq!(t.selects, 2);
+        assert!(t.aggregate);
+        // A column named like an aggregate is not one.
+        assert!(!fp("select count from t").2.aggregate);
+        assert!(fp("select a, row_number() over () from t").2.aggregate);
+    }
+
+    #[test]
+    fn big_numbers_are_not_placed() {
+        let (_, v, _) = fp("select 99999999999999999999");
+        assert_eq!(v, [Slot::Lit(Lit::Other)]);
+    }
+}

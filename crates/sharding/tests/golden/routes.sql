@@ -1,0 +1,87 @@
+# Each block: a layout file, a default database, unlisted rule; then one
+# statement per line. routes.out holds where each goes (UPDATE_GOLDEN=1).
+@layout part.json tpcc_shard default_group
+SELECT w_name FROM warehouse WHERE w_id = 6
+select w_name from warehouse where w_id = '7'
+SELECT * FROM warehouse WHERE w_id = -1
+SELECT * FROM warehouse WHERE w_id IN (1, 5, 9)
+SELECT * FROM warehouse WHERE w_id IN (1, 2)
+SELECT * FROM warehouse WHERE w_id = 1 OR w_id = 5
+SELECT * FROM warehouse WHERE w_id = 1 OR w_tax > 0
+SELECT * FROM warehouse WHERE w_id = 1 AND w_id = 2
+SELECT * FROM warehouse WHERE w_id = NULL
+SELECT * FROM warehouse WHERE w_id BETWEEN 1 AND 2
+SELECT * FROM warehouse
+SELECT * FROM warehouse WHERE (w_id = 3)
+SELECT * FROM tpcc_shard.warehouse w WHERE w.w_id = 3
+SELECT * FROM other.warehouse WHERE w_id = 3
+SELECT COUNT(*) FROM warehouse
+SELECT COUNT(*) FROM warehouse WHERE w_id = 2
+SELECT * FROM warehouse ORDER BY w_id
+SELECT * FROM warehouse ORDER BY w_id LIMIT 5
+SELECT DISTINCT w_name FROM warehouse
+SELECT w_name, SUM(w_ytd) FROM warehouse GROUP BY w_name
+SELECT c.c_last, d.d_name FROM customer c JOIN district d ON c.c_w_id = d.d_w_id AND c.c_d_id = d.d_id WHERE c.c_w_id = 3
+SELECT c.c_last, d.d_name FROM customer c JOIN district d ON c.c_w_id = d.d_w_id AND c.c_d_id = d.d_id
+SELECT c.c_last, d.d_name FROM customer c JOIN district d ON c.c_d_id = d.d_id
+SELECT c.c_last FROM customer c, district d WHERE c.c_w_id = d.d_w_id
+SELECT s_quantity, i_name FROM stock JOIN item ON s_i_id = i_id WHERE s_w_id = 2
+SELECT i_name FROM item WHERE i_id = 5
+UPDATE item SET i_price = 1 WHERE i_id = 5
+SELECT * FROM warehouse WHERE w_id IN (SELECT d_w_id FROM district WHERE d_w_id = 1)
+SELECT * FROM warehouse WHERE w_id = 1 AND EXISTS (SELECT 1 FROM district WHERE d_w_id = 2)
+SELECT * FROM warehouse WHERE w_id IN (SELECT d_w_id FROM district)
+SELECT * FROM (SELECT * FROM warehouse) AS x
+SELECT * FROM warehouse WHERE w_id = 1 UNION SELECT * FROM warehouse WHERE w_id = 5
+INSERT INTO warehouse (w_id, w_name) VALUES (1, 'a')
+INSERT INTO warehouse (w_name, w_id) VALUES ('a', 2), ('b', 6)
+INSERT INTO warehouse (w_name, w_id) VALUES ('a', 2), ('b', 3)
+INSERT INTO warehouse VALUES (1, 'a')
+INSERT INTO warehouse (w_name) VALUES ('a')
+INSERT INTO warehouse (w_id, w_name) VALUES (NULL, 'a')
+INSERT INTO warehouse (w_id, w_name) VALUES (1 + 1, 'a')
+INSERT INTO warehouse SET w_id = 7, w_name = 'x'
+INSERT INTO warehouse (w_id, w_ytd) VALUES (3, 1) ON DUPLICATE KEY UPDATE w_ytd = w_ytd + 1
+INSERT INTO warehouse (w_id, w_ytd) VALUES (3, 1) ON DUPLICATE KEY UPDATE w_id = 4
+INSERT INTO warehouse (w_id) SELECT d_w_id FROM district WHERE d_w_id = 1
+REPLACE INTO warehouse (w_id, w_name) VALUES (4, 'a')
+INSERT INTO item (i_id, i_name) VALUES (1, 'a')
+UPDATE warehouse SET w_ytd = w_ytd + 1 WHERE w_id = 5
+UPDATE warehouse SET w_ytd = 0
+UPDATE warehouse SET w_id = 9 WHERE w_id = 5
+UPDATE warehouse SET w_id = 6 WHERE w_id = 5
+DELETE FROM warehouse WHERE w_id = 8
+DELETE FROM warehouse WHERE w_id > 8
+CREATE TABLE warehouse2 (id INT)
+CREATE TABLE warehouse (w_id INT PRIMARY KEY, w_name VARCHAR(10))
+ALTER TABLE customer ADD COLUMN c_note VARCHAR(20)
+DROP TABLE IF EXISTS warehouse, item
+TRUNCATE TABLE history
+SELECT 1
+SELECT @@version
+SET autocommit = 0
+BEGIN
+SHOW TABLES
+SELECT * FROM information_schema.tables
+SELECT * FROM warehouse WHERE w_id = 1 FOR UPDATE
+SELECT * FROM warehouse WHERE w_id = 1 LOCK IN SHARE MODE
+LOCK TABLES warehouse WRITE
+SELECT * FROM warehouse w JOIN other.t x ON w.w_id = x.id WHERE w.w_id = 1
+@layout sharding.json shop default_group
+SELECT * FROM orders WHERE customer_id = 11
+SELECT * FROM sessions WHERE token = 'abc'
+SELECT * FROM sessions WHERE token = 'it''s'
+SELECT * FROM invoices WHERE invoice_no = 1500
+SELECT * FROM invoices WHERE invoice_no BETWEEN 900 AND 1500
+SELECT * FROM invoices WHERE invoice_no > 2500
+SELECT * FROM invoices WHERE invoice_no <= 1000
+SELECT * FROM invoices WHERE invoice_no < 1000 OR invoice_no > 3000
+SELECT * FROM events WHERE created_at = '2024-06-01 10:00:00'
+SELECT * FROM events WHERE created_at >= '2025-02-01'
+SELECT * FROM users WHERE name = 'hannah'
+SELECT * FROM users WHERE name BETWEEN 'a' AND 'h'
+SELECT * FROM settings
+SELECT * FROM orders o JOIN order_items i USING (customer_id)
+SELECT * FROM orders o JOIN invoices i ON o.customer_id = i.invoice_no
+SELECT * FROM orders o JOIN settings s ON 1 = 1 WHERE o.customer_id = 5
+SELECT * FROM nowhere

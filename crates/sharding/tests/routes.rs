@@ -1,0 +1,79 @@
+//! Where statements go on a sharded layout: a golden file of statements
+//! (tests/golden/routes.sql) and their routes (routes.out). Run with
+//! UPDATE_GOLDEN=1 to rewrite routes.out, then read the diff.
+
+use sextant_sharding::{cetus, Route, Router, Unlisted};
+use sextant_sql::LexMode;
+use std::fmt::Write;
+use std::path::Path;
+
+fn golden(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+fn show(r: &Router, route: &Route) -> String {
+    let names = |s: sextant_sharding::analyze::GroupSet| {
+        s.iter()
+            .map(|i| r.group_name(i))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    match route {
+        Route::Session => "session".into(),
+        Route::One(g) => format!("one {}", r.group_name(*g)),
+        Route::Scatter(s) => format!("scatter {}", names(*s)),
+        Route::Broadcast(s) => format!("broadcast {}", names(*s)),
+        Route::Refuse(why) => format!("refuse: {why}"),
+    }
+}
+
+#[test]
+fn routes_golden() {
+    let input = std::fs::read_to_string(golden("routes.sql")).expect("routes.sql");
+    let mut out = String::new();
+    let mut router: Option<(Router, String)> = None;
+    for line in input.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("@layout ") {
+            let w: Vec<&str> = rest.split_whitespace().collect();
+            let text = std::fs::read_to_string(golden(w[0])).expect("layout");
+            let unlisted = match w[2] {
+                "global" => Unlisted::Global,
+                _ => Unlisted::DefaultGroup,
+            };
+            let layout = cetus::parse(&text, w[0], unlisted).expect("layout");
+            router = Some((Router::new(layout), w[1].to_string()));
+            let _ = writeln!(out, "{line}");
+            continue;
+        }
+        let (r, db) = router.as_ref().expect("@layout first");
+        let c = sextant_sql::classify(line.as_bytes());
+        // Twice: the second time from the shape cache, which must agree.
+        let first = r.route(
+            Some(db),
+            line.as_bytes(),
+            LexMode::DEFAULT,
+            &[],
+            c.may_write(),
+        );
+        let second = r.route(
+            Some(db),
+            line.as_bytes(),
+            LexMode::DEFAULT,
+            &[],
+            c.may_write(),
+        );
+        assert_eq!(first, second, "{line}: cached route differs");
+        let _ = writeln!(out, "{line}\n  -> {}", show(r, &first));
+    }
+    let path = golden("routes.out");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &out).expect("write golden");
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(out, want, "routes.out (UPDATE_GOLDEN=1 rewrites it)");
+}
