@@ -6,6 +6,7 @@
 //! client-facing side, the server-facing side and the admin port.
 
 pub mod auth;
+pub mod binary;
 pub mod codec;
 pub mod compress;
 pub mod consts;

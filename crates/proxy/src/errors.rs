@@ -16,6 +16,8 @@ pub const ER_SEXTANT_STATE_RESTORE: u16 = 9002;
 /// drop their own (healthy) connection to sextant.
 pub const ER_SEXTANT_BACKEND_LOST: u16 = 9003;
 pub const ER_SEXTANT_NO_PRIMARY: u16 = 9004;
+/// A statement sent to several groups ran on some and failed on another.
+pub const ER_SEXTANT_SHARD_PARTIAL: u16 = 9005;
 
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
 pub const ER_HANDSHAKE_ERROR: u16 = 1043;
@@ -61,6 +63,12 @@ pub enum SessionError {
     KillDenied(u64),
     #[error("sextant: KILL QUERY ID and KILL USER are not supported; use KILL [CONNECTION | QUERY] <connection id>")]
     KillUnsupported,
+    /// Sharding: a statement sextant will not run on the layout, and why.
+    #[error("sextant (sharding): {0}")]
+    ShardUnsupported(String),
+    /// Sharding: a DDL that ran on some groups and failed on one.
+    #[error("sextant (sharding): {0}")]
+    ShardPartial(String),
     #[error("Host '{0}' is blocked because of many failed logins (sextant: max_failed_logins); it is let in again after failed_login_lockout_ms")]
     HostBlocked(String),
     #[error(
@@ -108,7 +116,8 @@ impl SessionError {
             HostBlocked(_) => (ER_HOST_IS_BLOCKED, "HY000", msg),
             NoSuchThread(_) => (ER_NO_SUCH_THREAD, "HY000", msg),
             KillDenied(_) => (ER_KILL_DENIED_ERROR, "HY000", msg),
-            KillUnsupported => (ER_NOT_SUPPORTED_YET, "42000", msg),
+            KillUnsupported | ShardUnsupported(_) => (ER_NOT_SUPPORTED_YET, "42000", msg),
+            ShardPartial(_) => (ER_SEXTANT_SHARD_PARTIAL, "HY000", msg),
             Handshake(_) => (ER_HANDSHAKE_ERROR, "08S01", msg),
             InsecureTransport(_) => (ER_SECURE_TRANSPORT_REQUIRED, "HY000", msg),
             TooManyConnections(_) => (ER_CON_COUNT_ERROR, "08004", msg),

@@ -303,7 +303,12 @@ async fn login_checked(
     if known.is_some() && users.ed25519(&resp.user) {
         // As MariaDB's server: a switch to client_ed25519 with a fresh
         // 32-byte nonce (exactly 32 bytes, no terminating zero).
-        let nonce32: [u8; 32] = rand::random();
+        let mut nonce32: [u8; 32] = rand::random();
+        // Go's driver drops a trailing zero byte of auth-switch data, and
+        // then refuses a 31-byte nonce (1 login in 256 against MariaDB).
+        if nonce32[31] == 0 {
+            nonce32[31] = 1 + (nonce32[0] % 255);
+        }
         let mut sw = Vec::with_capacity(48);
         sw.push(0xfe);
         sw.extend_from_slice(ED25519.as_bytes());

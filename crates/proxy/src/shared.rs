@@ -40,11 +40,30 @@ pub struct UserEntry {
     pub connections: std::sync::atomic::AtomicUsize,
 }
 
+/// A sharded layout, ready to route by: the router and the server group
+/// of each of its groups (in the layout's order).
+pub struct Sharding {
+    pub router: sextant_sharding::Router,
+    pub groups: Vec<Arc<Group>>,
+}
+
+impl Sharding {
+    /// Where statements that name no table of the layout go for a
+    /// session in database `db`: its default group, if the layout gives
+    /// one.
+    pub fn default_group(&self, db: Option<&str>) -> Option<&Arc<Group>> {
+        let db = db?.to_ascii_lowercase();
+        let name = self.router.layout.default_group.get(&db)?;
+        self.groups.get(self.router.layout.group_index(name)?)
+    }
+}
+
 /// Everything the configuration decides, built from one config.
 pub struct Runtime {
     pub config: Config,
     pub pool: Pool,
     pub users: HashMap<String, Arc<UserEntry>>,
+    pub sharding: Option<Arc<Sharding>>,
 }
 
 impl Runtime {
@@ -110,10 +129,29 @@ impl Runtime {
             };
             users.insert(u.name.clone(), entry);
         }
+        let sharding = match &config.layout {
+            Some(layout) => {
+                let mut groups = Vec::new();
+                for name in &layout.groups {
+                    groups.push(pool.groups.get(name).cloned().ok_or_else(|| {
+                        StartError::UnknownGroup {
+                            user: "[sharding]".into(),
+                            group: name.clone(),
+                        }
+                    })?);
+                }
+                Some(Arc::new(Sharding {
+                    router: sextant_sharding::Router::new(layout.clone()),
+                    groups,
+                }))
+            }
+            None => None,
+        };
         Ok(Runtime {
             config,
             pool,
             users,
+            sharding,
         })
     }
 }

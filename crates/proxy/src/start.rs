@@ -34,10 +34,6 @@ pub enum StartError {
         what: String,
         source: std::io::Error,
     },
-    /// Routing by the layout is not built yet: serving a sharded layout
-    /// as if it were not would put rows in the wrong places.
-    #[error("[sharding]: the layout is valid (sextant check-config explains it), but this version does not route by it yet; remove [sharding] to run")]
-    ShardingNotServed,
 }
 
 fn build_auth(config: &Config) -> Result<frontend::AuthSetup, StartError> {
@@ -116,9 +112,6 @@ fn guard(p: &sextant_config::Proxy) -> frontend::LoginGuard {
 /// Serves the config's listeners with `threads` worker threads (0 or 1:
 /// the sessions run on the calling runtime) until interrupted.
 pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
-    if config.layout.is_some() {
-        return Err(StartError::ShardingNotServed);
-    }
     let auth = build_auth(&config)?;
     let runtime = Runtime::build(config, None)?;
     let config = &runtime.config;

@@ -146,6 +146,71 @@ impl Router {
         })
     }
 
+    /// Where to prepare a statement whose values come at execution: the
+    /// group of its first table (any group holding a table has its
+    /// definition), the session's place, or a refusal that holds for any
+    /// values. Each execution is routed by [`Router::route`] with its
+    /// parameters.
+    pub fn route_prepare(
+        &self,
+        db: Option<&str>,
+        sql: &[u8],
+        mode: LexMode,
+        may_write: bool,
+    ) -> Route {
+        let (a, parsed) = self.analysis(db, sql, mode);
+        let Some(a) = a else {
+            return self.unparsed(db, sql, mode, may_write, &parsed);
+        };
+        if let Some(why) = &a.refuse {
+            return Route::Refuse(why.clone());
+        }
+        if a.kind == StmtKind::Other && may_write {
+            if let Some(r) = self.mentions(sql, mode, "a statement sextant does not route by table")
+            {
+                return r;
+            }
+        }
+        let Some(first) = a.tables.first() else {
+            return Route::Session;
+        };
+        match &first.place {
+            Place::Sharded { vdb, .. } => self
+                .vdb_groups(&self.layout.vdbs[*vdb])
+                .first()
+                .map_or(Route::Session, Route::One),
+            Place::Group(g) => Route::One(*g),
+            Place::Global(set) => set.first().map_or(Route::Session, Route::One),
+            Place::Elsewhere => Route::Session,
+        }
+    }
+
+    /// The analysis of a statement (from the shape cache when it has one),
+    /// or the parser's error.
+    fn analysis(
+        &self,
+        db: Option<&str>,
+        sql: &[u8],
+        mode: LexMode,
+    ) -> (Option<Arc<Analysis>>, String) {
+        let mut slots = Vec::new();
+        let mut shape = Vec::new();
+        let tokens = fingerprint(sql, mode, &mut shape, &mut slots);
+        let parse = |text: &[u8]| {
+            Parser::parse_sql(&MySqlDialect {}, &String::from_utf8_lossy(parseable(text)))
+                .map(|stmts| Arc::new(analyze(&self.layout, db, &stmts, tokens)))
+        };
+        if !tokens.dollar_name {
+            if let Ok(a) = parse(&shape) {
+                return (Some(a), String::new());
+            }
+        }
+        match parse(sql) {
+            Ok(a) => (Some(a), String::new()),
+            Err(e) => (None, e.to_string()),
+        }
+    }
+
     /// A statement parsed as it was written (its values in the tree).
     fn as_written(
         &self,

@@ -39,7 +39,9 @@ impl Session {
             // With autocommit off every statement is part of a transaction
             // even before the server reports one open: the server's
             // AUTOCOMMIT status flag says so.
-            in_transaction: self.in_transaction() || self.status & status::AUTOCOMMIT == 0,
+            in_transaction: self.in_transaction()
+                || self.status & status::AUTOCOMMIT == 0
+                || self.pending_begin.is_some(),
         }
     }
 
@@ -59,8 +61,8 @@ impl Session {
                 || match target {
                     Target::Primary => {
                         a.server.role() == Role::Primary
-                            && (self.user.group.writer_count() <= 1
-                                || self.user.group.is_writer_for(
+                            && (self.group.writer_count() <= 1
+                                || self.group.is_writer_for(
                                     &a.server,
                                     self.vars.schema.as_deref().unwrap_or("").as_bytes(),
                                 ))
@@ -73,7 +75,7 @@ impl Session {
                                 || a.server.health.has_applied(g.pack())
                         }) && (!self.mono
                             || mono_ok(self.seen_us, self.sticky.as_ref(), &a.server));
-                        (self.user.group.takes_reads(&a.server) && fresh)
+                        (self.group.takes_reads(&a.server) && fresh)
                             || self.primary_reads_until.is_some_and(|t| Instant::now() < t)
                     }
                 };
@@ -83,7 +85,7 @@ impl Session {
             }
             self.release();
         }
-        let group = self.user.group.clone();
+        let group = self.group.clone();
         let server = match target {
             Target::Primary => self.primary_of(&group).await?,
             Target::Replica => match (self.pick_reader(), self.need) {
@@ -130,7 +132,7 @@ impl Session {
     /// A server for a read by the balancing policy, among those that have
     /// what the read must see (read_your_writes, monotonic).
     pub(super) fn pick_reader(&mut self) -> Option<Arc<Server>> {
-        let group = &self.user.group;
+        let group = &self.group;
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;

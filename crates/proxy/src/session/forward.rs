@@ -173,7 +173,7 @@ impl Session {
         // now, and a KILL QUERY of this session reaches it.
         if let Some(r) = &self.registered {
             r.handle
-                .running_on(&self.user.group, &server, conn.connection_id);
+                .running_on(&self.group, &server, conn.connection_id);
         }
         let relayed = relay_counted(
             &mut self.client,
@@ -254,8 +254,7 @@ impl Session {
         let timed = self.user.policy.balance == sextant_config::Balance::LeastLatency;
         let (server, conn) = a.parts();
         if let Some(r) = &self.registered {
-            r.handle
-                .running_on(&self.user.group, server, conn.connection_id);
+            r.handle.running_on(&self.group, server, conn.connection_id);
         }
         let relayed = relay_counted(&mut self.client, conn, server, timed, expect, &opts).await;
         if let Some(r) = &self.registered {
@@ -269,7 +268,7 @@ impl Session {
                 let span = self.span.clone();
                 tracing::info!(parent: &span, server = %a.server.addr, "server answered read-only to a write: following the switchover now");
                 a.server.health.set_writable(false);
-                self.user.group.follow();
+                self.group.follow();
                 self.release();
                 Ok(Outcome::Retry(RetryReason::ReadOnly))
             }

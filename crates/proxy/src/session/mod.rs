@@ -29,6 +29,7 @@ mod consistency;
 mod forward;
 mod prepared;
 mod query;
+mod shard;
 
 use crate::client::Client;
 use crate::errors::SessionError;
@@ -75,6 +76,17 @@ pub struct Session {
     shared: Arc<Shared>,
     client: Client,
     user: Arc<UserEntry>,
+    /// The group the session's statements run in: the user's, or on a
+    /// sharded layout the group of the current statement.
+    group: Arc<sextant_backend::Group>,
+    /// The sharded layout, if the config has one.
+    sharding: Option<Arc<crate::shared::Sharding>>,
+    /// Sharding: a BEGIN not yet sent, waiting for the transaction's first
+    /// statement to say which group it runs in.
+    pending_begin: Option<Vec<u8>>,
+    /// Sharding: the GTID of this session's last write in each group (by
+    /// layout index), swapped into `last_write` as the session moves.
+    shard_writes: Vec<Option<Gtid>>,
     flavor: Flavor,
     session_track: bool,
     deprecate_eof: bool,
@@ -220,8 +232,11 @@ impl Session {
         client.max_packet = rt.config.proxy.max_allowed_packet;
         let max_stmts = rt.config.proxy.max_prepared_statements;
         let idle_trx = rt.config.proxy.idle_in_transaction_timeout_ms;
+        let sharding = rt.sharding.clone();
         drop(rt);
         let mut s = Session::new(shared, client, user, &login, hold, span);
+        s.shard_writes = vec![None; sharding.as_ref().map_or(0, |sh| sh.groups.len())];
+        s.sharding = sharding;
         s.max_stmts = max_stmts;
         s.idle_trx = (idle_trx > 0).then(|| Duration::from_millis(idle_trx));
         if let Some(db) = login.database.clone() {
@@ -276,6 +291,10 @@ impl Session {
             flavor,
             shared,
             client,
+            group: user.group.clone(),
+            sharding: None,
+            pending_begin: None,
+            shard_writes: Vec::new(),
             user,
             binding: Binding::Unbound,
             hold_until: None,

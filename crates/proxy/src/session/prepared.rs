@@ -71,6 +71,40 @@ fn exec_layout(p: &[u8], params: usize, query_attributes: bool) -> Option<ExecLa
     })
 }
 
+/// The statement parameters' values of a COM_STMT_EXECUTE (none that
+/// cannot be read: the router then treats the key as unknown).
+fn exec_values<'a>(
+    p: &'a [u8],
+    st: &ClientStmt,
+    qa: bool,
+) -> Vec<sextant_protocol::binary::Value<'a>> {
+    let Some(l) = exec_layout(p, st.params as usize, qa) else {
+        return Vec::new();
+    };
+    let nulls = &p[l.bind_at - l.n.div_ceil(8)..l.bind_at];
+    let (raw, values_at) = match l.types_len {
+        0 => (&st.types[..], l.bind_at + 1),
+        n => (&p[l.bind_at + 1..l.bind_at + 1 + n], l.bind_at + 1 + n),
+    };
+    // Under query attributes each type is followed by a name.
+    let mut types = Vec::with_capacity(2 * l.n);
+    let mut r = Reader::new(raw);
+    for _ in 0..l.n {
+        match r.bytes(2, "parameter type") {
+            Ok(t) => types.extend_from_slice(t),
+            Err(_) => return Vec::new(),
+        }
+        if qa && r.lenenc_bytes("parameter name").is_err() {
+            return Vec::new();
+        }
+    }
+    let values = p.get(values_at..).unwrap_or_default();
+    let mut v =
+        sextant_protocol::binary::read_values(l.n, nulls, &types, values).unwrap_or_default();
+    v.truncate(st.params as usize);
+    v
+}
+
 impl Session {
     pub(super) async fn prepare(&mut self, p: &[u8]) -> Result<(), SessionError> {
         if self.stmts.len() >= self.max_stmts {
@@ -93,13 +127,20 @@ impl Session {
             false => p,
         };
         let sql: Arc<[u8]> = Arc::from(&p[1..]);
-        let c = self.user.group.classify_in(&sql, || self.lex_mode());
+        if let Some(sh) = self.sharding.clone() {
+            let may_write = sextant_sql::classify(&sql).may_write();
+            match Box::pin(self.shard_prepare(&sh, &sql, may_write, p)).await? {
+                super::shard::Sharded::Done => return Ok(()),
+                super::shard::Sharded::Continue => {}
+            }
+        }
+        let c = self.group.classify_in(&sql, || self.lex_mode());
         let route = Prepared::new(&c, &self.user.policy);
         let plan = plan(
             &c,
             self.facts(),
             &self.user.policy,
-            self.user.group.plan_facts(),
+            self.group.plan_facts(),
             Command::Prepare,
             &mut self.cursor,
         );
@@ -222,6 +263,22 @@ impl Session {
                 .reply_error(SessionError::UnknownStatement { id, command })
                 .await;
         };
+        if let Some(sh) = self.sharding.clone() {
+            let qa = self.flavor.caps & cap::QUERY_ATTRIBUTES != 0;
+            let values = match bulk {
+                true => Vec::new(),
+                false => exec_values(p, st, qa),
+            };
+            let params = super::shard::param_lits(&values);
+            let (sql, may_write) = (st.sql.clone(), st.route.may_write);
+            match Box::pin(self.shard_execute(&sh, &sql, may_write, &params, bulk)).await? {
+                super::shard::Sharded::Done => return Ok(()),
+                super::shard::Sharded::Continue => {}
+            }
+        }
+        let Some(st) = self.stmts.get(&id) else {
+            return Ok(());
+        };
         // A cursor keeps the session on its connection while writes may
         // follow: it opens on the primary. (A bulk execute has none.)
         let cursor = !bulk && p.get(5).is_some_and(|f| f & cursor::READ_ONLY != 0);
@@ -229,7 +286,7 @@ impl Session {
             &st.route,
             self.facts(),
             &self.user.policy,
-            self.user.group.plan_facts(),
+            self.group.plan_facts(),
             cursor,
         );
         if let Some(r) = plan.refuse {

@@ -52,9 +52,15 @@ impl Session {
                 Err(e) => return self.reply_error(SessionError::Malformed(e)).await,
             },
         };
-        let c = self.user.group.classify_in(&p[at..], || self.lex_mode());
+        let c = self.group.classify_in(&p[at..], || self.lex_mode());
         if c.kind == Kind::Kill {
             return Box::pin(self.kill(crate::kill::parse(&p[at..]))).await;
+        }
+        if let Some(sh) = self.sharding.clone() {
+            match Box::pin(self.shard_query(&sh, &c, &p[at..], p)).await? {
+                super::shard::Sharded::Done => return Ok(()),
+                super::shard::Sharded::Continue => {}
+            }
         }
         let answered;
         let p = match c.flags.contains(Flags::SESSION_INFO) {
@@ -71,7 +77,7 @@ impl Session {
             &c,
             self.facts(),
             &self.user.policy,
-            self.user.group.plan_facts(),
+            self.group.plan_facts(),
             Command::Query,
             &mut self.cursor,
         );
@@ -123,10 +129,7 @@ impl Session {
         }
         if c.flags.contains(Flags::CATALOGUE) {
             // A new view or function may change how reads classify.
-            self.user
-                .group
-                .catalogue_stale
-                .store(true, Ordering::Relaxed);
+            self.group.catalogue_stale.store(true, Ordering::Relaxed);
         }
         if c.pins_session() {
             self.pins.insert(Pins::OPAQUE);

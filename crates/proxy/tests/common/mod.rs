@@ -25,6 +25,9 @@ pub struct Lab {
     pub tls_key: String,
     /// Unix socket of each server: the primary's first.
     pub sockets: Vec<String>,
+    /// A lab started with `--shards N`: each group's primary and replicas
+    /// (the fields above are the first group's).
+    pub shards: Vec<(u16, Vec<u16>)>,
 }
 
 static LAB: OnceLock<Lab> = OnceLock::new();
@@ -71,15 +74,38 @@ pub fn lab() -> &'static Lab {
         unsafe {
             atexit(stop_lab);
         }
-        let env = std::fs::read_to_string(dir.join("lab.env")).expect("lab.env");
-        let get = |k: &str| {
+        let read = |d: &Path| std::fs::read_to_string(d.join("lab.env")).expect("lab.env");
+        let var = |env: &str, k: &str| {
             env.lines()
                 .find_map(|l| l.strip_prefix(&format!("{k}=")))
                 .unwrap_or_else(|| panic!("{k} missing from lab.env"))
                 .trim_matches('"')
                 .to_string()
         };
+        let ports = |env: &str| -> (u16, Vec<u16>) {
+            (
+                var(env, "LAB_PRIMARY_PORT").parse().expect("port"),
+                var(env, "LAB_REPLICA_PORTS")
+                    .split_whitespace()
+                    .map(|p| p.parse().expect("port"))
+                    .collect(),
+            )
+        };
+        let top = read(&dir);
+        let mut shards = Vec::new();
+        let env = match top.lines().find_map(|l| l.strip_prefix("LAB_SHARDS=")) {
+            Some(n) => {
+                let n: usize = n.trim().parse().expect("LAB_SHARDS");
+                for i in 1..=n {
+                    shards.push(ports(&read(&dir.join(format!("shard{i}")))));
+                }
+                read(&dir.join("shard1"))
+            }
+            None => top,
+        };
+        let get = |k: &str| var(&env, k);
         Lab {
+            shards,
             primary: get("LAB_PRIMARY_PORT").parse().expect("port"),
             replicas: get("LAB_REPLICA_PORTS")
                 .split_whitespace()
@@ -123,6 +149,8 @@ pub struct Setup<'a> {
     pub unix_sockets: bool,
     /// Start sextant with this file descriptor limit (soft and hard).
     pub nofile: Option<u64>,
+    /// Server groups written in full, in place of [groups.main].
+    pub groups: Option<String>,
 }
 
 impl Setup<'_> {
@@ -214,16 +242,20 @@ backend_user = "app"
 backend_password = "apppass"
 {extra_users}
 
-[groups.main]
-primary = "{primary}"
-replicas = [{replicas}]
+{groups}
 {extra}
 "#,
-            primary = match s.unix_sockets {
-                true => lab.sockets[0].clone(),
-                false => format!("127.0.0.1:{}", primary.unwrap_or(lab.primary)),
+            groups = match &s.groups {
+                Some(g) => g.clone(),
+                None => format!(
+                    "[groups.main]\nprimary = \"{}\"\nreplicas = [{}]",
+                    match s.unix_sockets {
+                        true => lab.sockets[0].clone(),
+                        false => format!("127.0.0.1:{}", primary.unwrap_or(lab.primary)),
+                    },
+                    replicas.join(", ")
+                ),
             },
-            replicas = replicas.join(", "),
         );
         let logs = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sextant-logs");
         std::fs::create_dir_all(&logs).expect("log dir");
@@ -279,6 +311,7 @@ replicas = [{replicas}]
                         attempt: s.attempt + 1,
                         replicas_override: s.replicas_override.clone(),
                         replica_weights: s.replica_weights.clone(),
+                        groups: s.groups.clone(),
                         ..s
                     });
                 }

@@ -1,0 +1,571 @@
+//! A statement on a sharded layout: the router says where it runs (see
+//! `sextant_sharding::route`), and this file carries that out. A statement
+//! for one group runs as any other, in that group; a read over several
+//! groups has its rows concatenated; a DDL runs on every group holding
+//! its table; anything else is refused with the router's reason.
+//!
+//! A transaction runs in one group: its BEGIN is held back until its first
+//! statement names a table, and a later statement for another group is
+//! refused (making one transaction atomic over several groups is the
+//! distributed-transaction coordinator's job).
+
+use super::Session;
+use crate::errors::SessionError;
+use crate::shared::Sharding;
+use sextant_backend::{Binding, Group, Lease};
+use sextant_protocol::codec::write_packet;
+use sextant_protocol::consts::status;
+use sextant_protocol::packets::{write_eof, write_ok, OkPacket};
+use sextant_routing::{plan, Command, Target};
+use sextant_sharding::analyze::GroupSet;
+use sextant_sharding::{Lit, Route};
+use sextant_sql::{Classification, Kind};
+use std::sync::Arc;
+
+/// What became of a statement at the sharding step.
+pub(super) enum Sharded {
+    /// It runs as usual, in the session's (now current) group.
+    Continue,
+    /// It was answered here.
+    Done,
+}
+
+impl Session {
+    /// Routes a text statement by the layout.
+    pub(super) async fn shard_query(
+        &mut self,
+        sh: &Arc<Sharding>,
+        c: &Classification<'_>,
+        sql: &[u8],
+        packet: &[u8],
+    ) -> Result<Sharded, SessionError> {
+        let open = self.pinned() || self.status & status::AUTOCOMMIT == 0;
+        if c.kind == Kind::Begin && !open && self.pending_begin.is_none() {
+            self.pending_begin = Some(sql.to_vec());
+            self.status |= status::IN_TRANS;
+            self.local_ok().await?;
+            return Ok(Sharded::Done);
+        }
+        if matches!(c.kind, Kind::Commit | Kind::Rollback)
+            && self.pending_begin.is_some()
+            && !self.binding.in_transaction()
+        {
+            // Nothing ran in the transaction: there is nothing to end.
+            self.pending_begin = None;
+            self.status &= !status::IN_TRANS;
+            self.local_ok().await?;
+            return Ok(Sharded::Done);
+        }
+        let route = sh.router.route(
+            self.vars.schema.as_deref(),
+            sql,
+            self.lex_mode(),
+            &[],
+            c.may_write(),
+        );
+        self.shard_route(sh, c.kind == Kind::Select, route, packet)
+            .await
+    }
+
+    /// Sharding at COM_STMT_PREPARE: the statement is prepared in the
+    /// group of its first table (or refused if no values could make it
+    /// runnable). Inside a transaction it is prepared where the
+    /// transaction is.
+    pub(super) async fn shard_prepare(
+        &mut self,
+        sh: &Arc<Sharding>,
+        sql: &[u8],
+        may_write: bool,
+        packet: &[u8],
+    ) -> Result<Sharded, SessionError> {
+        let route =
+            sh.router
+                .route_prepare(self.vars.schema.as_deref(), sql, self.lex_mode(), may_write);
+        if let Route::Refuse(why) = route {
+            self.reply_error(SessionError::ShardUnsupported(why))
+                .await?;
+            return Ok(Sharded::Done);
+        }
+        if self.pinned() || self.pending_begin.is_some() {
+            return Ok(Sharded::Continue);
+        }
+        self.shard_route(sh, false, route, packet).await
+    }
+
+    /// Sharding at COM_STMT_EXECUTE: routed by its parameters' values.
+    pub(super) async fn shard_execute(
+        &mut self,
+        sh: &Arc<Sharding>,
+        sql: &[u8],
+        may_write: bool,
+        params: &[Lit<'_>],
+        bulk: bool,
+    ) -> Result<Sharded, SessionError> {
+        let db = self.vars.schema.as_deref();
+        let route = match bulk {
+            // A bulk execute's rows are not read: only a statement naming
+            // no table of the layout may run so.
+            true => match sh.router.route_prepare(db, sql, self.lex_mode(), may_write) {
+                Route::Session => Route::Session,
+                Route::Refuse(why) => Route::Refuse(why),
+                _ => Route::Refuse(
+                    "COM_STMT_BULK_EXECUTE of a statement on a table the sharding layout places: its rows are not routed one by one yet; execute it row by row".into(),
+                ),
+            },
+            false => sh.router.route(db, sql, self.lex_mode(), params, may_write),
+        };
+        let route = match route {
+            Route::Scatter(set) | Route::Broadcast(set) => Route::Refuse(format!(
+                "a prepared statement for several groups ({}) is not run yet; restrict it by the shard key to one group, or send it as text",
+                names(sh, set)
+            )),
+            r => r,
+        };
+        self.shard_route(sh, false, route, &[]).await
+    }
+
+    /// Carries out a route (also for prepared statements' executions).
+    pub(super) async fn shard_route(
+        &mut self,
+        sh: &Arc<Sharding>,
+        select: bool,
+        route: Route,
+        packet: &[u8],
+    ) -> Result<Sharded, SessionError> {
+        let (group, index) = match route {
+            Route::Refuse(why) => {
+                self.reply_error(SessionError::ShardUnsupported(why))
+                    .await?;
+                return Ok(Sharded::Done);
+            }
+            Route::Session => {
+                let g = sh
+                    .default_group(self.vars.schema.as_deref())
+                    .unwrap_or(&self.user.group)
+                    .clone();
+                // A statement naming no table of the layout does not start
+                // the held-back transaction: it runs where the session is.
+                if self.pending_begin.is_some() || self.pinned() {
+                    return Ok(Sharded::Continue);
+                }
+                let i = sh.groups.iter().position(|x| Arc::ptr_eq(x, &g));
+                (g, i)
+            }
+            Route::One(i) => match sh.groups.get(i) {
+                Some(g) => (g.clone(), Some(i)),
+                None => return Ok(Sharded::Continue),
+            },
+            Route::Scatter(set) | Route::Broadcast(set) => {
+                if self.pinned()
+                    || self.pending_begin.is_some()
+                    || self.status & status::AUTOCOMMIT == 0
+                {
+                    let e = SessionError::ShardUnsupported(format!(
+                        "inside a transaction, a statement for several groups ({}): a transaction runs in one group until distributed transactions are supported",
+                        names(sh, set)
+                    ));
+                    self.reply_error(e).await?;
+                    return Ok(Sharded::Done);
+                }
+                let res = match select {
+                    true => self.scatter(sh, set, packet).await,
+                    false => self.broadcast(sh, set, packet).await,
+                };
+                return match res {
+                    Ok(()) => Ok(Sharded::Done),
+                    Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_))) => Err(e),
+                    Err(e) => {
+                        self.reply_error(e).await?;
+                        Ok(Sharded::Done)
+                    }
+                };
+            }
+        };
+        if !Arc::ptr_eq(&group, &self.group) {
+            if self.pinned() {
+                let e = SessionError::ShardUnsupported(format!(
+                    "this session's transaction (or state tied to its connection) is in group {}, and the statement is for group {}: a transaction runs in one group until distributed transactions are supported",
+                    self.group.name, group.name
+                ));
+                self.reply_error(e).await?;
+                return Ok(Sharded::Done);
+            }
+            self.release();
+            self.enter_group(sh, group, index);
+        }
+        if let Some(begin) = self.pending_begin.take() {
+            if let Err(e) = self.begin_in_group(&begin).await {
+                self.status &= !status::IN_TRANS;
+                self.reply_error(e).await?;
+                return Ok(Sharded::Done);
+            }
+        }
+        Ok(Sharded::Continue)
+    }
+
+    /// Makes `group` the session's current group, carrying the newest
+    /// write the session made there (read-your-writes is per group: each
+    /// has its own primary and GTIDs).
+    fn enter_group(&mut self, sh: &Sharding, group: Arc<Group>, index: Option<usize>) {
+        if let Some(old) = sh.groups.iter().position(|x| Arc::ptr_eq(x, &self.group)) {
+            if let Some(slot) = self.shard_writes.get_mut(old) {
+                *slot = self.last_write;
+            }
+        }
+        self.last_write = index.and_then(|i| self.shard_writes.get(i).copied().flatten());
+        self.group = group;
+    }
+
+    /// Sends the held-back BEGIN to the current group's primary.
+    async fn begin_in_group(&mut self, begin: &[u8]) -> Result<(), SessionError> {
+        self.attach(Target::Primary).await?;
+        let Some(lease) = self.binding.direct_mut() else {
+            return Ok(());
+        };
+        let text = String::from_utf8_lossy(begin).into_owned();
+        if let Err(e) = lease.conn_mut().exec_internal(&text).await {
+            if !matches!(e, sextant_backend::BackendError::Server { .. }) {
+                self.detach_discard();
+            }
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    async fn local_ok(&mut self) -> Result<(), SessionError> {
+        let ok = OkPacket {
+            status: self.status,
+            ..Default::default()
+        };
+        write_ok(&mut self.client.out, 1, &ok, false);
+        self.client.flush().await
+    }
+
+    /// One connection per group, each brought to the session's state, for
+    /// `target` (a read's replica or primary, by each group's rules).
+    async fn leases_for(
+        &mut self,
+        sh: &Arc<Sharding>,
+        set: GroupSet,
+        target: Target,
+    ) -> Result<Vec<Lease>, SessionError> {
+        let home = self.group.clone();
+        let mut leases = Vec::with_capacity(set.len() as usize);
+        for i in set.iter() {
+            let Some(g) = sh.groups.get(i).cloned() else {
+                continue;
+            };
+            self.enter_group(sh, g, Some(i));
+            let got = self.attach(target).await;
+            let lease = match std::mem::take(&mut self.binding) {
+                Binding::Direct(l) => Some(l),
+                _ => None,
+            };
+            if let Err(e) = got {
+                self.enter_group(sh, home, None);
+                return Err(e);
+            }
+            leases.extend(lease);
+        }
+        let home_index = sh.groups.iter().position(|x| Arc::ptr_eq(x, &home));
+        self.enter_group(sh, home, home_index);
+        Ok(leases)
+    }
+
+    /// A read over several groups: the same statement on each, the rows
+    /// of all relayed as one result (the first group's column
+    /// definitions, every group's rows in turn, one end).
+    async fn scatter(
+        &mut self,
+        sh: &Arc<Sharding>,
+        set: GroupSet,
+        packet: &[u8],
+    ) -> Result<(), SessionError> {
+        // The router sends only plain reads here.
+        let c = sextant_sql::classify(packet.get(1..).unwrap_or_default());
+        let p = plan(
+            &c,
+            self.facts(),
+            &self.user.policy,
+            self.group.plan_facts(),
+            Command::Query,
+            &mut self.cursor,
+        );
+        self.require(&p);
+        self.release();
+        let mut leases = self.leases_for(sh, set, p.target).await?;
+        // Every group starts at once; each answer waits in its socket
+        // until its turn.
+        for l in leases.iter_mut() {
+            if let Err(e) = l.conn_mut().send(0, packet).await {
+                leases.into_iter().for_each(Lease::discard);
+                return Err(e.into());
+            }
+        }
+        let mut seq: u8 = 1;
+        let mut sent_header = false;
+        let mut columns = 0u64;
+        let eof_mode = !self.flavor.deprecate_eof();
+        let mut result: Result<(), Fail> = Ok(());
+        let mut done = 0;
+        for (k, l) in leases.iter_mut().enumerate() {
+            let r = relay_group(
+                l,
+                &mut self.client.out,
+                &mut seq,
+                &mut sent_header,
+                &mut columns,
+                eof_mode,
+            )
+            .await;
+            if let Err(e) = r {
+                result = Err(e);
+                break;
+            }
+            done = k + 1;
+            if self.client.out.len() >= 64 * 1024 {
+                self.client.flush().await?;
+            }
+        }
+        match result {
+            Ok(()) => {
+                // One end for all: the session's own status.
+                let st = self.status & !status::MORE_RESULTS_EXISTS;
+                if eof_mode {
+                    write_eof(&mut self.client.out, seq, st);
+                } else {
+                    let ok = OkPacket {
+                        header: 0xfe,
+                        status: st,
+                        ..Default::default()
+                    };
+                    write_ok(&mut self.client.out, seq, &ok, false);
+                }
+                self.client.flush().await?;
+                drop(leases);
+                self.read_done();
+                Ok(())
+            }
+            Err(e) => {
+                // The groups not read to the end have answers pending:
+                // their connections are closed.
+                for (k, l) in leases.into_iter().enumerate() {
+                    if k < done {
+                        drop(l);
+                    } else {
+                        l.discard();
+                    }
+                }
+                let e = match e {
+                    // Nothing went out yet: the server's own error.
+                    Fail::Server(_, pkt) if !sent_header => {
+                        self.client.out.clear();
+                        write_packet(&mut self.client.out, 1, &pkt);
+                        return self.client.flush().await;
+                    }
+                    Fail::Server(addr, pkt) => server_error(&addr, &pkt),
+                    Fail::Other(e) => e,
+                };
+                if sent_header {
+                    // Rows already went out: the client gets the error in
+                    // place of the next row, and drops the result.
+                    let text = e.to_string();
+                    let mut err = Vec::with_capacity(text.len() + 9);
+                    err.push(0xff);
+                    err.extend_from_slice(&crate::errors::ER_SEXTANT_SHARD_PARTIAL.to_le_bytes());
+                    err.extend_from_slice(b"#HY000");
+                    err.extend_from_slice(text.as_bytes());
+                    write_packet(&mut self.client.out, seq, &err);
+                    self.client.flush().await?;
+                    return Ok(());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// A DDL on every group holding its table, one after another, each on
+    /// its primary. A failure stops it, and says which groups it reached.
+    async fn broadcast(
+        &mut self,
+        sh: &Arc<Sharding>,
+        set: GroupSet,
+        packet: &[u8],
+    ) -> Result<(), SessionError> {
+        self.release();
+        let mut done: Vec<&str> = Vec::new();
+        let mut warnings = 0u16;
+        for i in set.iter() {
+            let name = sh.router.group_name(i);
+            let mut leases = self
+                .leases_for(sh, GroupSet::one(i), Target::Primary)
+                .await?;
+            let Some(l) = leases.first_mut() else {
+                continue;
+            };
+            let answer = async {
+                l.conn_mut().send(0, packet).await?;
+                l.conn_mut().read_packet().await
+            }
+            .await;
+            let pkt = match answer {
+                Ok((_, pkt)) => pkt,
+                Err(e) => {
+                    leases.into_iter().for_each(Lease::discard);
+                    return Err(SessionError::ShardPartial(format!(
+                        "the statement ran on {} and failed on group {name}: {e}; it was not sent to the groups after it",
+                        if done.is_empty() { "no group".to_string() } else { format!("groups {}", done.join(", ")) }
+                    )));
+                }
+            };
+            match pkt.first() {
+                Some(0x00) => {
+                    if let Ok(ok) = sextant_protocol::packets::parse_ok(&pkt, true) {
+                        warnings = warnings.saturating_add(ok.warnings);
+                    }
+                    done.push(name);
+                }
+                _ => {
+                    let msg = match pkt.get(9..) {
+                        Some(m) if pkt.first() == Some(&0xff) => {
+                            String::from_utf8_lossy(m).into_owned()
+                        }
+                        _ => "an unexpected answer".to_string(),
+                    };
+                    drop(leases);
+                    if done.is_empty() {
+                        // Nothing ran anywhere: the server's own error.
+                        self.client.out.clear();
+                        write_packet(&mut self.client.out, 1, &pkt);
+                        return self.client.flush().await;
+                    }
+                    return Err(SessionError::ShardPartial(format!(
+                        "the statement ran on groups {} and failed on group {name}: {msg}; it was not sent to the groups after it",
+                        done.join(", ")
+                    )));
+                }
+            }
+        }
+        let ok = OkPacket {
+            status: self.status,
+            warnings,
+            ..Default::default()
+        };
+        write_ok(&mut self.client.out, 1, &ok, false);
+        self.client.flush().await
+    }
+}
+
+/// A prepared statement's parameter values as the router reads them.
+pub(super) fn param_lits<'a>(values: &[sextant_protocol::binary::Value<'a>]) -> Vec<Lit<'a>> {
+    use sextant_protocol::binary::Value;
+    values
+        .iter()
+        .map(|v| match v {
+            Value::Null => Lit::Null,
+            Value::Int(i) => Lit::Int(*i),
+            Value::UInt(u) => i64::try_from(*u).map_or(Lit::Other, Lit::Int),
+            // 5.0 is 5 to an integer column.
+            Value::Double(d) if d.fract() == 0.0 && d.abs() < 9.0e15 => Lit::Int(*d as i64),
+            Value::Bytes(b) => Lit::Str(std::borrow::Cow::Borrowed(b)),
+            Value::DateTime(s) => Lit::Str(std::borrow::Cow::Owned(s.clone().into_bytes())),
+            Value::Double(_) | Value::Other => Lit::Other,
+        })
+        .collect()
+}
+
+fn names(sh: &Sharding, set: GroupSet) -> String {
+    set.iter()
+        .map(|i| sh.router.group_name(i))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why a group's answer could not be relayed: the server's error packet,
+/// or anything else.
+enum Fail {
+    Server(Arc<str>, Vec<u8>),
+    Other(SessionError),
+}
+
+impl<E: Into<SessionError>> From<E> for Fail {
+    fn from(e: E) -> Fail {
+        Fail::Other(e.into())
+    }
+}
+
+/// Relays one group's result set: its header and column definitions only
+/// for the first group (the others' are read and dropped), its rows, and
+/// not its end (the caller writes one for all).
+async fn relay_group(
+    l: &mut Lease,
+    out: &mut Vec<u8>,
+    seq: &mut u8,
+    sent_header: &mut bool,
+    columns: &mut u64,
+    eof_mode: bool,
+) -> Result<(), Fail> {
+    let conn = l.conn_mut();
+    let (_, first) = conn.read_packet().await?;
+    match first.first() {
+        Some(0xff) => return Err(Fail::Server(conn.addr.clone(), first)),
+        Some(0x00) | None => {
+            return Err(Fail::Other(SessionError::ShardUnsupported(
+                "a statement spread over several groups returned no rows on one of them".into(),
+            )))
+        }
+        _ => {}
+    }
+    let n = lenenc(&first);
+    let header = !*sent_header;
+    if header {
+        *seq = write_packet(out, *seq, &first);
+        *columns = n;
+    } else if n != *columns {
+        return Err(Fail::Other(SessionError::ShardUnsupported(format!(
+            "the groups answered with different columns ({} and {n})",
+            *columns
+        ))));
+    }
+    for _ in 0..n {
+        let (_, def) = conn.read_packet().await?;
+        if header {
+            *seq = write_packet(out, *seq, &def);
+        }
+    }
+    if eof_mode {
+        let (_, eof) = conn.read_packet().await?;
+        if header {
+            *seq = write_packet(out, *seq, &eof);
+        }
+    }
+    *sent_header = true;
+    loop {
+        let (_, row) = conn.read_packet().await?;
+        match row.first() {
+            Some(0xff) => return Err(Fail::Server(conn.addr.clone(), row)),
+            // The end: an EOF, or an OK with the EOF header.
+            Some(0xfe) if row.len() < 0xff_ff_ff => return Ok(()),
+            _ => *seq = write_packet(out, *seq, &row),
+        }
+    }
+}
+
+fn lenenc(p: &[u8]) -> u64 {
+    match p.first() {
+        Some(&b) if b < 0xfb => b as u64,
+        Some(0xfc) if p.len() >= 3 => u16::from_le_bytes([p[1], p[2]]) as u64,
+        Some(0xfd) if p.len() >= 4 => u32::from_le_bytes([p[1], p[2], p[3], 0]) as u64,
+        _ => 0,
+    }
+}
+
+fn server_error(addr: &str, pkt: &[u8]) -> SessionError {
+    let code = pkt
+        .get(1..3)
+        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
+    let msg = pkt
+        .get(9..)
+        .map_or(String::new(), |m| String::from_utf8_lossy(m).into_owned());
+    SessionError::ShardPartial(format!("server {addr} answered error {code}: {msg}"))
+}

@@ -1,0 +1,424 @@
+//! Sharding against a real lab of four groups (each a primary and a
+//! replica): rows land where Cetus would put them (checked on each
+//! primary directly), reads by key find them, reads over several groups
+//! return every row once, DDL reaches every group (and says which ones
+//! when it fails part way), and what this version cannot do atomically or
+//! merge correctly is refused with 1235, having changed nothing.
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+use sextant_sharding::placement::cetus_str_hash;
+use std::collections::BTreeMap;
+
+const DB: &str = "sextant_shard";
+
+fn layout_groups() -> String {
+    let mut g = String::new();
+    for (i, (primary, replicas)) in lab().shards.iter().enumerate() {
+        let reps: Vec<String> = replicas
+            .iter()
+            .map(|p| format!("\"127.0.0.1:{p}\""))
+            .collect();
+        g += &format!(
+            "[groups.data{}]\nprimary = \"127.0.0.1:{primary}\"\nreplicas = [{}]\n",
+            i + 1,
+            reps.join(", ")
+        );
+    }
+    g += &format!(
+        r#"
+[sharding]
+unlisted = "default_group"
+
+[[sharding.vdb]]
+id = 1
+type = "int"
+method = "hash"
+num = 4
+partitions = {{ data1 = [0], data2 = [1], data3 = [2], data4 = [3] }}
+
+[[sharding.vdb]]
+id = 2
+type = "str"
+method = "hash"
+num = 4
+partitions = {{ data1 = [0], data2 = [1], data3 = [2], data4 = [3] }}
+
+[[sharding.table]]
+vdb = 1
+db = "{DB}"
+table = "orders"
+pkey = "customer_id"
+
+[[sharding.table]]
+vdb = 1
+db = "{DB}"
+table = "audit"
+pkey = "customer_id"
+
+[[sharding.table]]
+vdb = 2
+db = "{DB}"
+table = "tokens"
+pkey = "token"
+
+[[sharding.single_tables]]
+db = "{DB}"
+table = "settings"
+group = "data2"
+
+[sharding.default]
+{DB} = "data1"
+"#
+    );
+    g
+}
+
+/// The tests share the groups' tables: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn start() -> (std::sync::MutexGuard<'static, ()>, Proxy) {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = LAB_ARGS.set(&["--shards", "4", "--replicas", "1"]);
+    let lab = lab();
+    for (p, _) in &lab.shards {
+        direct(*p)
+            .query_drop(format!("CREATE DATABASE IF NOT EXISTS {DB}"))
+            .unwrap();
+    }
+    sync_shards();
+    let p = Setup {
+        proxy: "default_group = \"data1\"",
+        groups: Some(layout_groups()),
+        ..Default::default()
+    }
+    .start();
+    (guard, p)
+}
+
+/// Waits until each group's replica has what its primary has.
+fn sync_shards() {
+    for (p, replicas) in &lab().shards {
+        let mut pc = direct(*p);
+        let pos: String = pc.query_first("SELECT @@gtid_binlog_pos").unwrap().unwrap();
+        for r in replicas {
+            let mut rc = direct(*r);
+            let _: Option<i64> = rc
+                .query_first(format!("SELECT MASTER_GTID_WAIT('{pos}', 10)"))
+                .unwrap();
+        }
+    }
+}
+
+fn conn(p: &Proxy) -> mysql::Conn {
+    mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", DB)).unwrap())
+        .expect("connect through sextant")
+}
+
+fn code(e: mysql::Error) -> (u16, String) {
+    match e {
+        mysql::Error::MySqlError(e) => (e.code, e.message),
+        other => panic!("not a server error: {other}"),
+    }
+}
+
+/// Each primary's rows of `sql` (run directly), by group number.
+fn per_group<T: mysql::prelude::FromRow>(sql: &str) -> Vec<Vec<T>> {
+    lab()
+        .shards
+        .iter()
+        .map(|(p, _)| {
+            let mut c = direct(*p);
+            c.query_drop(format!("USE {DB}")).unwrap();
+            c.query(sql).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn rows_go_where_cetus_puts_them_and_reads_find_them() {
+    let (_serial, p) = start();
+    let mut c = conn(&p);
+    c.query_drop("DROP TABLE IF EXISTS orders").unwrap();
+    c.query_drop(
+        "CREATE TABLE orders (id INT PRIMARY KEY, customer_id INT NOT NULL, amount DECIMAL(10,2), note VARCHAR(20))",
+    )
+    .unwrap();
+    // The DDL reached every group.
+    for tables in per_group::<String>("SHOW TABLES LIKE 'orders'") {
+        assert_eq!(tables, ["orders"]);
+    }
+    let mut want: BTreeMap<i64, i64> = BTreeMap::new();
+    for id in 0..120i64 {
+        let customer = (id * 7919) % 53 - 20;
+        want.insert(id, customer);
+        c.query_drop(format!(
+            "INSERT INTO orders (id, customer_id, amount, note) VALUES ({id}, {customer}, {id}.25, 'n{id}')"
+        ))
+        .unwrap();
+    }
+    // Several rows of one group in one statement.
+    c.query_drop("INSERT INTO orders (customer_id, id, amount) VALUES (1, 1001, 1), (5, 1002, 2), (-3, 1003, 3)")
+        .unwrap();
+    want.extend([(1001, 1), (1002, 5), (1003, -3)]);
+    // Each row is on exactly the group its key hashes to.
+    let placed = per_group::<(i64, i64)>("SELECT id, customer_id FROM orders");
+    let mut seen = 0;
+    for (g, rows) in placed.iter().enumerate() {
+        for (id, customer) in rows {
+            assert_eq!(want.get(id), Some(customer));
+            assert_eq!(
+                customer.rem_euclid(4) as usize,
+                g,
+                "customer {customer} in data{}",
+                g + 1
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, want.len());
+    sync_shards();
+    // Reads by key find each customer's rows, and only them.
+    for customer in -20..33i64 {
+        let got: Vec<i64> = c
+            .query(format!(
+                "SELECT id FROM orders WHERE customer_id = {customer} ORDER BY id"
+            ))
+            .unwrap();
+        let expect: Vec<i64> = want
+            .iter()
+            .filter(|(_, c)| **c == customer)
+            .map(|(id, _)| *id)
+            .collect();
+        assert_eq!(got, expect, "customer {customer}");
+        let got: Vec<i64> = c
+            .exec(
+                "SELECT id FROM orders WHERE customer_id = ? ORDER BY id",
+                (customer,),
+            )
+            .unwrap();
+        assert_eq!(got, expect, "prepared, customer {customer}");
+    }
+    // A read over every group returns every row once.
+    let mut all: Vec<(i64, i64)> = c.query("SELECT id, customer_id FROM orders").unwrap();
+    all.sort();
+    assert_eq!(all, want.iter().map(|(a, b)| (*a, *b)).collect::<Vec<_>>());
+    // Over some groups (IN of keys in two groups).
+    let mut some: Vec<i64> = c
+        .query("SELECT id FROM orders WHERE customer_id IN (1, 2, 5)")
+        .unwrap();
+    some.sort();
+    let expect: Vec<i64> = want
+        .iter()
+        .filter(|(_, c)| [1, 2, 5].contains(*c))
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(some, expect);
+    // An empty result over several groups still has its columns.
+    let none: Vec<(i64, String)> = c
+        .query("SELECT id, note FROM orders WHERE amount < 0")
+        .unwrap();
+    assert!(none.is_empty());
+    // A server error in a read over several groups is the server's.
+    let (errno, msg) = code(c.query_drop("SELECT nosuchcolumn FROM orders").unwrap_err());
+    assert_eq!(errno, 1054, "{msg}");
+    // A write by key changes one group.
+    c.query_drop("UPDATE orders SET note = 'changed' WHERE customer_id = 6")
+        .unwrap();
+    let changed = per_group::<i64>("SELECT COUNT(*) FROM orders WHERE note = 'changed'");
+    let expect = want.values().filter(|c| **c == 6).count() as i64;
+    assert_eq!(
+        changed.iter().map(|v| v[0]).collect::<Vec<_>>(),
+        [0, 0, expect, 0]
+    );
+}
+
+#[test]
+fn string_keys_follow_cetus_string_hash() {
+    let (_serial, p) = start();
+    let mut c = conn(&p);
+    c.query_drop("DROP TABLE IF EXISTS tokens").unwrap();
+    c.query_drop("CREATE TABLE tokens (token VARCHAR(40) PRIMARY KEY, v INT)")
+        .unwrap();
+    let tokens: Vec<String> = (0..40)
+        .map(|i| format!("tok-{i}-{}", "x".repeat(i % 13)))
+        .chain(["it's".to_string(), "a\\b".to_string()])
+        .collect();
+    // Half as text, half prepared (the key a parameter).
+    for (i, t) in tokens.iter().enumerate() {
+        if i % 2 == 0 {
+            c.exec_drop("INSERT INTO tokens (token, v) VALUES (?, ?)", (t, i))
+                .unwrap();
+        } else {
+            let quoted = t.replace('\\', "\\\\").replace('\'', "''");
+            c.query_drop(format!(
+                "INSERT INTO tokens (token, v) VALUES ('{quoted}', {i})"
+            ))
+            .unwrap();
+        }
+    }
+    let placed = per_group::<String>("SELECT token FROM tokens");
+    let mut n = 0;
+    for (g, rows) in placed.iter().enumerate() {
+        for t in rows {
+            assert_eq!((cetus_str_hash(t.as_bytes()) % 4) as usize, g, "{t:?}");
+            n += 1;
+        }
+    }
+    assert_eq!(n, tokens.len());
+    sync_shards();
+    for (i, t) in tokens.iter().enumerate() {
+        let quoted = t.replace('\\', "\\\\").replace('\'', "''");
+        let v: Option<i64> = c
+            .query_first(format!("SELECT v FROM tokens WHERE token = '{quoted}'"))
+            .unwrap();
+        assert_eq!(v, Some(i as i64), "{t:?}");
+        let v: Option<i64> = c
+            .exec_first("SELECT v FROM tokens WHERE token = ?", (t,))
+            .unwrap();
+        assert_eq!(v, Some(i as i64), "prepared {t:?}");
+    }
+    // A prepared read for several groups is refused, not half answered.
+    let group = |t: &String| cetus_str_hash(t.as_bytes()) % 4;
+    let a = &tokens[0];
+    let b = tokens.iter().find(|t| group(t) != group(a)).unwrap();
+    let (errno, msg) = code(
+        c.exec_drop("SELECT v FROM tokens WHERE token IN (?, ?)", (a, b))
+            .unwrap_err(),
+    );
+    assert_eq!(errno, 1235, "{msg}");
+}
+
+#[test]
+fn what_cannot_be_done_right_is_refused_and_changes_nothing() {
+    let (_serial, p) = start();
+    let mut c = conn(&p);
+    c.query_drop("DROP TABLE IF EXISTS orders").unwrap();
+    c.query_drop(
+        "CREATE TABLE orders (id INT PRIMARY KEY, customer_id INT NOT NULL, note VARCHAR(20))",
+    )
+    .unwrap();
+    c.query_drop("INSERT INTO orders (id, customer_id, note) VALUES (1, 1, 'a')")
+        .unwrap();
+    c.query_drop("INSERT INTO orders (id, customer_id, note) VALUES (2, 2, 'b')")
+        .unwrap();
+    let refused = [
+        // A write to several groups: not atomic without XA.
+        "UPDATE orders SET note = 'x'",
+        "DELETE FROM orders WHERE id > 0",
+        "INSERT INTO orders (id, customer_id, note) VALUES (3, 1, 'c'), (4, 2, 'd')",
+        // Moving a row to another group.
+        "UPDATE orders SET customer_id = 2 WHERE customer_id = 1",
+        // Reads whose rows need merging.
+        "SELECT COUNT(*) FROM orders",
+        "SELECT * FROM orders ORDER BY id",
+        "SELECT DISTINCT note FROM orders",
+        // No key to place the row by.
+        "INSERT INTO orders VALUES (5, 3, 'e')",
+        "INSERT INTO orders (id, customer_id) VALUES (6, NULL)",
+        // A join of single and sharded tables in different groups.
+        "SELECT * FROM orders o JOIN settings s ON s.k = o.note",
+    ];
+    for sql in refused {
+        let (errno, msg) = code(c.query_drop(sql).unwrap_err());
+        assert_eq!(errno, 1235, "{sql}: {msg}");
+        assert!(msg.starts_with("sextant (sharding): "), "{sql}: {msg}");
+    }
+    // Nothing changed anywhere.
+    let rows = per_group::<(i64, i64, String)>("SELECT id, customer_id, note FROM orders");
+    let mut all: Vec<_> = rows.into_iter().flatten().collect();
+    all.sort();
+    assert_eq!(all, [(1, 1, "a".to_string()), (2, 2, "b".to_string())]);
+    // Keys that keep the row in its group may be set.
+    c.query_drop("UPDATE orders SET customer_id = 5 WHERE customer_id = 1")
+        .unwrap();
+}
+
+#[test]
+fn a_transaction_runs_in_one_group() {
+    let (_serial, p) = start();
+    let mut c = conn(&p);
+    c.query_drop("DROP TABLE IF EXISTS audit").unwrap();
+    c.query_drop("CREATE TABLE audit (customer_id INT PRIMARY KEY, n INT)")
+        .unwrap();
+    for k in 1..=8 {
+        c.query_drop(format!(
+            "INSERT INTO audit (customer_id, n) VALUES ({k}, 0)"
+        ))
+        .unwrap();
+    }
+    // Keys 1 and 5 are in one group (data2): one transaction.
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("UPDATE audit SET n = n + 1 WHERE customer_id = 1")
+        .unwrap();
+    c.query_drop("UPDATE audit SET n = n + 1 WHERE customer_id = 5")
+        .unwrap();
+    c.query_drop("COMMIT").unwrap();
+    // Keys 1 and 2 are in two groups: the second statement is refused,
+    // and ROLLBACK undoes the first.
+    c.query_drop("START TRANSACTION").unwrap();
+    c.query_drop("UPDATE audit SET n = n + 10 WHERE customer_id = 1")
+        .unwrap();
+    let (errno, msg) = code(
+        c.query_drop("UPDATE audit SET n = n + 10 WHERE customer_id = 2")
+            .unwrap_err(),
+    );
+    assert_eq!(errno, 1235, "{msg}");
+    assert!(msg.contains("data2") && msg.contains("data3"), "{msg}");
+    c.query_drop("ROLLBACK").unwrap();
+    let n = per_group::<(i64, i64)>("SELECT customer_id, n FROM audit");
+    let mut all: Vec<_> = n.into_iter().flatten().collect();
+    all.sort();
+    let expect: Vec<(i64, i64)> = (1..=8).map(|k| (k, i64::from(k == 1 || k == 5))).collect();
+    assert_eq!(all, expect);
+    // An empty transaction, and statements naming no table inside one.
+    c.query_drop("BEGIN").unwrap();
+    let one: Option<i64> = c.query_first("SELECT 1").unwrap();
+    assert_eq!(one, Some(1));
+    c.query_drop("COMMIT").unwrap();
+    // A read in a transaction sees the transaction's own write.
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("UPDATE audit SET n = 42 WHERE customer_id = 3")
+        .unwrap();
+    let n: Option<i64> = c
+        .query_first("SELECT n FROM audit WHERE customer_id = 3")
+        .unwrap();
+    assert_eq!(n, Some(42));
+    c.query_drop("ROLLBACK").unwrap();
+}
+
+#[test]
+fn ddl_reaches_every_group_or_says_where_it_stopped() {
+    let (_serial, p) = start();
+    let mut c = conn(&p);
+    c.query_drop("DROP TABLE IF EXISTS audit").unwrap();
+    c.query_drop("CREATE TABLE audit (customer_id INT PRIMARY KEY, n INT)")
+        .unwrap();
+    c.query_drop("ALTER TABLE audit ADD COLUMN note VARCHAR(10)")
+        .unwrap();
+    for cols in per_group::<String>(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'audit' AND column_name = 'note'",
+    ) {
+        assert_eq!(cols, ["note"]);
+    }
+    // The table missing in data3: the ALTER stops there and says so.
+    let (p3, _) = lab().shards[2];
+    direct(p3)
+        .query_drop(format!("DROP TABLE {DB}.audit"))
+        .unwrap();
+    let (errno, msg) = code(
+        c.query_drop("ALTER TABLE audit ADD COLUMN more INT")
+            .unwrap_err(),
+    );
+    assert_eq!(errno, 9005, "{msg}");
+    assert!(
+        msg.contains("ran on groups data1, data2") && msg.contains("failed on group data3"),
+        "{msg}"
+    );
+    let more = per_group::<i64>(
+        "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'audit' AND column_name = 'more'",
+    );
+    assert_eq!(more.iter().map(|v| v[0]).collect::<Vec<_>>(), [1, 1, 0, 0]);
+    c.query_drop("DROP TABLE IF EXISTS audit").unwrap();
+}
