@@ -11,6 +11,18 @@
 use sextant_sql::{LexMode, Lexer, TokenKind};
 use std::borrow::Cow;
 
+impl Lit<'_> {
+    /// The same value, owning its bytes.
+    pub fn into_owned(self) -> Lit<'static> {
+        match self {
+            Lit::Int(i) => Lit::Int(i),
+            Lit::Str(s) => Lit::Str(std::borrow::Cow::Owned(s.into_owned())),
+            Lit::Null => Lit::Null,
+            Lit::Other => Lit::Other,
+        }
+    }
+}
+
 /// A value a statement gave for a placeholder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lit<'a> {

@@ -8,7 +8,7 @@ use crate::analyze::{analyze, Analysis, GroupSet, Keys, Place, StmtKind, Val};
 use crate::fingerprint::{fingerprint, Lit, Slot, Tokens};
 use crate::layout::{KeyType, Layout, Method, Partition, Unlisted, Vdb};
 use crate::placement::{group_of, KeyValue};
-use sextant_sql::{LexMode, Lexer, TokenKind};
+use sextant_sql::{Classification, Kind, LexMode, Lexer, TokenKind};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use std::cell::RefCell;
@@ -94,16 +94,21 @@ impl Router {
     }
 
     /// Routes a text statement (`params` empty) or a prepared statement's
-    /// execution (`sql` its text, `params` its values). `may_write` is the
-    /// classifier's verdict, used for statements sextant cannot parse.
+    /// execution (`sql` its text, `params` its values). `c` is the
+    /// classifier's reading of it: its hints, and whether it may write
+    /// (for statements sextant cannot parse).
     pub fn route(
         &self,
         db: Option<&str>,
         sql: &[u8],
         mode: LexMode,
         params: &[Lit<'_>],
-        may_write: bool,
+        c: &Classification<'_>,
     ) -> Route {
+        let may_write = c.may_write();
+        if let Some(r) = self.hinted(db, c) {
+            return r;
+        }
         let mut slots = Vec::new();
         CACHE.with(|c| {
             let c = &mut *c.borrow_mut();
@@ -209,6 +214,81 @@ impl Router {
             Ok(a) => (Some(a), String::new()),
             Err(e) => (None, e.to_string()),
         }
+    }
+
+    /// Cetus's hints, which say where a statement runs:
+    /// `/*# group="all" */` (every group: DDL and other statements that are
+    /// not DML run on each in turn, reads return each group's rows), a
+    /// group by name, or `/*# table="t" key="v" */` (the group of that key).
+    fn hinted(&self, db: Option<&str>, c: &Classification<'_>) -> Option<Route> {
+        let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+        if let Some(g) = c.hints.get("group") {
+            if g.eq_ignore_ascii_case(b"all") {
+                let all = match self.layout.groups.len() {
+                    n if n >= 64 => GroupSet(u64::MAX),
+                    n => GroupSet((1u64 << n) - 1),
+                };
+                return Some(match c.kind {
+                    Kind::Select if !c.may_write() => Route::Scatter(all),
+                    Kind::Insert | Kind::Update | Kind::Delete | Kind::Replace | Kind::Load => {
+                        Route::Refuse(
+                            "/*# group=\"all\" */ on a write: writing every group at once needs a distributed transaction, which this version does not make".into(),
+                        )
+                    }
+                    Kind::Begin | Kind::Commit | Kind::Rollback | Kind::Savepoint | Kind::Xa => {
+                        Route::Refuse(
+                            "/*# group=\"all\" */ on transaction control: a transaction runs in one group".into(),
+                        )
+                    }
+                    _ if c.may_write() || c.kind == Kind::Ddl => Route::Broadcast(all),
+                    _ => Route::Scatter(all),
+                });
+            }
+            let name = text(g);
+            return Some(match self.layout.group_index(&name) {
+                Some(i) => Route::One(i),
+                None => Route::Refuse(format!(
+                    "/*# group=\"{name}\" */: the sharding layout has no group {name} (it has {})",
+                    self.layout.groups.join(", ")
+                )),
+            });
+        }
+        let (table, key) = (c.hints.get("table")?, c.hints.get("key")?);
+        let table = text(table);
+        let (tdb, tname) = match table.split_once('.') {
+            Some((d, t)) => (d.to_string(), t.to_string()),
+            None => (db.unwrap_or("").to_string(), table.clone()),
+        };
+        Some(match self.layout.placement(&tdb, &tname) {
+            crate::layout::Placement::Sharded { vdb, .. } => {
+                let lit = match std::str::from_utf8(key)
+                    .ok()
+                    .and_then(|k| k.parse::<i64>().ok())
+                {
+                    Some(i) => Lit::Int(i),
+                    None => Lit::Str(std::borrow::Cow::Borrowed(key)),
+                };
+                let placed = key_value(&Val::Lit(lit.into_owned()), &[], &[], vdb.key_type)
+                    .and_then(|k| {
+                        group_of(vdb, k.as_key()?).and_then(|g| self.layout.group_index(g))
+                    });
+                match placed {
+                    Some(i) => Route::One(i),
+                    None => Route::Refuse(format!(
+                        "/*# table=\"{table}\" key=\"{}\" */: not a key of {table}'s type",
+                        text(key)
+                    )),
+                }
+            }
+            crate::layout::Placement::Single { group }
+            | crate::layout::Placement::Default { group } => match self.layout.group_index(group) {
+                Some(i) => Route::One(i),
+                None => Route::Session,
+            },
+            _ => Route::Refuse(format!(
+                "/*# table=\"{table}\" key=... */: {table} is not a sharded table of the layout"
+            )),
+        })
     }
 
     /// A statement parsed as it was written (its values in the tree).

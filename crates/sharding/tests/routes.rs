@@ -53,20 +53,8 @@ fn routes_golden() {
         let (r, db) = router.as_ref().expect("@layout first");
         let c = sextant_sql::classify(line.as_bytes());
         // Twice: the second time from the shape cache, which must agree.
-        let first = r.route(
-            Some(db),
-            line.as_bytes(),
-            LexMode::DEFAULT,
-            &[],
-            c.may_write(),
-        );
-        let second = r.route(
-            Some(db),
-            line.as_bytes(),
-            LexMode::DEFAULT,
-            &[],
-            c.may_write(),
-        );
+        let first = r.route(Some(db), line.as_bytes(), LexMode::DEFAULT, &[], &c);
+        let second = r.route(Some(db), line.as_bytes(), LexMode::DEFAULT, &[], &c);
         assert_eq!(first, second, "{line}: cached route differs");
         let _ = writeln!(out, "{line}\n  -> {}", show(r, &first));
     }

@@ -56,15 +56,10 @@ impl Session {
             self.local_ok().await?;
             return Ok(Sharded::Done);
         }
-        let route = sh.router.route(
-            self.vars.schema.as_deref(),
-            sql,
-            self.lex_mode(),
-            &[],
-            c.may_write(),
-        );
-        self.shard_route(sh, c.kind == Kind::Select, route, packet)
-            .await
+        let route = sh
+            .router
+            .route(self.vars.schema.as_deref(), sql, self.lex_mode(), &[], c);
+        self.shard_route(sh, route, packet).await
     }
 
     /// Sharding at COM_STMT_PREPARE: the statement is prepared in the
@@ -89,7 +84,7 @@ impl Session {
         if self.pinned() || self.pending_begin.is_some() {
             return Ok(Sharded::Continue);
         }
-        self.shard_route(sh, false, route, packet).await
+        self.shard_route(sh, route, packet).await
     }
 
     /// Sharding at COM_STMT_EXECUTE: routed by its parameters' values.
@@ -112,7 +107,10 @@ impl Session {
                     "COM_STMT_BULK_EXECUTE of a statement on a table the sharding layout places: its rows are not routed one by one yet; execute it row by row".into(),
                 ),
             },
-            false => sh.router.route(db, sql, self.lex_mode(), params, may_write),
+            false => {
+                let c = sextant_sql::classify(sql);
+                sh.router.route(db, sql, self.lex_mode(), params, &c)
+            }
         };
         let route = match route {
             Route::Scatter(set) | Route::Broadcast(set) => Route::Refuse(format!(
@@ -121,14 +119,13 @@ impl Session {
             )),
             r => r,
         };
-        self.shard_route(sh, false, route, &[]).await
+        self.shard_route(sh, route, &[]).await
     }
 
     /// Carries out a route (also for prepared statements' executions).
     pub(super) async fn shard_route(
         &mut self,
         sh: &Arc<Sharding>,
-        select: bool,
         route: Route,
         packet: &[u8],
     ) -> Result<Sharded, SessionError> {
@@ -156,6 +153,7 @@ impl Session {
                 None => return Ok(Sharded::Continue),
             },
             Route::Scatter(set) | Route::Broadcast(set) => {
+                let scatter = matches!(route, Route::Scatter(_));
                 if self.pinned()
                     || self.pending_begin.is_some()
                     || self.status & status::AUTOCOMMIT == 0
@@ -167,7 +165,7 @@ impl Session {
                     self.reply_error(e).await?;
                     return Ok(Sharded::Done);
                 }
-                let res = match select {
+                let res = match scatter {
                     true => self.scatter(sh, set, packet).await,
                     false => self.broadcast(sh, set, packet).await,
                 };

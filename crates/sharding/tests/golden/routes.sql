@@ -85,3 +85,14 @@ SELECT * FROM orders o JOIN order_items i USING (customer_id)
 SELECT * FROM orders o JOIN invoices i ON o.customer_id = i.invoice_no
 SELECT * FROM orders o JOIN settings s ON 1 = 1 WHERE o.customer_id = 5
 SELECT * FROM nowhere
+@layout part.json tpcc_shard default_group
+/*# group="all" */ CREATE DATABASE IF NOT EXISTS tpcc_shard
+/*# group="all" */ CREATE TABLE t1 (id INT)
+/*# group="all" */ SELECT COUNT(*) FROM warehouse
+/*# group="all" */ UPDATE item SET i_price = 1
+/*# group="data3" */ SELECT COUNT(*) FROM warehouse
+/*# group="data9" */ SELECT 1
+/*# table="warehouse" key="6" */ SELECT COUNT(*) FROM stock
+/*# table="tpcc_shard.warehouse" key="7" */ DELETE FROM stock WHERE s_i_id = 1
+/*# table="item" key="7" */ SELECT 1
+/*# table="nothere" key="7" */ SELECT 1
