@@ -45,7 +45,7 @@ pub struct Counters {
 }
 
 pub const COMMANDS: &str = "SHOW BACKENDS, SHOW STATUS, SHOW SESSIONS, KILL [QUERY] <session id>, \
-     EXPLAIN ROUTE [FOR USER name] <statement>, SELECT 1";
+     EXPLAIN ROUTE [FOR USER name] [IN DATABASE db] <statement>, SELECT 1";
 
 /// What admin commands can see.
 pub struct Context<'a> {
@@ -55,6 +55,8 @@ pub struct Context<'a> {
     pub users: Vec<(&'a str, RoutingPolicy, &'a str)>,
     /// The client sessions now (asked only by SHOW SESSIONS).
     pub sessions: &'a dyn Fn() -> Vec<SessionRow>,
+    /// The sharding layout's router, if the config has one.
+    pub sharding: Option<&'a sextant_sharding::Router>,
 }
 
 pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
@@ -191,6 +193,16 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
         }
         None => (None, rest.trim()),
     };
+    // IN DATABASE db: the session's current database (sharding: where
+    // unqualified tables are).
+    let (db, stmt) = match strip_words(stmt, &["IN", "DATABASE"]) {
+        Some(r) => {
+            let r = r.trim_start();
+            let end = r.find(char::is_whitespace).unwrap_or(r.len());
+            (Some(r[..end].trim_matches('`')), r[end..].trim())
+        }
+        None => (None, stmt),
+    };
     let stmt = stmt.trim_end_matches(';').trim();
     if stmt.is_empty() {
         return Answer::Error(
@@ -208,7 +220,15 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
         },
     };
     let (name, policy, group) = entry;
-    let g = ctx.pool.groups.get(*group);
+    let (group, sharding) = match ctx.sharding {
+        Some(r) => shard_route(r, db, stmt, group),
+        None => (group.to_string(), String::new()),
+    };
+    let group = group.as_str();
+    let g = ctx
+        .pool
+        .groups
+        .get(group.split(", ").next().unwrap_or(group));
     let c = match g {
         Some(g) => g.classify(stmt.as_bytes()),
         None => sextant_sql::classify(stmt.as_bytes()),
@@ -295,6 +315,7 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
             "retry",
             "pipeline",
             "note",
+            "sharding",
         ]
         .map(String::from)
         .to_vec(),
@@ -311,8 +332,59 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
             Some(d.retry.name().into()),
             Some(d.pipeline.to_string()),
             Some(note),
+            Some(sharding),
         ]],
     })
+}
+
+/// Where the sharding router sends a statement: the group(s) (the first
+/// is the one the plan columns describe) and the sharded plan in words.
+fn shard_route(
+    r: &sextant_sharding::Router,
+    db: Option<&str>,
+    stmt: &str,
+    user_group: &str,
+) -> (String, String) {
+    use sextant_sharding::Route;
+    let c = sextant_sql::classify(stmt.as_bytes());
+    let route = r.route(db, stmt.as_bytes(), sextant_sql::LexMode::DEFAULT, &[], &c);
+    let names = |set: sextant_sharding::analyze::GroupSet| {
+        set.iter()
+            .map(|i| r.group_name(i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match route {
+        Route::Session => {
+            let g = db
+                .and_then(|d| r.layout.default_group.get(&d.to_ascii_lowercase()))
+                .map_or(user_group.to_string(), String::clone);
+            (
+                g.clone(),
+                format!("names no table of the layout: runs in {g}, the session's group"),
+            )
+        }
+        Route::One(i) => (
+            r.group_name(i).to_string(),
+            format!("one group: {}, the statement unchanged", r.group_name(i)),
+        ),
+        Route::Scatter(set) => (
+            names(set),
+            format!(
+                "read over {} groups ({}): the statement unchanged on each, at once; rows concatenated in group order, one end",
+                set.len(),
+                names(set)
+            ),
+        ),
+        Route::Broadcast(set) => (
+            names(set),
+            format!(
+                "on each group's primary in turn ({}): the statement unchanged; stops at the first failure and names the groups reached",
+                names(set)
+            ),
+        ),
+        Route::Refuse(why) => (user_group.to_string(), format!("refused with 1235: {why}")),
+    }
 }
 
 fn consistency_name(c: sextant_config::Consistency) -> &'static str {
@@ -457,6 +529,7 @@ mod tests {
                     running: Some(("127.0.0.1:3307".into(), 99)),
                 }]
             },
+            sharding: None,
         };
         match execute("show sessions", &ctx) {
             Answer::Table(t) => assert_eq!(

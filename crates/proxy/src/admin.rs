@@ -97,6 +97,7 @@ async fn session(
                     };
                     let ctx = sextant_admin::Context {
                         sessions: &list,
+                        sharding: rt.sharding.as_ref().map(|s| &s.router),
                         pool: &rt.pool,
                         counters: &shared.counters,
                         users: rt

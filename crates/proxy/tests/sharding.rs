@@ -422,3 +422,36 @@ fn ddl_reaches_every_group_or_says_where_it_stopped() {
     assert_eq!(more.iter().map(|v| v[0]).collect::<Vec<_>>(), [1, 1, 0, 0]);
     c.query_drop("DROP TABLE IF EXISTS audit").unwrap();
 }
+
+#[test]
+fn explain_route_shows_the_sharded_plan() {
+    let (_serial, p) = start();
+    let mut a = p.admin();
+    let mut explain = |sql: &str| -> (String, String) {
+        let row: mysql::Row = a
+            .query_first(format!("EXPLAIN ROUTE IN DATABASE {DB} {sql}"))
+            .unwrap()
+            .unwrap();
+        (
+            row.get::<String, _>("group").unwrap(),
+            row.get::<String, _>("sharding").unwrap(),
+        )
+    };
+    let (g, s) = explain("SELECT * FROM orders WHERE customer_id = 6");
+    assert_eq!(g, "data3");
+    assert!(s.starts_with("one group: data3"), "{s}");
+    let (g, s) = explain("SELECT * FROM orders WHERE customer_id IN (1, 2)");
+    assert_eq!(g, "data2, data3");
+    assert!(s.contains("rows concatenated"), "{s}");
+    let (_, s) = explain("SELECT COUNT(*) FROM orders");
+    assert!(s.starts_with("refused with 1235: "), "{s}");
+    let (g, s) = explain("ALTER TABLE orders ADD COLUMN x INT");
+    assert_eq!(g, "data1, data2, data3, data4");
+    assert!(s.contains("primary in turn"), "{s}");
+    let (g, s) = explain("SELECT * FROM settings");
+    assert_eq!(g, "data2");
+    assert!(s.starts_with("one group"), "{s}");
+    let (g, s) = explain("SELECT 1");
+    assert_eq!(g, "data1");
+    assert!(s.contains("no table of the layout"), "{s}");
+}
