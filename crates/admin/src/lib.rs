@@ -383,6 +383,23 @@ fn shard_route(
                 names(set)
             ),
         ),
+        Route::Merge(m) => (
+            names(m.groups),
+            format!(
+                "read over {} groups ({}), each running: {}; rows merged{}{}, one held per group at a time",
+                m.groups.len(),
+                names(m.groups),
+                String::from_utf8_lossy(&m.sql),
+                match m.order.len() {
+                    0 => String::new(),
+                    n => format!(" by {n} ORDER BY item(s) (hidden columns cut off)"),
+                },
+                match m.count {
+                    Some(c) => format!(", {} skipped, then at most {c}", m.offset),
+                    None => String::new(),
+                }
+            ),
+        ),
         Route::Refuse(why) => (user_group.to_string(), format!("refused with 1235: {why}")),
     }
 }

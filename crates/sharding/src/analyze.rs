@@ -69,6 +69,15 @@ pub enum Keys {
     Or(Vec<Keys>),
 }
 
+/// An ORDER BY item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrderItem {
+    Expr(String),
+    /// `ORDER BY 2`: the select list's item (1-based), a value of the
+    /// statement.
+    Position(Val),
+}
+
 /// Where a table the statement names lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Place {
@@ -122,6 +131,16 @@ pub struct Analysis {
     pub sets_key: Vec<(usize, Option<Val>)>,
     /// The statement cannot be served on a sharded layout, and why.
     pub refuse: Option<String>,
+    /// The top-level ORDER BY, for a merge of several groups' rows: each
+    /// item (an expression as SQL text, ready to be selected again, or a
+    /// position in the select list), and whether it is descending. Err:
+    /// an ORDER BY sextant cannot merge by.
+    pub order: Result<Vec<(OrderItem, bool)>, &'static str>,
+    /// The top-level select list as SQL text (None: a wildcard), for
+    /// ORDER BY positions.
+    pub projection: Vec<Option<String>>,
+    /// The top-level LIMIT: count and offset.
+    pub limit: Option<(Val, Option<Val>)>,
 }
 
 impl Analysis {
@@ -135,6 +154,9 @@ impl Analysis {
             insert_target: None,
             sets_key: Vec::new(),
             refuse: None,
+            order: Ok(Vec::new()),
+            projection: Vec::new(),
+            limit: None,
         }
     }
 
@@ -342,11 +364,49 @@ impl Cx<'_> {
             }
         }
         if top {
-            if q.order_by.is_some() {
-                self.a.blocks_merge("ORDER BY");
+            if let SetExpr::Select(sel) = &*q.body {
+                use sqlparser::ast::SelectItem;
+                self.a.projection = sel
+                    .projection
+                    .iter()
+                    .map(|p| match p {
+                        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                            let t = e.to_string();
+                            (!t.contains('$') && !t.contains('?')).then_some(t)
+                        }
+                        _ => None,
+                    })
+                    .collect();
             }
-            if q.limit_clause.is_some() || q.fetch.is_some() {
-                self.a.blocks_merge("LIMIT");
+            if let Some(o) = &q.order_by {
+                self.a.order = order_items(o, &q.body);
+            }
+            match &q.limit_clause {
+                Some(sqlparser::ast::LimitClause::LimitOffset {
+                    limit: Some(l),
+                    offset,
+                    limit_by,
+                }) if limit_by.is_empty() => {
+                    let off = match offset {
+                        Some(o) => val_of(&o.value).map(Some),
+                        None => Some(None),
+                    };
+                    match (val_of(l), off) {
+                        (Some(l), Some(o)) => self.a.limit = Some((l, o)),
+                        _ => self.a.blocks_merge("a LIMIT that is not a number"),
+                    }
+                }
+                Some(sqlparser::ast::LimitClause::OffsetCommaLimit { offset, limit }) => {
+                    match (val_of(limit), val_of(offset)) {
+                        (Some(l), Some(o)) => self.a.limit = Some((l, Some(o))),
+                        _ => self.a.blocks_merge("a LIMIT that is not a number"),
+                    }
+                }
+                None => {}
+                Some(_) => self.a.blocks_merge("this LIMIT form"),
+            }
+            if q.fetch.is_some() {
+                self.a.blocks_merge("FETCH");
             }
         }
         self.set_expr(&q.body, top);
@@ -779,6 +839,58 @@ impl Cx<'_> {
             _ => {}
         }
     }
+}
+
+/// ORDER BY items as expressions that can be selected again: a column, an
+/// alias of the select list (resolved to its expression), a position, or
+/// another expression without values.
+fn order_items(
+    o: &sqlparser::ast::OrderBy,
+    body: &SetExpr,
+) -> Result<Vec<(OrderItem, bool)>, &'static str> {
+    use sqlparser::ast::{OrderByKind, SelectItem};
+    let OrderByKind::Expressions(items) = &o.kind else {
+        return Err("ORDER BY ALL");
+    };
+    let SetExpr::Select(sel) = body else {
+        return Err("ORDER BY of a UNION");
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for it in items {
+        if it.options.nulls_first.is_some() {
+            return Err("NULLS FIRST / LAST");
+        }
+        let desc = it.options.asc == Some(false);
+        // A select-list alias, or a position, stands for its expression.
+        if let Some(v @ (Val::Slot(_) | Val::Lit(Lit::Int(_)))) = val_of(&it.expr) {
+            out.push((OrderItem::Position(v), desc));
+            continue;
+        }
+        let text = match &it.expr {
+            Expr::Identifier(id) => sel
+                .projection
+                .iter()
+                .find_map(|p| match p {
+                    SelectItem::ExprWithAlias { expr, alias }
+                        if alias.value.eq_ignore_ascii_case(&id.value) =>
+                    {
+                        Some(expr.to_string())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_else(|| it.expr.to_string()),
+            e => e.to_string(),
+        };
+        // Values are placeholders in a shape: not repeatable as text.
+        if text.contains('$') || text.contains('?') {
+            return Err("an ORDER BY expression with values");
+        }
+        if text.to_ascii_lowercase().contains("select") {
+            return Err("an ORDER BY subquery");
+        }
+        out.push((OrderItem::Expr(text), desc));
+    }
+    Ok(out)
 }
 
 fn idents(n: &ObjectName) -> Vec<&str> {

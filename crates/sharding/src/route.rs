@@ -4,7 +4,7 @@
 //! statement's analysis and its values; the analysis of each statement
 //! shape is parsed once per thread and cached.
 
-use crate::analyze::{analyze, Analysis, GroupSet, Keys, Place, StmtKind, Val};
+use crate::analyze::{analyze, Analysis, GroupSet, Keys, OrderItem, Place, StmtKind, Val};
 use crate::fingerprint::{fingerprint, Lit, Slot, Tokens};
 use crate::layout::{KeyType, Layout, Method, Partition, Unlisted, Vdb};
 use crate::placement::{group_of, KeyValue};
@@ -27,8 +27,39 @@ pub enum Route {
     Scatter(GroupSet),
     /// DDL, run on every group holding the table.
     Broadcast(GroupSet),
+    /// A read over several groups whose rows are merged: ordered, and/or
+    /// limited.
+    Merge(Box<MergePlan>),
     /// Not run: why (for an ER_NOT_SUPPORTED_YET message).
     Refuse(String),
+}
+
+/// How a read over several groups is merged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergePlan {
+    pub groups: GroupSet,
+    /// The statement each group runs: the client's, with hidden columns
+    /// per ORDER BY item at the end of its select list (see
+    /// [`MergePlan::hidden`]), and a LIMIT of offset + count without
+    /// offset.
+    pub sql: Vec<u8>,
+    /// Each ORDER BY item: descending?
+    pub order: Vec<bool>,
+    /// Each ORDER BY item's expression, selected again as hidden columns.
+    pub exprs: Vec<String>,
+    /// Rows to skip, and rows to return after them (None: all).
+    pub offset: u64,
+    pub count: Option<u64>,
+}
+
+impl MergePlan {
+    /// Hidden columns at the end of each group's rows: per ORDER BY item
+    /// its value, its weight, and the weight of it with a space appended
+    /// (whose extra bytes are the weight of a space: strings compare as if
+    /// the shorter were padded with spaces).
+    pub fn hidden(&self) -> usize {
+        3 * self.order.len()
+    }
 }
 
 /// Most shapes a thread keeps; past it the cache starts over (a workload
@@ -124,7 +155,7 @@ impl Router {
             match c.entries.get(&c.key) {
                 Some(Cached::Shape(a)) => {
                     let r = self.route_analysis(a, &slots, params);
-                    return self.other(r, a, sql, mode, may_write);
+                    return self.finish(self.other(r, a, sql, mode, may_write), a, sql, mode);
                 }
                 Some(Cached::AsWritten) => {
                     return self.as_written(db, sql, mode, tokens, may_write)
@@ -139,7 +170,7 @@ impl Router {
                 Ok(stmts) => {
                     let a = Arc::new(analyze(&self.layout, db, &stmts, tokens));
                     let r = self.route_analysis(&a, &slots, params);
-                    let r = self.other(r, &a, sql, mode, may_write);
+                    let r = self.finish(self.other(r, &a, sql, mode, may_write), &a, sql, mode);
                     c.entries.insert(c.key.clone(), Cached::Shape(a));
                     r
                 }
@@ -305,9 +336,28 @@ impl Router {
             Ok(stmts) => {
                 let a = analyze(&self.layout, db, &stmts, tokens);
                 let r = self.route_analysis(&a, &[], &[]);
-                self.other(r, &a, sql, mode, may_write)
+                self.finish(self.other(r, &a, sql, mode, may_write), &a, sql, mode)
             }
             Err(e) => self.unparsed(db, sql, mode, may_write, &e.to_string()),
+        }
+    }
+
+    /// A merge plan gets the SQL each group runs.
+    fn finish(&self, r: Route, a: &Analysis, sql: &[u8], mode: LexMode) -> Route {
+        let Route::Merge(mut plan) = r else {
+            return r;
+        };
+        let limit = plan.count.map(|c| c.saturating_add(plan.offset));
+        let _ = a;
+        match merge_sql(sql, mode, &plan.exprs, limit) {
+            Ok(q) => {
+                plan.sql = q;
+                Route::Merge(plan)
+            }
+            Err(why) => Route::Refuse(format!(
+                "a read over {} groups that needs merging, and {why}",
+                plan.groups.len()
+            )),
         }
     }
 
@@ -558,7 +608,61 @@ impl Router {
                 required.len()
             ));
         }
-        Route::Scatter(required)
+        let order = match &a.order {
+            Ok(o) => o,
+            Err(why) => {
+                return Route::Refuse(format!(
+                    "a read over {} groups with {why}: sextant cannot merge the groups' rows by it; restrict it by the shard key to one group",
+                    required.len()
+                ))
+            }
+        };
+        if order.is_empty() && a.limit.is_none() {
+            return Route::Scatter(required);
+        }
+        let number = |v: &Val| match key_value(v, slots, params, KeyType::Int) {
+            Some(OwnedKey::Int(i)) if i >= 0 => Some(i as u64),
+            _ => None,
+        };
+        let mut exprs = Vec::with_capacity(order.len());
+        for (item, _) in order {
+            let e = match item {
+                OrderItem::Expr(e) => Some(e.clone()),
+                OrderItem::Position(v) => number(v)
+                    .and_then(|i| (i as usize).checked_sub(1))
+                    .and_then(|i| a.projection.get(i).cloned().flatten()),
+            };
+            match e {
+                Some(e) => exprs.push(e),
+                None => {
+                    return Route::Refuse(format!(
+                        "a read over {} groups ordered by a position that is not a plain item of the select list (a wildcard, or an item with values)",
+                        required.len()
+                    ))
+                }
+            }
+        }
+        let (offset, count) = match &a.limit {
+            None => (0, None),
+            Some((count, offset)) => {
+                let offset = match offset {
+                    Some(o) => number(o),
+                    None => Some(0),
+                };
+                match (number(count), offset) {
+                    (Some(c), Some(o)) => (o, Some(c)),
+                    _ => return Route::Refuse("a LIMIT that is not a number".into()),
+                }
+            }
+        };
+        Route::Merge(Box::new(MergePlan {
+            groups: required,
+            sql: Vec::new(),
+            order: order.iter().map(|(_, desc)| *desc).collect(),
+            exprs,
+            offset,
+            count,
+        }))
     }
 
     /// Every sharded table is joined, directly or through others, to the
@@ -744,6 +848,81 @@ impl Router {
         }
         set
     }
+}
+
+/// The statement a group runs for a merge: three hidden columns per ORDER
+/// BY item appended to the top-level select list (its value, and
+/// `WEIGHT_STRING` of it and of it with a space appended: bytes that sort
+/// as the server's collation sorts strings, and the weight of a space),
+/// and the top-level LIMIT replaced by `LIMIT n` (offset + count: every
+/// row the merge may need, from each group).
+pub fn merge_sql(
+    sql: &[u8],
+    mode: LexMode,
+    order: &[String],
+    limit: Option<u64>,
+) -> Result<Vec<u8>, &'static str> {
+    let base = sql.as_ptr() as usize;
+    let mut depth = 0i32;
+    let mut select_seen = false;
+    let mut from_at = None;
+    let mut limit_span: Option<(usize, usize)> = None;
+    let mut in_limit = false;
+    for t in Lexer::with_mode(sql, mode) {
+        let start = t.text.as_ptr() as usize - base;
+        let end = start + t.text.len();
+        if t.is_punct(b'(') {
+            depth += 1;
+        } else if t.is_punct(b')') {
+            depth -= 1;
+        }
+        if depth != 0 {
+            if in_limit {
+                return Err("its LIMIT is not plain numbers");
+            }
+            continue;
+        }
+        if t.is_word("select") && !select_seen {
+            select_seen = true;
+        } else if t.is_word("from") && select_seen && from_at.is_none() {
+            from_at = Some(start);
+        } else if t.is_word("limit") && from_at.is_some() {
+            in_limit = true;
+            limit_span = Some((start, end));
+        } else if in_limit {
+            let ends = t.is_punct(b';')
+                || ["for", "lock", "procedure", "into"]
+                    .iter()
+                    .any(|w| t.is_word(w));
+            if ends {
+                in_limit = false;
+            } else if let Some(span) = limit_span.as_mut() {
+                span.1 = end;
+            }
+        }
+    }
+    let from_at = from_at.ok_or("no FROM at its top level")?;
+    let mut out = Vec::with_capacity(sql.len() + 64);
+    out.extend_from_slice(&sql[..from_at]);
+    for e in order {
+        out.extend_from_slice(
+            format!(", {e}, WEIGHT_STRING({e}), WEIGHT_STRING(CONCAT({e}, ' ')) ").as_bytes(),
+        );
+    }
+    match (limit_span, limit) {
+        (Some((s, e)), Some(n)) => {
+            out.extend_from_slice(&sql[from_at..s]);
+            out.extend_from_slice(format!("LIMIT {n}").as_bytes());
+            out.extend_from_slice(&sql[e..]);
+        }
+        (None, Some(n)) => {
+            // A LIMIT the parser saw must be in the text.
+            let _ = n;
+            return Err("its LIMIT could not be found in the text");
+        }
+        (_, None) => out.extend_from_slice(&sql[from_at..]),
+    }
+    Ok(out)
 }
 
 /// The part of a statement the parser reads: MySQL's older `LOCK IN

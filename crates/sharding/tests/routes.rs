@@ -26,6 +26,14 @@ fn show(r: &Router, route: &Route) -> String {
         Route::Scatter(s) => format!("scatter {}", names(*s)),
         Route::Broadcast(s) => format!("broadcast {}", names(*s)),
         Route::Refuse(why) => format!("refuse: {why}"),
+        Route::Merge(m) => format!(
+            "merge {} order {:?} offset {} count {:?}: {}",
+            names(m.groups),
+            m.order,
+            m.offset,
+            m.count,
+            String::from_utf8_lossy(&m.sql)
+        ),
     }
 }
 

@@ -113,6 +113,10 @@ impl Session {
             }
         };
         let route = match route {
+            Route::Merge(m) => Route::Refuse(format!(
+                "a prepared statement for several groups ({}) is not run yet; restrict it by the shard key to one group, or send it as text",
+                names(sh, m.groups)
+            )),
             Route::Scatter(set) | Route::Broadcast(set) => Route::Refuse(format!(
                 "a prepared statement for several groups ({}) is not run yet; restrict it by the shard key to one group, or send it as text",
                 names(sh, set)
@@ -152,6 +156,27 @@ impl Session {
                 Some(g) => (g.clone(), Some(i)),
                 None => return Ok(Sharded::Continue),
             },
+            Route::Merge(plan) => {
+                if self.pinned()
+                    || self.pending_begin.is_some()
+                    || self.status & status::AUTOCOMMIT == 0
+                {
+                    let e = SessionError::ShardUnsupported(format!(
+                        "inside a transaction, a statement for several groups ({}): a transaction runs in one group until distributed transactions are supported",
+                        names(sh, plan.groups)
+                    ));
+                    self.reply_error(e).await?;
+                    return Ok(Sharded::Done);
+                }
+                return match self.merge(sh, &plan, packet).await {
+                    Ok(()) => Ok(Sharded::Done),
+                    Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_))) => Err(e),
+                    Err(e) => {
+                        self.reply_error(e).await?;
+                        Ok(Sharded::Done)
+                    }
+                };
+            }
             Route::Scatter(set) | Route::Broadcast(set) => {
                 let scatter = matches!(route, Route::Scatter(_));
                 if self.pinned()
@@ -382,6 +407,90 @@ impl Session {
         }
     }
 
+    /// A read over several groups whose rows are merged by the ORDER BY
+    /// items (hidden columns each group adds) and cut to the LIMIT. Rows
+    /// stream: one row per group is held at a time, whatever the OFFSET.
+    async fn merge(
+        &mut self,
+        sh: &Arc<Sharding>,
+        plan: &sextant_sharding::route::MergePlan,
+        packet: &[u8],
+    ) -> Result<(), SessionError> {
+        // The statement each group runs, after the client's command
+        // prefix (COM_QUERY, and its attributes under QUERY_ATTRIBUTES).
+        let prefix = match self.flavor.caps & sextant_protocol::consts::cap::QUERY_ATTRIBUTES {
+            0 => 1,
+            _ => sextant_protocol::packets::query_text_offset(packet, true)
+                .map_err(SessionError::Malformed)?,
+        };
+        let mut q = Vec::with_capacity(prefix + plan.sql.len());
+        q.extend_from_slice(&packet[..prefix]);
+        q.extend_from_slice(&plan.sql);
+        let c = sextant_sql::classify(&plan.sql);
+        let p = plan_for(self, &c);
+        self.require(&p);
+        self.release();
+        let mut leases = self.leases_for(sh, plan.groups, p.target).await?;
+        for l in leases.iter_mut() {
+            if let Err(e) = l.conn_mut().send(0, &q).await {
+                leases.into_iter().for_each(Lease::discard);
+                return Err(e.into());
+            }
+        }
+        let eof_mode = !self.flavor.deprecate_eof();
+        let hidden = plan.hidden();
+        let res = merge_rows(
+            &mut leases,
+            &mut self.client,
+            plan,
+            hidden,
+            eof_mode,
+            self.status,
+        )
+        .await;
+        match res {
+            Ok(finished) => {
+                for (l, done) in leases.into_iter().zip(finished) {
+                    if done {
+                        drop(l);
+                    } else {
+                        // Rows the LIMIT did not need are still coming.
+                        l.discard();
+                    }
+                }
+                self.read_done();
+                Ok(())
+            }
+            Err((e, sent)) => {
+                leases.into_iter().for_each(Lease::discard);
+                if sent.is_none() {
+                    self.client.out.clear();
+                }
+                let e = match e {
+                    Fail::Server(_, pkt) if sent.is_none() => {
+                        self.client.out.clear();
+                        write_packet(&mut self.client.out, 1, &pkt);
+                        return self.client.flush().await;
+                    }
+                    Fail::Server(addr, pkt) => server_error(&addr, &pkt),
+                    Fail::Other(e) => e,
+                };
+                if let Some(seq) = sent {
+                    let text = e.to_string();
+                    let mut err = Vec::with_capacity(text.len() + 9);
+                    err.push(0xff);
+                    err.extend_from_slice(&crate::errors::ER_SEXTANT_SHARD_PARTIAL.to_le_bytes());
+                    err.extend_from_slice(b"#HY000");
+                    err.extend_from_slice(text.as_bytes());
+                    write_packet(&mut self.client.out, seq, &err);
+                    self.client.flush().await?;
+                    return Ok(());
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// A DDL on every group holding its table, one after another, each on
     /// its primary. A failure stops it, and says which groups it reached.
     async fn broadcast(
@@ -479,6 +588,277 @@ fn names(sh: &Sharding, set: GroupSet) -> String {
         .join(", ")
 }
 
+fn plan_for(s: &mut Session, c: &Classification<'_>) -> sextant_routing::Plan {
+    plan(
+        c,
+        s.facts(),
+        &s.user.policy,
+        s.group.plan_facts(),
+        Command::Query,
+        &mut s.cursor,
+    )
+}
+
+/// One group's result stream in a merge.
+struct Stream {
+    row: Option<Vec<u8>>,
+    cells: Vec<Option<(usize, usize)>>,
+    done: bool,
+}
+
+/// Reads the next row of a group (None at its end).
+async fn next_row(l: &mut Lease, n: usize) -> Result<Stream, Fail> {
+    let conn = l.conn_mut();
+    let (_, row) = conn.read_packet().await?;
+    match row.first() {
+        Some(0xff) => Err(Fail::Server(conn.addr.clone(), row)),
+        Some(0xfe) if row.len() < 0xff_ff_ff => Ok(Stream {
+            row: None,
+            cells: Vec::new(),
+            done: true,
+        }),
+        _ => {
+            let cells = cells(&row, n).ok_or_else(|| {
+                Fail::Other(SessionError::ShardUnsupported(
+                    "a row that does not read as text-protocol cells".into(),
+                ))
+            })?;
+            Ok(Stream {
+                row: Some(row),
+                cells,
+                done: false,
+            })
+        }
+    }
+}
+
+/// The merge itself: the first group's visible column definitions, then
+/// rows in ORDER BY order (hidden columns cut off), OFFSET skipped, up to
+/// the LIMIT, then one end. Returns which groups were read to their end;
+/// on error, whether anything reached the client.
+async fn merge_rows(
+    leases: &mut [Lease],
+    client: &mut crate::client::Client,
+    plan: &sextant_sharding::route::MergePlan,
+    hidden: usize,
+    eof_mode: bool,
+    session_status: u16,
+) -> Result<Vec<bool>, (Fail, Option<u8>)> {
+    // Until the first flush, an error replaces everything written.
+    let mut flushed = false;
+    let mut seq: u8 = 1;
+    let mut n = 0usize;
+    let mut kinds: Vec<KeyKind> = Vec::new();
+    for (k, l) in leases.iter_mut().enumerate() {
+        let conn = l.conn_mut();
+        let (_, first) = conn.read_packet().await.map_err(|e| (e.into(), None))?;
+        match first.first() {
+            Some(0xff) => return Err((Fail::Server(conn.addr.clone(), first), None)),
+            Some(0x00) | None => {
+                return Err((
+                    Fail::Other(SessionError::ShardUnsupported(
+                        "a read over several groups returned no rows on one of them".into(),
+                    )),
+                    None,
+                ))
+            }
+            _ => {}
+        }
+        let cols = lenenc(&first) as usize;
+        if k == 0 {
+            n = cols;
+            if cols < hidden {
+                return Err((
+                    Fail::Other(SessionError::ShardUnsupported(
+                        "fewer columns than the merge added".into(),
+                    )),
+                    None,
+                ));
+            }
+        } else if cols != n {
+            return Err((
+                Fail::Other(SessionError::ShardUnsupported(format!(
+                    "the groups answered with different columns ({n} and {cols})"
+                ))),
+                None,
+            ));
+        }
+        let mut defs = Vec::with_capacity(cols);
+        for _ in 0..cols {
+            let (_, def) = conn.read_packet().await.map_err(|e| (e.into(), None))?;
+            defs.push(def);
+        }
+        if eof_mode {
+            conn.read_packet().await.map_err(|e| (e.into(), None))?;
+        }
+        if k == 0 {
+            for i in 0..hidden / 3 {
+                match key_kind(&defs[cols - hidden + 3 * i]) {
+                    Ok(kind) => kinds.push(kind),
+                    Err(why) => {
+                        return Err((
+                            Fail::Other(SessionError::ShardUnsupported(format!(
+                                "a read over several groups ordered by {why}: sextant cannot merge by it"
+                            ))),
+                            None,
+                        ))
+                    }
+                }
+            }
+            let visible = cols - hidden;
+            let mut count = Vec::with_capacity(9);
+            write_lenenc(&mut count, visible as u64);
+            client.out.clear();
+            seq = write_packet(&mut client.out, seq, &count);
+            for def in &defs[..visible] {
+                seq = write_packet(&mut client.out, seq, def);
+            }
+            if eof_mode {
+                seq = write_packet(&mut client.out, seq, &[0xfe, 0, 0, 0x02, 0]);
+            }
+        }
+    }
+    let visible = n - hidden;
+    let mut streams = Vec::with_capacity(leases.len());
+    for l in leases.iter_mut() {
+        streams.push(next_row(l, n).await.map_err(|e| (e, None))?);
+    }
+    let mut skipped = 0u64;
+    let mut sent = 0u64;
+    loop {
+        if plan.count.is_some_and(|c| sent >= c) {
+            break;
+        }
+        // The smallest current row (the lowest group first among equals).
+        let mut best: Option<usize> = None;
+        for (i, s) in streams.iter().enumerate() {
+            let Some(row) = &s.row else { continue };
+            let Some(b) = best else {
+                best = Some(i);
+                continue;
+            };
+            let other = &streams[b];
+            let Some(orow) = &other.row else { continue };
+            let mut ord = std::cmp::Ordering::Equal;
+            for (j, kind) in kinds.iter().enumerate() {
+                let base = visible + 3 * j;
+                let cell = |r: &[u8], c: &[Option<(usize, usize)>], k: usize| -> Option<Vec<u8>> {
+                    c[k].map(|(a, z)| r[a..z].to_vec())
+                };
+                let o = match kind {
+                    KeyKind::Weight => {
+                        let x = cell(row, &s.cells, base + 1);
+                        let y = cell(orow, &other.cells, base + 1);
+                        let padded = cell(row, &s.cells, base + 2);
+                        let space = match (&x, &padded) {
+                            (Some(w), Some(p)) if p.starts_with(w) => p[w.len()..].to_vec(),
+                            _ => Vec::new(),
+                        };
+                        match (s.cells[base], other.cells[base]) {
+                            (None, None) => std::cmp::Ordering::Equal,
+                            (None, _) => std::cmp::Ordering::Less,
+                            (_, None) => std::cmp::Ordering::Greater,
+                            _ => pad_compare(
+                                x.as_deref().unwrap_or_default(),
+                                y.as_deref().unwrap_or_default(),
+                                &space,
+                            ),
+                        }
+                    }
+                    _ => compare(
+                        *kind,
+                        cell(row, &s.cells, base).as_deref(),
+                        cell(orow, &other.cells, base).as_deref(),
+                    ),
+                };
+                let o = if plan.order[j] { o.reverse() } else { o };
+                if o != std::cmp::Ordering::Equal {
+                    ord = o;
+                    break;
+                }
+            }
+            if ord == std::cmp::Ordering::Less {
+                best = Some(i);
+            }
+        }
+        let Some(b) = best else { break };
+        if skipped < plan.offset {
+            skipped += 1;
+        } else {
+            let s = &streams[b];
+            if let Some(row) = &s.row {
+                let end = match hidden {
+                    0 => row.len(),
+                    _ => visible_end(row, visible),
+                };
+                seq = write_packet(&mut client.out, seq, &row[..end]);
+                sent += 1;
+            }
+            if client.out.len() >= 64 * 1024 {
+                client
+                    .flush()
+                    .await
+                    .map_err(|e| (Fail::Other(e), Some(seq)))?;
+                flushed = true;
+            }
+        }
+        streams[b] = next_row(&mut leases[b], n)
+            .await
+            .map_err(|e| (e, flushed.then_some(seq)))?;
+    }
+    let st = session_status & !status::MORE_RESULTS_EXISTS;
+    if eof_mode {
+        write_eof(&mut client.out, seq, st);
+    } else {
+        let ok = OkPacket {
+            header: 0xfe,
+            status: st,
+            ..Default::default()
+        };
+        write_ok(&mut client.out, seq, &ok, false);
+    }
+    client
+        .flush()
+        .await
+        .map_err(|e| (Fail::Other(e), Some(seq)))?;
+    Ok(streams.iter().map(|s| s.done).collect())
+}
+
+/// Where the first `visible` cells of a text row end.
+fn visible_end(row: &[u8], visible: usize) -> usize {
+    let mut i = 0;
+    for _ in 0..visible {
+        if row.get(i) == Some(&0xfb) {
+            i += 1;
+            continue;
+        }
+        let mut r = sextant_protocol::codec::Reader::new(row.get(i..).unwrap_or_default());
+        match r.lenenc_bytes("cell") {
+            Ok(_) => i = row.len() - r.remaining(),
+            Err(_) => return row.len(),
+        }
+    }
+    i
+}
+
+fn write_lenenc(out: &mut Vec<u8>, v: u64) {
+    match v {
+        0..=0xfa => out.push(v as u8),
+        0xfb..=0xffff => {
+            out.push(0xfc);
+            out.extend_from_slice(&(v as u16).to_le_bytes());
+        }
+        0x1_0000..=0xff_ffff => {
+            out.push(0xfd);
+            out.extend_from_slice(&(v as u32).to_le_bytes()[..3]);
+        }
+        _ => {
+            out.push(0xfe);
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
 /// Why a group's answer could not be relayed: the server's error packet,
 /// or anything else.
 enum Fail {
@@ -566,4 +946,249 @@ fn server_error(addr: &str, pkt: &[u8]) -> SessionError {
         .get(9..)
         .map_or(String::new(), |m| String::from_utf8_lossy(m).into_owned());
     SessionError::ShardPartial(format!("server {addr} answered error {code}: {msg}"))
+}
+
+/// How one ORDER BY item of a merge compares, from its hidden value
+/// column's definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyKind {
+    Int,
+    Decimal,
+    Float,
+    /// DATE, DATETIME, TIMESTAMP: their text sorts as they do.
+    Bytes,
+    Time,
+    /// Strings in a collation: by their WEIGHT_STRING column.
+    Weight,
+}
+
+/// The kind of an ORDER BY value column, or why it cannot be merged on.
+fn key_kind(def: &[u8]) -> Result<KeyKind, String> {
+    let mut r = sextant_protocol::codec::Reader::new(def);
+    for what in [
+        "catalog",
+        "schema",
+        "table",
+        "org_table",
+        "name",
+        "org_name",
+    ] {
+        r.lenenc_bytes(what)
+            .map_err(|e| format!("column definition: {e}"))?;
+    }
+    let rest = &def[def.len() - r.remaining()..];
+    // MariaDB's extended metadata comes before the fixed fields.
+    let fixed = match rest.first() {
+        Some(0x0c) => &rest[1..],
+        _ => {
+            let mut r = sextant_protocol::codec::Reader::new(rest);
+            r.lenenc_bytes("extended metadata")
+                .map_err(|e| format!("column definition: {e}"))?;
+            let rest = &rest[rest.len() - r.remaining()..];
+            rest.get(1..).unwrap_or_default()
+        }
+    };
+    if fixed.len() < 10 {
+        return Err("a short column definition".into());
+    }
+    let charset = u16::from_le_bytes([fixed[0], fixed[1]]);
+    let ty = fixed[6];
+    let flags = u16::from_le_bytes([fixed[7], fixed[8]]);
+    const ENUM: u16 = 0x100;
+    const SET: u16 = 0x800;
+    if flags & (ENUM | SET) != 0 {
+        return Err("an ENUM or SET column (the server orders those by their index)".into());
+    }
+    Ok(match ty {
+        1 | 2 | 3 | 8 | 9 | 13 => KeyKind::Int,
+        0 | 246 => KeyKind::Decimal,
+        4 | 5 => KeyKind::Float,
+        7 | 10 | 12 | 14 | 17 | 18 | 16 => KeyKind::Bytes,
+        11 | 19 => KeyKind::Time,
+        6 => KeyKind::Bytes,
+        _ if charset == 63 => KeyKind::Bytes,
+        _ => KeyKind::Weight,
+    })
+}
+
+/// Offsets of a text-protocol row's cells (None: NULL).
+fn cells(row: &[u8], n: usize) -> Option<Vec<Option<(usize, usize)>>> {
+    let mut out = Vec::with_capacity(n);
+    let mut i = 0;
+    for _ in 0..n {
+        if row.get(i) == Some(&0xfb) {
+            out.push(None);
+            i += 1;
+            continue;
+        }
+        let mut r = sextant_protocol::codec::Reader::new(row.get(i..)?);
+        let v = r.lenenc_bytes("cell").ok()?;
+        let start = row.len() - r.remaining() - v.len();
+        out.push(Some((start, start + v.len())));
+        i = row.len() - r.remaining();
+    }
+    Some(out)
+}
+
+/// Compares two values of one ORDER BY item, ascending, NULL first (as
+/// MySQL sorts).
+fn compare(kind: KeyKind, a: Option<&[u8]>, b: Option<&[u8]>) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (a, b) = match (a, b) {
+        (None, None) => return Ordering::Equal,
+        (None, _) => return Ordering::Less,
+        (_, None) => return Ordering::Greater,
+        (Some(a), Some(b)) => (a, b),
+    };
+    let text = |v: &[u8]| std::str::from_utf8(v).unwrap_or("").trim().to_string();
+    match kind {
+        KeyKind::Int => {
+            let p = |v: &[u8]| text(v).parse::<i128>().unwrap_or(0);
+            p(a).cmp(&p(b))
+        }
+        KeyKind::Float => {
+            let p = |v: &[u8]| text(v).parse::<f64>().unwrap_or(0.0);
+            p(a).total_cmp(&p(b))
+        }
+        KeyKind::Decimal => decimal_cmp(&text(a), &text(b)),
+        KeyKind::Time => {
+            let secs = |v: &[u8]| {
+                let t = text(v);
+                let (neg, t) = match t.strip_prefix('-') {
+                    Some(r) => (true, r.to_string()),
+                    None => (false, t),
+                };
+                let mut parts = t.split(':');
+                let h: f64 = parts.next().and_then(|x| x.parse().ok()).unwrap_or(0.0);
+                let m: f64 = parts.next().and_then(|x| x.parse().ok()).unwrap_or(0.0);
+                let s: f64 = parts.next().and_then(|x| x.parse().ok()).unwrap_or(0.0);
+                let v = h * 3600.0 + m * 60.0 + s;
+                if neg {
+                    -v
+                } else {
+                    v
+                }
+            };
+            secs(a).total_cmp(&secs(b))
+        }
+        KeyKind::Bytes | KeyKind::Weight => a.cmp(b),
+    }
+}
+
+/// Compares collation weights as the server compares strings with PAD
+/// SPACE: the shorter as if followed by spaces (`space`: a space's
+/// weight).
+fn pad_compare(a: &[u8], b: &[u8], space: &[u8]) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let common = a.len().min(b.len());
+    match a[..common].cmp(&b[..common]) {
+        Ordering::Equal => {}
+        o => return o,
+    }
+    let (rest, flip) = match a.len().cmp(&b.len()) {
+        Ordering::Equal => return Ordering::Equal,
+        Ordering::Greater => (&a[common..], false),
+        Ordering::Less => (&b[common..], true),
+    };
+    // The longer one's remainder against spaces.
+    let o = if space.is_empty() {
+        Ordering::Greater
+    } else {
+        rest.chunks(space.len())
+            .map(|ch| ch.cmp(&space[..ch.len()]))
+            .find(|o| *o != Ordering::Equal)
+            .unwrap_or(Ordering::Equal)
+    };
+    if flip {
+        o.reverse()
+    } else {
+        o
+    }
+}
+
+/// Exact comparison of two decimal numbers written out (`-12.50`, `3`).
+fn decimal_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let split = |s: &str| {
+        let (neg, s) = match s.strip_prefix('-') {
+            Some(r) => (true, r),
+            None => (false, s.strip_prefix('+').unwrap_or(s)),
+        };
+        let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+        let int = int.trim_start_matches('0').to_string();
+        let frac = frac.trim_end_matches('0').to_string();
+        let zero = int.is_empty() && frac.is_empty();
+        (neg && !zero, int, frac)
+    };
+    let (na, ia, fa) = split(a);
+    let (nb, ib, fb) = split(b);
+    let magnitude = ia
+        .len()
+        .cmp(&ib.len())
+        .then_with(|| ia.cmp(&ib))
+        .then_with(|| fa.cmp(&fb));
+    match (na, nb) {
+        (false, false) => magnitude,
+        (true, true) => magnitude.reverse(),
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cmp::Ordering::*;
+
+    #[test]
+    fn decimals_compare_exactly() {
+        assert_eq!(decimal_cmp("10.5", "9.75"), Greater);
+        assert_eq!(decimal_cmp("-10.5", "-9.75"), Less);
+        assert_eq!(decimal_cmp("0.10", "0.1"), Equal);
+        assert_eq!(decimal_cmp("-0.00", "0"), Equal);
+        assert_eq!(
+            decimal_cmp("123456789012345678901234.5", "123456789012345678901234.49"),
+            Greater
+        );
+        assert_eq!(decimal_cmp("-1", "0.5"), Less);
+    }
+
+    #[test]
+    fn nulls_first_and_types() {
+        assert_eq!(compare(KeyKind::Int, None, Some(b"-5")), Less);
+        assert_eq!(compare(KeyKind::Int, Some(b"-5"), Some(b"3")), Less);
+        assert_eq!(
+            compare(KeyKind::Int, Some(b"18446744073709551615"), Some(b"3")),
+            Greater
+        );
+        assert_eq!(
+            compare(KeyKind::Float, Some(b"1e3"), Some(b"999.5")),
+            Greater
+        );
+        assert_eq!(
+            compare(KeyKind::Time, Some(b"-01:00:00"), Some(b"00:30:00")),
+            Less
+        );
+        assert_eq!(
+            compare(KeyKind::Time, Some(b"100:00:00"), Some(b"99:00:00")),
+            Greater
+        );
+        // 'ab' = 'ab  ' (trailing spaces), 'ab' > 'ab\t' (below a space).
+        let sp = [0, 0x20];
+        assert_eq!(
+            pad_compare(
+                &[0, 0x41, 0, 0x42],
+                &[0, 0x41, 0, 0x42, 0, 0x20, 0, 0x20],
+                &sp
+            ),
+            Equal
+        );
+        assert_eq!(
+            pad_compare(&[0, 0x41, 0, 0x42], &[0, 0x41, 0, 0x42, 0, 0x09], &sp),
+            Greater
+        );
+        assert_eq!(pad_compare(&[0, 0x41], &[0, 0x41, 0, 0x42], &sp), Less);
+        let row = [1, b'a', 0xfb, 2, b'b', b'c'];
+        assert_eq!(cells(&row, 3), Some(vec![Some((1, 2)), None, Some((4, 6))]));
+    }
 }

@@ -96,3 +96,13 @@ SELECT * FROM nowhere
 /*# table="tpcc_shard.warehouse" key="7" */ DELETE FROM stock WHERE s_i_id = 1
 /*# table="item" key="7" */ SELECT 1
 /*# table="nothere" key="7" */ SELECT 1
+SELECT w_id, w_name FROM warehouse ORDER BY w_name
+SELECT w_id, w_name FROM warehouse ORDER BY w_id DESC, 2 LIMIT 10
+SELECT w_id AS id, w_name FROM warehouse /* c */ ORDER BY id LIMIT 5, 10 FOR UPDATE
+SELECT * FROM warehouse ORDER BY w_ytd LIMIT 10 OFFSET 1000000
+SELECT * FROM warehouse LIMIT 3
+SELECT * FROM warehouse ORDER BY 1
+SELECT * FROM warehouse ORDER BY FIELD(w_id, 3, 1)
+SELECT * FROM warehouse ORDER BY w_tax * 2
+SELECT * FROM warehouse WHERE w_id IN (1, 2) ORDER BY w_name
+SELECT * FROM warehouse WHERE w_id = 1 ORDER BY w_name LIMIT 1
