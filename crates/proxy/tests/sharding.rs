@@ -64,6 +64,12 @@ table = "facts"
 pkey = "customer_id"
 
 [[sharding.table]]
+vdb = 1
+db = "{DB}"
+table = "big"
+pkey = "customer_id"
+
+[[sharding.table]]
 vdb = 2
 db = "{DB}"
 table = "tokens"
@@ -657,4 +663,46 @@ fn merged_reads_equal_one_server() {
     reference
         .query_drop("DROP DATABASE sextant_unsharded")
         .unwrap();
+}
+
+#[test]
+fn a_deep_offset_streams_in_bounded_memory() {
+    let (_serial, p) = start();
+    let mut c = conn(&p);
+    c.query_drop("DROP TABLE IF EXISTS big").unwrap();
+    c.query_drop("CREATE TABLE big (id BIGINT PRIMARY KEY, customer_id BIGINT NOT NULL, v INT NOT NULL, KEY (v, id))")
+        .unwrap();
+    // A million rows in each group, loaded there directly: group g holds
+    // the customers = g (mod 4), one row per v in 0..1,000,000.
+    const PER_GROUP: u64 = 1_000_000;
+    for (g, (port, _)) in lab().shards.iter().enumerate() {
+        direct(*port)
+            .query_drop(format!(
+                "INSERT INTO {DB}.big (id, customer_id, v) SELECT seq * 4 + {g}, seq * 4 + {g}, seq FROM seq_0_to_{}",
+                PER_GROUP - 1
+            ))
+            .unwrap();
+    }
+    sync_shards();
+    let offset = 1_000_000u64;
+    let got: Vec<(i64, i64)> = c
+        .query(format!(
+            "SELECT id, v FROM big ORDER BY v, id LIMIT 10 OFFSET {offset}"
+        ))
+        .unwrap();
+    // In (v, id) order the i-th row is v = i / 4, id = 4v + i % 4.
+    let want: Vec<(i64, i64)> = (offset..offset + 10)
+        .map(|i| {
+            let v = (i / 4) as i64;
+            (4 * v + (i % 4) as i64, v)
+        })
+        .collect();
+    assert_eq!(got, want);
+    let peak = p.peak_rss_kib();
+    assert!(
+        peak > 0 && peak < 50 * 1024,
+        "sextant's peak RSS: {peak} KiB"
+    );
+    eprintln!("ORDER BY ... LIMIT 10 OFFSET {offset} over 4 x {PER_GROUP} rows: sextant peak RSS {peak} KiB");
+    c.query_drop("DROP TABLE big").unwrap();
 }
