@@ -80,6 +80,18 @@ db = "{DB}"
 table = "settings"
 group = "data2"
 
+[[sharding.table]]
+vdb = 1
+db = "sbtest"
+table = "sbtest1"
+pkey = "id"
+
+[[sharding.table]]
+vdb = 1
+db = "sbtest"
+table = "sbtest2"
+pkey = "id"
+
 [sharding.default]
 {DB} = "data1"
 "#
@@ -97,6 +109,9 @@ fn start() -> (std::sync::MutexGuard<'static, ()>, Proxy) {
     for (p, _) in &lab.shards {
         direct(*p)
             .query_drop(format!("CREATE DATABASE IF NOT EXISTS {DB}"))
+            .unwrap();
+        direct(*p)
+            .query_drop("CREATE DATABASE IF NOT EXISTS sbtest")
             .unwrap();
     }
     sync_shards();
@@ -705,4 +720,41 @@ fn a_deep_offset_streams_in_bounded_memory() {
     );
     eprintln!("ORDER BY ... LIMIT 10 OFFSET {offset} over 4 x {PER_GROUP} rows: sextant peak RSS {peak} KiB");
     c.query_drop("DROP TABLE big").unwrap();
+}
+
+#[test]
+fn sysbench_point_selects_through_four_groups() {
+    let (_serial, p) = start();
+    // sysbench's tables laid out by the layout: prepared on each group,
+    // then each keeps the ids that hash to it (id mod 4).
+    for (g, (port, _)) in lab().shards.iter().enumerate() {
+        sysbench_prepare(*port, 2, 4000);
+        let mut c = direct(*port);
+        for t in ["sbtest1", "sbtest2"] {
+            c.query_drop(format!("DELETE FROM sbtest.{t} WHERE id % 4 <> {g}"))
+                .unwrap();
+        }
+    }
+    sync_shards();
+    for ps_mode in ["--db-ps-mode=auto", "--db-ps-mode=disable"] {
+        let out = sysbench_cmd(p.port, 2, 4000)
+            .args(["--threads=8", "--time=4", ps_mode])
+            .args(["oltp_point_select", "run"])
+            .output()
+            .expect("sysbench");
+        let (text, errors) =
+            sysbench_clean(&out, "point selects through four groups", "ignored errors:");
+        assert_eq!(errors, 0, "{ps_mode}: {text}");
+        assert!(text.contains("queries:"), "{text}");
+    }
+    // Every key found where it lives.
+    let mut c =
+        mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", "sbtest")).unwrap())
+            .unwrap();
+    for id in [1, 2, 3, 4, 1999, 4000] {
+        let k: Option<i64> = c
+            .exec_first("SELECT k FROM sbtest1 WHERE id = ?", (id,))
+            .unwrap();
+        assert!(k.is_some(), "id {id}");
+    }
 }
