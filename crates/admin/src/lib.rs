@@ -20,6 +20,14 @@ pub enum Answer {
         id: u32,
         query_only: bool,
     },
+    /// `SHOW SHARD SCHEMA DIFF table`: for the proxy to ask each group
+    /// holding the table for its definition, and compare them with
+    /// [`schema_diff`].
+    ShardSchema {
+        db: String,
+        table: String,
+        groups: Vec<String>,
+    },
 }
 
 /// One client session, as SHOW SESSIONS lists it.
@@ -45,7 +53,7 @@ pub struct Counters {
 }
 
 pub const COMMANDS: &str = "SHOW BACKENDS, SHOW STATUS, SHOW SESSIONS, KILL [QUERY] <session id>, \
-     EXPLAIN ROUTE [FOR USER name] [IN DATABASE db] <statement>, SELECT 1";
+     EXPLAIN ROUTE [FOR USER name] [IN DATABASE db] <statement>, SHOW SHARD SCHEMA DIFF db.table, SELECT 1";
 
 /// What admin commands can see.
 pub struct Context<'a> {
@@ -63,6 +71,9 @@ pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
     let (pool, counters) = (ctx.pool, ctx.counters);
     if let Some(rest) = strip_words(sql, &["EXPLAIN", "ROUTE"]) {
         return explain_route(rest, ctx);
+    }
+    if let Some(rest) = strip_words(sql, &["SHOW", "SHARD", "SCHEMA", "DIFF"]) {
+        return shard_schema(rest, ctx);
     }
     for (words, on) in [
         (["SET", "MAINTENANCE", "ON"], true),
@@ -404,6 +415,82 @@ fn shard_route(
     }
 }
 
+/// SHOW SHARD SCHEMA DIFF db.table: the groups that hold the table.
+fn shard_schema(rest: &str, ctx: &Context<'_>) -> Answer {
+    use sextant_sharding::Placement;
+    let Some(r) = ctx.sharding else {
+        return Answer::Error(
+            "SHOW SHARD SCHEMA DIFF: the configuration has no [sharding] layout".into(),
+        );
+    };
+    let name = rest.trim().trim_end_matches(';').trim().replace('`', "");
+    let Some((db, table)) = name.split_once('.') else {
+        return Answer::Error("SHOW SHARD SCHEMA DIFF needs a table as db.table".into());
+    };
+    let groups: Vec<String> = match r.layout.placement(db, table) {
+        Placement::Sharded { vdb, .. } => vdb.groups().iter().map(|g| g.to_string()).collect(),
+        Placement::Global { groups } => groups.to_vec(),
+        Placement::Single { group } | Placement::Default { group } => vec![group.to_string()],
+        Placement::Unknown => {
+            return Answer::Error(format!(
+                "{db}.{table}: the sharding layout does not place it"
+            ))
+        }
+    };
+    Answer::ShardSchema {
+        db: db.to_string(),
+        table: table.to_string(),
+        groups,
+    }
+}
+
+/// Compares a table's definitions (`SHOW CREATE TABLE`, or the error a
+/// group answered) across its groups: one row per group, saying whether
+/// it matches the definition most groups have. AUTO_INCREMENT counters
+/// differ between groups by nature and are left out.
+pub fn schema_diff(defs: &[(String, Result<String, String>)]) -> Table {
+    let norm = |d: &str| {
+        d.split_whitespace()
+            .filter(|w| !w.to_ascii_uppercase().starts_with("AUTO_INCREMENT="))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let normalized: Vec<Option<String>> = defs
+        .iter()
+        .map(|(_, d)| d.as_ref().ok().map(|d| norm(d)))
+        .collect();
+    // The definition most groups have.
+    let mut common: Option<&String> = None;
+    let mut best = 0;
+    for d in normalized.iter().flatten() {
+        let n = normalized.iter().flatten().filter(|x| *x == d).count();
+        if n > best {
+            best = n;
+            common = Some(d);
+        }
+    }
+    let rows = defs
+        .iter()
+        .zip(&normalized)
+        .map(|((group, d), n)| {
+            let status = match (d, n) {
+                (Err(e), _) => format!("missing: {e}"),
+                (Ok(_), Some(n)) if Some(n) == common => "same".to_string(),
+                _ => "differs".to_string(),
+            };
+            vec![
+                Some(group.clone()),
+                Some(status),
+                Some(d.clone().unwrap_or_default()),
+            ]
+        })
+        .collect();
+    Table {
+        columns: ["group", "status", "definition"].map(String::from).to_vec(),
+        rows,
+    }
+}
+
 fn consistency_name(c: sextant_config::Consistency) -> &'static str {
     use sextant_config::Consistency::*;
     match c {
@@ -528,6 +615,38 @@ fn status(c: &Counters) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_diffs_name_the_odd_group() {
+        let t = schema_diff(&[
+            (
+                "data1".into(),
+                Ok("CREATE TABLE `t` (\n `id` int) ENGINE=InnoDB AUTO_INCREMENT=5".into()),
+            ),
+            (
+                "data2".into(),
+                Ok("CREATE TABLE `t` (\n `id` int) ENGINE=InnoDB AUTO_INCREMENT=9".into()),
+            ),
+            (
+                "data3".into(),
+                Ok("CREATE TABLE `t` (\n `id` bigint) ENGINE=InnoDB".into()),
+            ),
+            (
+                "data4".into(),
+                Err("1146: Table 'd.t' doesn't exist".into()),
+            ),
+        ]);
+        let status: Vec<&str> = t.rows.iter().map(|r| r[1].as_deref().unwrap()).collect();
+        assert_eq!(
+            status,
+            [
+                "same",
+                "same",
+                "differs",
+                "missing: 1146: Table 'd.t' doesn't exist"
+            ]
+        );
+    }
 
     #[test]
     fn unknown_commands_list_the_known_ones() {

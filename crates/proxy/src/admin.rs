@@ -144,6 +144,22 @@ async fn session(
                             write_err(&mut client.out, 1, code, state, &msg);
                         }
                     },
+                    Answer::ShardSchema { db, table, groups } => {
+                        let t = shard_schema(shared, &db, &table, &groups).await;
+                        let cols: Vec<(&str, u8)> = t
+                            .columns
+                            .iter()
+                            .map(|c| (c.as_str(), coltype::VAR_STRING))
+                            .collect();
+                        write_text_resultset(
+                            &mut client.out,
+                            1,
+                            &cols,
+                            &t.rows,
+                            deprecate_eof,
+                            status::AUTOCOMMIT,
+                        );
+                    }
                     Answer::Error(m) => write_err(&mut client.out, 1, 1064, "42000", &m),
                 }
             }
@@ -155,4 +171,62 @@ async fn session(
         }
         client.flush().await?;
     }
+}
+
+/// Each group's `SHOW CREATE TABLE` of a sharded table, from its primary
+/// (as the first configured user's server account), compared.
+async fn shard_schema(
+    shared: &Shared,
+    db: &str,
+    table: &str,
+    groups: &[String],
+) -> sextant_admin::Table {
+    let rt = shared.runtime();
+    let account = rt
+        .config
+        .users
+        .first()
+        .and_then(|u| rt.users.get(&u.name))
+        .map(|e| (e.backend_user.clone(), e.backend_password.clone()));
+    let quote = |s: &str| format!("`{}`", s.replace('`', "``"));
+    let sql = format!("SHOW CREATE TABLE {}.{}", quote(db), quote(table));
+    let mut defs = Vec::with_capacity(groups.len());
+    for g in groups {
+        let def = async {
+            let (user, password) = account
+                .as_ref()
+                .ok_or_else(|| "no users configured".to_string())?;
+            let group = rt
+                .pool
+                .groups
+                .get(g)
+                .ok_or_else(|| "no such group".to_string())?;
+            let primary = group
+                .primary()
+                .ok_or_else(|| "no primary known".to_string())?
+                .clone();
+            let flavor = sextant_backend::Flavor::new(0, crate::frontend::DEFAULT_CHARSET);
+            let mut c = primary
+                .acquire(user, password, flavor)
+                .await
+                .map_err(|e| e.to_string())?;
+            let rows = c.query_internal(&sql).await;
+            let def: Result<String, String> = match rows {
+                Ok(rows) => {
+                    primary.release(c);
+                    rows.first()
+                        .and_then(|r| r.get(1).cloned().flatten())
+                        .ok_or_else(|| "no definition returned".to_string())
+                }
+                Err(e) => {
+                    primary.discard(c);
+                    Err(e.to_string())
+                }
+            };
+            def
+        }
+        .await;
+        defs.push((g.clone(), def));
+    }
+    sextant_admin::schema_diff(&defs)
 }

@@ -449,6 +449,26 @@ fn ddl_reaches_every_group_or_says_where_it_stopped() {
         "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'audit' AND column_name = 'more'",
     );
     assert_eq!(more.iter().map(|v| v[0]).collect::<Vec<_>>(), [1, 1, 0, 0]);
+    // The admin port compares the groups' definitions.
+    let rows: Vec<(String, String, String)> = p
+        .admin()
+        .query(format!("SHOW SHARD SCHEMA DIFF {DB}.audit"))
+        .unwrap();
+    let status: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|(g, s, _)| (g.as_str(), s.split(':').next().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        status,
+        [
+            ("data1", "same"),
+            ("data2", "same"),
+            ("data3", "missing"),
+            ("data4", "differs")
+        ],
+        "{rows:?}"
+    );
+    assert!(rows[0].2.contains("`more`") && !rows[3].2.contains("`more`"));
     c.query_drop("DROP TABLE IF EXISTS audit").unwrap();
 }
 
