@@ -113,21 +113,7 @@ async fn session(
                     execute(&sql, &ctx)
                 };
                 match answer {
-                    Answer::Table(t) => {
-                        let cols: Vec<(&str, u8)> = t
-                            .columns
-                            .iter()
-                            .map(|c| (c.as_str(), coltype::VAR_STRING))
-                            .collect();
-                        write_text_resultset(
-                            &mut client.out,
-                            1,
-                            &cols,
-                            &t.rows,
-                            deprecate_eof,
-                            status::AUTOCOMMIT,
-                        );
-                    }
+                    Answer::Table(t) => write_table(&mut client.out, &t, deprecate_eof),
                     Answer::Ok => write_simple_ok(&mut client.out, 1, status::AUTOCOMMIT),
                     Answer::Kill { id, query_only } => match shared.sessions.get(id) {
                         Some(h) => {
@@ -146,19 +132,7 @@ async fn session(
                     },
                     Answer::ShardSchema { db, table, groups } => {
                         let t = shard_schema(shared, &db, &table, &groups).await;
-                        let cols: Vec<(&str, u8)> = t
-                            .columns
-                            .iter()
-                            .map(|c| (c.as_str(), coltype::VAR_STRING))
-                            .collect();
-                        write_text_resultset(
-                            &mut client.out,
-                            1,
-                            &cols,
-                            &t.rows,
-                            deprecate_eof,
-                            status::AUTOCOMMIT,
-                        );
+                        write_table(&mut client.out, &t, deprecate_eof);
                     }
                     Answer::Error(m) => write_err(&mut client.out, 1, 1064, "42000", &m),
                 }
@@ -229,4 +203,14 @@ async fn shard_schema(
         defs.push((g.clone(), def));
     }
     sextant_admin::schema_diff(&defs)
+}
+
+/// An admin answer's table as a text result set.
+fn write_table(out: &mut Vec<u8>, t: &sextant_admin::Table, deprecate_eof: bool) {
+    let cols: Vec<(&str, u8)> = t
+        .columns
+        .iter()
+        .map(|c| (c.as_str(), coltype::VAR_STRING))
+        .collect();
+    write_text_resultset(out, 1, &cols, &t.rows, deprecate_eof, status::AUTOCOMMIT);
 }

@@ -69,6 +69,16 @@ pub enum Keys {
     Or(Vec<Keys>),
 }
 
+/// An aggregate of the select list whose per-group results combine into
+/// the whole's: COUNT adds up, SUM adds up, MIN and MAX pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agg {
+    Count,
+    Sum,
+    Min,
+    Max,
+}
+
 /// An ORDER BY item.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OrderItem {
@@ -141,6 +151,10 @@ pub struct Analysis {
     pub projection: Vec<Option<String>>,
     /// The top-level LIMIT: count and offset.
     pub limit: Option<(Val, Option<Val>)>,
+    /// A select list made only of COUNT / SUM / MIN / MAX (no DISTINCT,
+    /// no GROUP BY): each item's aggregate, for a merge of one row per
+    /// group.
+    pub aggregates: Option<Vec<Agg>>,
 }
 
 impl Analysis {
@@ -157,6 +171,7 @@ impl Analysis {
             order: Ok(Vec::new()),
             projection: Vec::new(),
             limit: None,
+            aggregates: None,
         }
     }
 
@@ -188,7 +203,12 @@ pub fn analyze(layout: &Layout, db: Option<&str>, stmts: &[Statement], tokens: T
         cx.a.refuse("a subquery in a place sextant does not read".into());
     }
     if tokens.aggregate {
-        cx.a.blocks_merge("aggregate functions");
+        // Only a top-level select list of plain aggregates, without a
+        // subquery, merges; anything else with aggregates does not.
+        match &cx.a.aggregates {
+            Some(_) if tokens.selects == 1 => {}
+            _ => cx.a.blocks_merge("aggregate functions"),
+        }
     }
     cx.a
 }
@@ -441,6 +461,7 @@ impl Cx<'_> {
             if s.into.is_some() {
                 self.a.blocks_merge("SELECT ... INTO");
             }
+            self.a.aggregates = plain_aggregates(s);
         }
         let mut scope = Vec::new();
         for t in &s.from {
@@ -839,6 +860,46 @@ impl Cx<'_> {
             _ => {}
         }
     }
+}
+
+/// The aggregates of a select list made only of COUNT, SUM, MIN and MAX
+/// calls (without DISTINCT, FILTER or OVER), if it is one.
+fn plain_aggregates(s: &Select) -> Option<Vec<Agg>> {
+    use sqlparser::ast::{FunctionArguments, SelectItem};
+    if !matches!(&s.group_by, GroupByExpr::Expressions(e, _) if e.is_empty()) || s.having.is_some()
+    {
+        return None;
+    }
+    s.projection
+        .iter()
+        .map(|p| {
+            let (SelectItem::UnnamedExpr(Expr::Function(f))
+            | SelectItem::ExprWithAlias {
+                expr: Expr::Function(f),
+                ..
+            }) = p
+            else {
+                return None;
+            };
+            let FunctionArguments::List(args) = &f.args else {
+                return None;
+            };
+            if f.over.is_some()
+                || f.filter.is_some()
+                || args.duplicate_treatment.is_some()
+                || args.args.len() != 1
+            {
+                return None;
+            }
+            match last(&f.name).to_ascii_lowercase().as_str() {
+                "count" => Some(Agg::Count),
+                "sum" => Some(Agg::Sum),
+                "min" => Some(Agg::Min),
+                "max" => Some(Agg::Max),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// ORDER BY items as expressions that can be selected again: a column, an

@@ -50,6 +50,9 @@ pub struct MergePlan {
     /// Rows to skip, and rows to return after them (None: all).
     pub offset: u64,
     pub count: Option<u64>,
+    /// A select list of plain aggregates: each group answers one row, and
+    /// these combine them into the one row of the whole.
+    pub aggregates: Vec<crate::analyze::Agg>,
 }
 
 impl MergePlan {
@@ -617,6 +620,23 @@ impl Router {
                 ))
             }
         };
+        if let Some(aggs) = &a.aggregates {
+            if !order.is_empty() || a.limit.is_some() {
+                return Route::Refuse(format!(
+                    "a read over {} groups with aggregates and ORDER BY or LIMIT: not merged yet",
+                    required.len()
+                ));
+            }
+            return Route::Merge(Box::new(MergePlan {
+                groups: required,
+                sql: Vec::new(),
+                order: Vec::new(),
+                exprs: Vec::new(),
+                offset: 0,
+                count: None,
+                aggregates: aggs.clone(),
+            }));
+        }
         if order.is_empty() && a.limit.is_none() {
             return Route::Scatter(required);
         }
@@ -662,6 +682,7 @@ impl Router {
             exprs,
             offset,
             count,
+            aggregates: Vec::new(),
         }))
     }
 

@@ -27,8 +27,9 @@ fn show(r: &Router, route: &Route) -> String {
         Route::Broadcast(s) => format!("broadcast {}", names(*s)),
         Route::Refuse(why) => format!("refuse: {why}"),
         Route::Merge(m) => format!(
-            "merge {} order {:?} offset {} count {:?}: {}",
+            "merge {} aggregates {:?} order {:?} offset {} count {:?}: {}",
             names(m.groups),
+            m.aggregates,
             m.order,
             m.offset,
             m.count,

@@ -156,29 +156,12 @@ impl Session {
                 Some(g) => (g.clone(), Some(i)),
                 None => return Ok(Sharded::Continue),
             },
-            Route::Merge(plan) => {
-                if self.pinned()
-                    || self.pending_begin.is_some()
-                    || self.status & status::AUTOCOMMIT == 0
-                {
-                    let e = SessionError::ShardUnsupported(format!(
-                        "inside a transaction, a statement for several groups ({}): a transaction runs in one group until distributed transactions are supported",
-                        names(sh, plan.groups)
-                    ));
-                    self.reply_error(e).await?;
-                    return Ok(Sharded::Done);
-                }
-                return match self.merge(sh, &plan, packet).await {
-                    Ok(()) => Ok(Sharded::Done),
-                    Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_))) => Err(e),
-                    Err(e) => {
-                        self.reply_error(e).await?;
-                        Ok(Sharded::Done)
-                    }
+            Route::Merge(_) | Route::Scatter(_) | Route::Broadcast(_) => {
+                let set = match &route {
+                    Route::Merge(m) => m.groups,
+                    Route::Scatter(set) | Route::Broadcast(set) => *set,
+                    _ => GroupSet::default(),
                 };
-            }
-            Route::Scatter(set) | Route::Broadcast(set) => {
-                let scatter = matches!(route, Route::Scatter(_));
                 if self.pinned()
                     || self.pending_begin.is_some()
                     || self.status & status::AUTOCOMMIT == 0
@@ -190,9 +173,10 @@ impl Session {
                     self.reply_error(e).await?;
                     return Ok(Sharded::Done);
                 }
-                let res = match scatter {
-                    true => self.scatter(sh, set, packet).await,
-                    false => self.broadcast(sh, set, packet).await,
+                let res = match &route {
+                    Route::Merge(plan) => self.merge(sh, plan, packet).await,
+                    Route::Scatter(_) => self.scatter(sh, set, packet).await,
+                    _ => self.broadcast(sh, set, packet).await,
                 };
                 return match res {
                     Ok(()) => Ok(Sharded::Done),
@@ -306,14 +290,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         // The router sends only plain reads here.
         let c = sextant_sql::classify(packet.get(1..).unwrap_or_default());
-        let p = plan(
-            &c,
-            self.facts(),
-            &self.user.policy,
-            self.group.plan_facts(),
-            Command::Query,
-            &mut self.cursor,
-        );
+        let p = plan_for(self, &c);
         self.require(&p);
         self.release();
         let mut leases = self.leases_for(sh, set, p.target).await?;
@@ -352,18 +329,7 @@ impl Session {
         }
         match result {
             Ok(()) => {
-                // One end for all: the session's own status.
-                let st = self.status & !status::MORE_RESULTS_EXISTS;
-                if eof_mode {
-                    write_eof(&mut self.client.out, seq, st);
-                } else {
-                    let ok = OkPacket {
-                        header: 0xfe,
-                        status: st,
-                        ..Default::default()
-                    };
-                    write_ok(&mut self.client.out, seq, &ok, false);
-                }
+                write_end(&mut self.client.out, seq, self.status, eof_mode);
                 self.client.flush().await?;
                 drop(leases);
                 self.read_done();
@@ -379,30 +345,7 @@ impl Session {
                         l.discard();
                     }
                 }
-                let e = match e {
-                    // Nothing went out yet: the server's own error.
-                    Fail::Server(_, pkt) if !sent_header => {
-                        self.client.out.clear();
-                        write_packet(&mut self.client.out, 1, &pkt);
-                        return self.client.flush().await;
-                    }
-                    Fail::Server(addr, pkt) => server_error(&addr, &pkt),
-                    Fail::Other(e) => e,
-                };
-                if sent_header {
-                    // Rows already went out: the client gets the error in
-                    // place of the next row, and drops the result.
-                    let text = e.to_string();
-                    let mut err = Vec::with_capacity(text.len() + 9);
-                    err.push(0xff);
-                    err.extend_from_slice(&crate::errors::ER_SEXTANT_SHARD_PARTIAL.to_le_bytes());
-                    err.extend_from_slice(b"#HY000");
-                    err.extend_from_slice(text.as_bytes());
-                    write_packet(&mut self.client.out, seq, &err);
-                    self.client.flush().await?;
-                    return Ok(());
-                }
-                Err(e)
+                self.fail_spread(e, sent_header.then_some(seq)).await
             }
         }
     }
@@ -439,15 +382,22 @@ impl Session {
         }
         let eof_mode = !self.flavor.deprecate_eof();
         let hidden = plan.hidden();
-        let res = merge_rows(
-            &mut leases,
-            &mut self.client,
-            plan,
-            hidden,
-            eof_mode,
-            self.status,
-        )
-        .await;
+        let res = match plan.aggregates.is_empty() {
+            true => {
+                merge_rows(
+                    &mut leases,
+                    &mut self.client,
+                    plan,
+                    hidden,
+                    eof_mode,
+                    self.status,
+                )
+                .await
+            }
+            false => {
+                merge_aggregates(&mut leases, &mut self.client, plan, eof_mode, self.status).await
+            }
+        };
         match res {
             Ok(finished) => {
                 for (l, done) in leases.into_iter().zip(finished) {
@@ -463,32 +413,38 @@ impl Session {
             }
             Err((e, sent)) => {
                 leases.into_iter().for_each(Lease::discard);
-                if sent.is_none() {
-                    self.client.out.clear();
-                }
-                let e = match e {
-                    Fail::Server(_, pkt) if sent.is_none() => {
-                        self.client.out.clear();
-                        write_packet(&mut self.client.out, 1, &pkt);
-                        return self.client.flush().await;
-                    }
-                    Fail::Server(addr, pkt) => server_error(&addr, &pkt),
-                    Fail::Other(e) => e,
-                };
-                if let Some(seq) = sent {
-                    let text = e.to_string();
-                    let mut err = Vec::with_capacity(text.len() + 9);
-                    err.push(0xff);
-                    err.extend_from_slice(&crate::errors::ER_SEXTANT_SHARD_PARTIAL.to_le_bytes());
-                    err.extend_from_slice(b"#HY000");
-                    err.extend_from_slice(text.as_bytes());
-                    write_packet(&mut self.client.out, seq, &err);
-                    self.client.flush().await?;
-                    return Ok(());
-                }
-                Err(e)
+                self.fail_spread(e, sent).await
             }
         }
+    }
+
+    /// A statement over several groups failed. Nothing sent yet (`sent`
+    /// None): the client gets the server's own error, or sextant's. Rows
+    /// already went out (`sent`: the next sequence number): the client gets
+    /// an error in place of the next row, and drops the result.
+    async fn fail_spread(&mut self, e: Fail, sent: Option<u8>) -> Result<(), SessionError> {
+        if sent.is_none() {
+            self.client.out.clear();
+        }
+        let e = match e {
+            Fail::Server(_, pkt) if sent.is_none() => {
+                write_packet(&mut self.client.out, 1, &pkt);
+                return self.client.flush().await;
+            }
+            Fail::Server(addr, pkt) => server_error(&addr, &pkt),
+            Fail::Other(e) => e,
+        };
+        let Some(seq) = sent else {
+            return Err(e);
+        };
+        let text = e.to_string();
+        let mut err = Vec::with_capacity(text.len() + 9);
+        err.push(0xff);
+        err.extend_from_slice(&crate::errors::ER_SEXTANT_SHARD_PARTIAL.to_le_bytes());
+        err.extend_from_slice(b"#HY000");
+        err.extend_from_slice(text.as_bytes());
+        write_packet(&mut self.client.out, seq, &err);
+        self.client.flush().await
     }
 
     /// A DDL on every group holding its table, one after another, each on
@@ -824,6 +780,199 @@ async fn merge_rows(
     Ok(streams.iter().map(|s| s.done).collect())
 }
 
+fn refused(why: String) -> Fail {
+    Fail::Other(SessionError::ShardUnsupported(why))
+}
+
+/// A select list of plain aggregates over several groups: each group's one
+/// row, combined (COUNT and SUM added exactly, MIN and MAX picked), sent
+/// as one row under the first group's column definitions.
+async fn merge_aggregates(
+    leases: &mut [Lease],
+    client: &mut crate::client::Client,
+    plan: &sextant_sharding::route::MergePlan,
+    eof_mode: bool,
+    session_status: u16,
+) -> Result<Vec<bool>, (Fail, Option<u8>)> {
+    use sextant_sharding::analyze::Agg;
+    let n = plan.aggregates.len();
+    let mut seq: u8 = 1;
+    let mut kinds: Vec<KeyKind> = Vec::with_capacity(n);
+    let mut acc: Vec<Option<Vec<u8>>> = vec![None; n];
+    client.out.clear();
+    for (k, l) in leases.iter_mut().enumerate() {
+        let conn = l.conn_mut();
+        let (_, first) = conn.read_packet().await.map_err(|e| (e.into(), None))?;
+        match first.first() {
+            Some(0xff) => return Err((Fail::Server(conn.addr.clone(), first), None)),
+            Some(0x00) | None => {
+                return Err((refused("an aggregate read returned no rows".into()), None))
+            }
+            _ => {}
+        }
+        if lenenc(&first) as usize != n {
+            return Err((
+                refused("the groups answered with other columns than asked".into()),
+                None,
+            ));
+        }
+        let mut defs = Vec::with_capacity(n);
+        for _ in 0..n {
+            defs.push(conn.read_packet().await.map_err(|e| (e.into(), None))?.1);
+        }
+        if eof_mode {
+            conn.read_packet().await.map_err(|e| (e.into(), None))?;
+        }
+        if k == 0 {
+            for (def, agg) in defs.iter().zip(&plan.aggregates) {
+                let kind = key_kind(def)
+                    .map_err(|why| (refused(format!("an aggregate of {why}")), None))?;
+                let ok = match agg {
+                    Agg::Count => kind == KeyKind::Int,
+                    // Floating-point sums would round as sextant adds, not
+                    // as the server does.
+                    Agg::Sum => matches!(kind, KeyKind::Int | KeyKind::Decimal),
+                    // Strings pick by collation: not merged yet.
+                    Agg::Min | Agg::Max => kind != KeyKind::Weight,
+                };
+                if !ok {
+                    return Err((
+                        refused(format!(
+                            "{} of this column's type over several groups is not merged yet (COUNT; SUM of integers and DECIMALs; MIN and MAX of numbers and dates are)",
+                            format!("{agg:?}").to_uppercase()
+                        )),
+                        None,
+                    ));
+                }
+                kinds.push(kind);
+            }
+            let mut count = Vec::with_capacity(9);
+            write_lenenc(&mut count, n as u64);
+            seq = write_packet(&mut client.out, seq, &count);
+            for def in &defs {
+                seq = write_packet(&mut client.out, seq, def);
+            }
+            if eof_mode {
+                seq = write_packet(&mut client.out, seq, &[0xfe, 0, 0, 0x02, 0]);
+            }
+        }
+        let row = next_row(l, n).await.map_err(|e| (e, None))?;
+        let Some(bytes) = &row.row else {
+            return Err((
+                refused("an aggregate read returned no row on one group".into()),
+                None,
+            ));
+        };
+        for (i, agg) in plan.aggregates.iter().enumerate() {
+            let cell = row.cells[i].map(|(a, z)| bytes[a..z].to_vec());
+            acc[i] = match (acc[i].take(), cell) {
+                (None, c) | (c, None) if *agg != Agg::Count => c,
+                (Some(a), Some(b)) => Some(match agg {
+                    Agg::Count | Agg::Sum => decimal_add(&a, &b).ok_or_else(|| {
+                        (
+                            refused("a SUM beyond 38 digits over several groups".into()),
+                            None,
+                        )
+                    })?,
+                    Agg::Min | Agg::Max => {
+                        let o = compare(kinds[i], Some(&a), Some(&b));
+                        let keep_a = match agg {
+                            Agg::Min => o != std::cmp::Ordering::Greater,
+                            _ => o != std::cmp::Ordering::Less,
+                        };
+                        if keep_a {
+                            a
+                        } else {
+                            b
+                        }
+                    }
+                }),
+                (a, b) => a.or(b),
+            };
+        }
+        // The group's end.
+        let end = next_row(l, n).await.map_err(|e| (e, None))?;
+        if !end.done {
+            return Err((
+                refused("an aggregate read returned more than one row on a group".into()),
+                None,
+            ));
+        }
+    }
+    let mut row = Vec::new();
+    for v in &acc {
+        match v {
+            None => row.push(0xfb),
+            Some(v) => {
+                write_lenenc(&mut row, v.len() as u64);
+                row.extend_from_slice(v);
+            }
+        }
+    }
+    seq = write_packet(&mut client.out, seq, &row);
+    write_end(&mut client.out, seq, session_status, eof_mode);
+    client
+        .flush()
+        .await
+        .map_err(|e| (Fail::Other(e), Some(seq)))?;
+    Ok(vec![true; leases.len()])
+}
+
+/// The exact sum of two decimal numbers written out (`-12.50`, `3`), in
+/// the larger scale of the two; None beyond 38 digits.
+fn decimal_add(a: &[u8], b: &[u8]) -> Option<Vec<u8>> {
+    let parse = |v: &[u8]| -> Option<(i128, u32)> {
+        let t = std::str::from_utf8(v).ok()?.trim();
+        let (neg, t) = match t.strip_prefix('-') {
+            Some(r) => (true, r),
+            None => (false, t),
+        };
+        let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+        let digits = format!("{int}{frac}");
+        let m: i128 = if digits.is_empty() {
+            0
+        } else {
+            digits.parse().ok()?
+        };
+        Some((if neg { -m } else { m }, frac.len() as u32))
+    };
+    let ((x, sx), (y, sy)) = (parse(a)?, parse(b)?);
+    let scale = sx.max(sy);
+    let x = x.checked_mul(10i128.checked_pow(scale - sx)?)?;
+    let y = y.checked_mul(10i128.checked_pow(scale - sy)?)?;
+    let sum = x.checked_add(y)?;
+    let digits = sum.unsigned_abs().to_string();
+    let scale = scale as usize;
+    let digits = format!("{digits:0>width$}", width = scale + 1);
+    let (int, frac) = digits.split_at(digits.len() - scale);
+    let mut out = String::new();
+    if sum < 0 {
+        out.push('-');
+    }
+    out.push_str(int);
+    if scale > 0 {
+        out.push('.');
+        out.push_str(frac);
+    }
+    Some(out.into_bytes())
+}
+
+/// One end for a result made of several groups' rows: the session's own
+/// status (the groups' ends are not relayed).
+fn write_end(out: &mut Vec<u8>, seq: u8, session_status: u16, eof_mode: bool) {
+    let st = session_status & !status::MORE_RESULTS_EXISTS;
+    if eof_mode {
+        write_eof(out, seq, st);
+    } else {
+        let ok = OkPacket {
+            header: 0xfe,
+            status: st,
+            ..Default::default()
+        };
+        write_ok(out, seq, &ok, false);
+    }
+}
+
 /// Where the first `visible` cells of a text row end.
 fn visible_end(row: &[u8], visible: usize) -> usize {
     let mut i = 0;
@@ -1139,6 +1288,26 @@ fn decimal_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 mod tests {
     use super::*;
     use std::cmp::Ordering::*;
+
+    #[test]
+    fn decimals_add_exactly() {
+        let add = |a: &str, b: &str| {
+            String::from_utf8(decimal_add(a.as_bytes(), b.as_bytes()).unwrap()).unwrap()
+        };
+        assert_eq!(add("1.250", "2.5"), "3.750");
+        assert_eq!(add("-1.250", "0.250"), "-1.000");
+        assert_eq!(add("-0.5", "0.25"), "-0.25");
+        assert_eq!(add("12", "30"), "42");
+        assert_eq!(
+            add("99999999999999999999999999.999", "0.001"),
+            "100000000000000000000000000.000"
+        );
+        assert!(decimal_add(
+            b"99999999999999999999999999999999999999",
+            b"99999999999999999999999999999999999999"
+        )
+        .is_none());
+    }
 
     #[test]
     fn decimals_compare_exactly() {

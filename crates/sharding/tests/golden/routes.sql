@@ -106,3 +106,10 @@ SELECT * FROM warehouse ORDER BY FIELD(w_id, 3, 1)
 SELECT * FROM warehouse ORDER BY w_tax * 2
 SELECT * FROM warehouse WHERE w_id IN (1, 2) ORDER BY w_name
 SELECT * FROM warehouse WHERE w_id = 1 ORDER BY w_name LIMIT 1
+SELECT COUNT(*), SUM(w_ytd), MIN(w_id), MAX(w_name) FROM warehouse
+SELECT COUNT(*) AS n FROM warehouse WHERE w_tax > 1
+SELECT COUNT(DISTINCT w_name) FROM warehouse
+SELECT AVG(w_ytd) FROM warehouse
+SELECT COUNT(*) FROM warehouse ORDER BY 1
+SELECT COUNT(*) FROM warehouse WHERE w_id IN (SELECT s_w_id FROM stock)
+SELECT w_id, COUNT(*) FROM warehouse
