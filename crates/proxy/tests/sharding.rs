@@ -45,57 +45,29 @@ method = "hash"
 num = 4
 partitions = {{ data1 = [0], data2 = [1], data3 = [2], data4 = [3] }}
 
-[[sharding.table]]
-vdb = 1
-db = "{DB}"
-table = "orders"
-pkey = "customer_id"
-
-[[sharding.table]]
-vdb = 1
-db = "{DB}"
-table = "audit"
-pkey = "customer_id"
-
-[[sharding.table]]
-vdb = 1
-db = "{DB}"
-table = "facts"
-pkey = "customer_id"
-
-[[sharding.table]]
-vdb = 1
-db = "{DB}"
-table = "big"
-pkey = "customer_id"
-
-[[sharding.table]]
-vdb = 2
-db = "{DB}"
-table = "tokens"
-pkey = "token"
-
 [[sharding.single_tables]]
 db = "{DB}"
 table = "settings"
 group = "data2"
 
-[[sharding.table]]
-vdb = 1
-db = "sbtest"
-table = "sbtest1"
-pkey = "id"
-
-[[sharding.table]]
-vdb = 1
-db = "sbtest"
-table = "sbtest2"
-pkey = "id"
-
 [sharding.default]
 {DB} = "data1"
 "#
     );
+    // The sharded tables: (vdb, database, table, shard key).
+    for (vdb, db, table, key) in [
+        (1, DB, "orders", "customer_id"),
+        (1, DB, "audit", "customer_id"),
+        (1, DB, "facts", "customer_id"),
+        (1, DB, "big", "customer_id"),
+        (2, DB, "tokens", "token"),
+        (1, "sbtest", "sbtest1", "id"),
+        (1, "sbtest", "sbtest2", "id"),
+    ] {
+        g += &format!(
+            "[[sharding.table]]\nvdb = {vdb}\ndb = \"{db}\"\ntable = \"{table}\"\npkey = \"{key}\"\n"
+        );
+    }
     g
 }
 
