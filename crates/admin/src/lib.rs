@@ -397,17 +397,23 @@ fn shard_route(
         Route::Merge(m) => (
             names(m.groups),
             format!(
-                "read over {} groups ({}), each running: {}; rows merged{}{}, one held per group at a time",
+                "read over {} groups ({}), each running: {}; {}",
                 m.groups.len(),
                 names(m.groups),
                 String::from_utf8_lossy(&m.sql),
-                match m.order.len() {
-                    0 => String::new(),
-                    n => format!(" by {n} ORDER BY item(s) (hidden columns cut off)"),
-                },
-                match m.count {
-                    Some(c) => format!(", {} skipped, then at most {c}", m.offset),
-                    None => String::new(),
+                match &m.grouped {
+                    Some(g) => g.describe(),
+                    None => format!(
+                        "rows merged{}{}, one held per group at a time",
+                        match m.order.len() {
+                            0 => String::new(),
+                            n => format!(" by {n} ORDER BY item(s) (hidden columns cut off)"),
+                        },
+                        match m.count {
+                            Some(c) => format!(", {} skipped, then at most {c}", m.offset),
+                            None => String::new(),
+                        }
+                    ),
                 }
             ),
         ),

@@ -75,6 +75,15 @@ pub struct Sharding {
     pub default: BTreeMap<String, String>,
     #[serde(default)]
     pub all: BTreeMap<String, Vec<String>>,
+    /// Most memory one statement's merge over several groups may hold
+    /// (groups sorted by an aggregate are held until the last arrives);
+    /// past it the statement fails with an error instead of growing.
+    #[serde(default = "default_merge_memory_mb")]
+    pub merge_memory_mb: u64,
+}
+
+fn default_merge_memory_mb() -> u64 {
+    64
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

@@ -303,6 +303,54 @@ pub fn query_text_offset(payload: &[u8], query_attributes: bool) -> Result<usize
     Ok(1 + body.len() - r.remaining())
 }
 
+/// The fixed fields of a column definition (ColumnDefinition41) that say
+/// what its values are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnMeta {
+    pub charset: u16,
+    pub length: u32,
+    pub ty: u8,
+    pub flags: u16,
+    pub decimals: u8,
+}
+
+/// Reads a column definition's type fields (after its six names, and
+/// MariaDB's extended metadata when present).
+pub fn column_meta(def: &[u8]) -> Result<ColumnMeta, ProtoError> {
+    let mut r = Reader::new(def);
+    for what in [
+        "catalog",
+        "schema",
+        "table",
+        "org_table",
+        "name",
+        "org_name",
+    ] {
+        r.lenenc_bytes(what)?;
+    }
+    let rest = &def[def.len() - r.remaining()..];
+    let fixed = match rest.first() {
+        Some(0x0c) => &rest[1..],
+        _ => {
+            // MariaDB's extended metadata comes before the fixed fields.
+            let mut r = Reader::new(rest);
+            r.lenenc_bytes("extended metadata")?;
+            let rest = &rest[rest.len() - r.remaining()..];
+            rest.get(1..).unwrap_or_default()
+        }
+    };
+    if fixed.len() < 10 {
+        return Err(ProtoError::Truncated("column definition"));
+    }
+    Ok(ColumnMeta {
+        charset: u16::from_le_bytes([fixed[0], fixed[1]]),
+        length: u32::from_le_bytes([fixed[2], fixed[3], fixed[4], fixed[5]]),
+        ty: fixed[6],
+        flags: u16::from_le_bytes([fixed[7], fixed[8]]),
+        decimals: fixed[9],
+    })
+}
+
 /// Column types used by proxy-made result sets.
 pub mod coltype {
     pub const LONGLONG: u8 = 0x08;

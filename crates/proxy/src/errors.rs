@@ -25,6 +25,7 @@ pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
 pub const ER_HOST_IS_BLOCKED: u16 = 1129;
 pub const ER_NO_SUCH_THREAD: u16 = 1094;
 pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
+pub const ER_OUT_OF_SORTMEMORY: u16 = 1038;
 pub const ER_KILL_DENIED_ERROR: u16 = 1095;
 pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
 pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
@@ -66,6 +67,10 @@ pub enum SessionError {
     /// Sharding: a statement sextant will not run on the layout, and why.
     #[error("sextant (sharding): {0}")]
     ShardUnsupported(String),
+    /// Sharding: a merge over several groups would hold more than its
+    /// bound.
+    #[error("sextant (sharding): this read's merge over several groups needs more than merge_memory_mb = {0} MB (groups sorted by an aggregate are held until the last arrives); add a LIMIT, restrict it by the shard key, or raise [sharding] merge_memory_mb")]
+    ShardMergeMemory(usize),
     /// Sharding: a DDL that ran on some groups and failed on one.
     #[error("sextant (sharding): {0}")]
     ShardPartial(String),
@@ -118,6 +123,7 @@ impl SessionError {
             KillDenied(_) => (ER_KILL_DENIED_ERROR, "HY000", msg),
             KillUnsupported | ShardUnsupported(_) => (ER_NOT_SUPPORTED_YET, "42000", msg),
             ShardPartial(_) => (ER_SEXTANT_SHARD_PARTIAL, "HY000", msg),
+            ShardMergeMemory(_) => (ER_OUT_OF_SORTMEMORY, "HY001", msg),
             Handshake(_) => (ER_HANDSHAKE_ERROR, "08S01", msg),
             InsecureTransport(_) => (ER_SECURE_TRANSPORT_REQUIRED, "HY000", msg),
             TooManyConnections(_) => (ER_CON_COUNT_ERROR, "08004", msg),

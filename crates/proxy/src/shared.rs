@@ -45,6 +45,8 @@ pub struct UserEntry {
 pub struct Sharding {
     pub router: sextant_sharding::Router,
     pub groups: Vec<Arc<Group>>,
+    /// `merge_memory_mb`, in bytes.
+    pub merge_memory: usize,
 }
 
 impl Sharding {
@@ -143,6 +145,11 @@ impl Runtime {
                 Some(Arc::new(Sharding {
                     router: sextant_sharding::Router::new(layout.clone()),
                     groups,
+                    merge_memory: config
+                        .sharding
+                        .as_ref()
+                        .map_or(64, |s| s.merge_memory_mb)
+                        .saturating_mul(1 << 20) as usize,
                 }))
             }
             None => None,

@@ -7,11 +7,12 @@
 //! a shape.
 
 use crate::fingerprint::{Lit, Tokens};
+use crate::grouping::{grouping, Grouping};
 use crate::layout::{Layout, Placement};
 use sqlparser::ast::{
-    Assignment, AssignmentTarget, BinaryOperator, Distinct, Expr, FromTable, GroupByExpr,
-    JoinConstraint, JoinOperator, ObjectName, ObjectType, OnInsert, Query, Select, SetExpr,
-    Statement, TableFactor, TableObject, TableWithJoins, UnaryOperator, Value,
+    Assignment, AssignmentTarget, BinaryOperator, Expr, FromTable, JoinConstraint, JoinOperator,
+    ObjectName, ObjectType, OnInsert, Query, Select, SetExpr, Statement, TableFactor, TableObject,
+    TableWithJoins, UnaryOperator, Value,
 };
 use std::borrow::Cow;
 
@@ -67,16 +68,6 @@ pub enum Keys {
     },
     And(Vec<Keys>),
     Or(Vec<Keys>),
-}
-
-/// An aggregate of the select list whose per-group results combine into
-/// the whole's: COUNT adds up, SUM adds up, MIN and MAX pick.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Agg {
-    Count,
-    Sum,
-    Min,
-    Max,
 }
 
 /// An ORDER BY item.
@@ -151,10 +142,9 @@ pub struct Analysis {
     pub projection: Vec<Option<String>>,
     /// The top-level LIMIT: count and offset.
     pub limit: Option<(Val, Option<Val>)>,
-    /// A select list made only of COUNT / SUM / MIN / MAX (no DISTINCT,
-    /// no GROUP BY): each item's aggregate, for a merge of one row per
-    /// group.
-    pub aggregates: Option<Vec<Agg>>,
+    /// A top-level SELECT with GROUP BY, DISTINCT or aggregates: how its
+    /// groups' rows combine, or why they cannot.
+    pub grouping: Option<Result<Grouping, String>>,
 }
 
 impl Analysis {
@@ -171,7 +161,7 @@ impl Analysis {
             order: Ok(Vec::new()),
             projection: Vec::new(),
             limit: None,
-            aggregates: None,
+            grouping: None,
         }
     }
 
@@ -203,9 +193,9 @@ pub fn analyze(layout: &Layout, db: Option<&str>, stmts: &[Statement], tokens: T
         cx.a.refuse("a subquery in a place sextant does not read".into());
     }
     if tokens.aggregate {
-        // Only a top-level select list of plain aggregates, without a
-        // subquery, merges; anything else with aggregates does not.
-        match &cx.a.aggregates {
+        // Only aggregates of the top-level select, without a subquery,
+        // merge.
+        match &cx.a.grouping {
             Some(_) if tokens.selects == 1 => {}
             _ => cx.a.blocks_merge("aggregate functions"),
         }
@@ -401,6 +391,9 @@ impl Cx<'_> {
             if let Some(o) = &q.order_by {
                 self.a.order = order_items(o, &q.body);
             }
+            if let SetExpr::Select(sel) = &*q.body {
+                self.a.grouping = grouping(sel, q.order_by.as_ref(), val_of);
+            }
             match &q.limit_clause {
                 Some(sqlparser::ast::LimitClause::LimitOffset {
                     limit: Some(l),
@@ -448,20 +441,8 @@ impl Cx<'_> {
 
     fn select(&mut self, s: &Select, top: bool) {
         self.selects += 1;
-        if top {
-            if s.distinct.is_some() && !matches!(s.distinct, Some(Distinct::On(_))) {
-                self.a.blocks_merge("DISTINCT");
-            }
-            if !matches!(&s.group_by, GroupByExpr::Expressions(e, _) if e.is_empty()) {
-                self.a.blocks_merge("GROUP BY");
-            }
-            if s.having.is_some() {
-                self.a.blocks_merge("HAVING");
-            }
-            if s.into.is_some() {
-                self.a.blocks_merge("SELECT ... INTO");
-            }
-            self.a.aggregates = plain_aggregates(s);
+        if top && s.into.is_some() {
+            self.a.blocks_merge("SELECT ... INTO");
         }
         let mut scope = Vec::new();
         for t in &s.from {
@@ -860,46 +841,6 @@ impl Cx<'_> {
             _ => {}
         }
     }
-}
-
-/// The aggregates of a select list made only of COUNT, SUM, MIN and MAX
-/// calls (without DISTINCT, FILTER or OVER), if it is one.
-fn plain_aggregates(s: &Select) -> Option<Vec<Agg>> {
-    use sqlparser::ast::{FunctionArguments, SelectItem};
-    if !matches!(&s.group_by, GroupByExpr::Expressions(e, _) if e.is_empty()) || s.having.is_some()
-    {
-        return None;
-    }
-    s.projection
-        .iter()
-        .map(|p| {
-            let (SelectItem::UnnamedExpr(Expr::Function(f))
-            | SelectItem::ExprWithAlias {
-                expr: Expr::Function(f),
-                ..
-            }) = p
-            else {
-                return None;
-            };
-            let FunctionArguments::List(args) = &f.args else {
-                return None;
-            };
-            if f.over.is_some()
-                || f.filter.is_some()
-                || args.duplicate_treatment.is_some()
-                || args.args.len() != 1
-            {
-                return None;
-            }
-            match last(&f.name).to_ascii_lowercase().as_str() {
-                "count" => Some(Agg::Count),
-                "sum" => Some(Agg::Sum),
-                "min" => Some(Agg::Min),
-                "max" => Some(Agg::Max),
-                _ => None,
-            }
-        })
-        .collect()
 }
 
 /// ORDER BY items as expressions that can be selected again: a column, an

@@ -13,7 +13,9 @@ pub mod analyze;
 pub mod cetus;
 mod error;
 pub mod fingerprint;
+pub mod grouping;
 mod layout;
+pub mod merge;
 pub mod placement;
 pub mod route;
 

@@ -27,12 +27,15 @@ fn show(r: &Router, route: &Route) -> String {
         Route::Broadcast(s) => format!("broadcast {}", names(*s)),
         Route::Refuse(why) => format!("refuse: {why}"),
         Route::Merge(m) => format!(
-            "merge {} aggregates {:?} order {:?} offset {} count {:?}: {}",
+            "merge {} {}: {}",
             names(m.groups),
-            m.aggregates,
-            m.order,
-            m.offset,
-            m.count,
+            match &m.grouped {
+                Some(g) => g.describe(),
+                None => format!(
+                    "order {:?} offset {} count {:?}",
+                    m.order, m.offset, m.count
+                ),
+            },
             String::from_utf8_lossy(&m.sql)
         ),
     }

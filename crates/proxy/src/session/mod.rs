@@ -27,6 +27,7 @@ mod binding;
 mod command;
 mod consistency;
 mod forward;
+mod merge;
 mod prepared;
 mod query;
 mod shard;

@@ -113,3 +113,20 @@ SELECT AVG(w_ytd) FROM warehouse
 SELECT COUNT(*) FROM warehouse ORDER BY 1
 SELECT COUNT(*) FROM warehouse WHERE w_id IN (SELECT s_w_id FROM stock)
 SELECT w_id, COUNT(*) FROM warehouse
+SELECT w_name, COUNT(*) AS n, AVG(w_ytd) FROM warehouse GROUP BY w_name HAVING COUNT(*) > 1 ORDER BY n DESC LIMIT 5
+SELECT w_name, COUNT(*) FROM warehouse GROUP BY w_name HAVING w_name LIKE 'a%' ORDER BY w_name DESC LIMIT 2, 3
+SELECT w_tax, w_name, SUM(DISTINCT w_ytd), COUNT(DISTINCT w_ytd) FROM warehouse WHERE w_id > 2 GROUP BY 2, w_tax
+SELECT w_name FROM warehouse GROUP BY w_name ORDER BY MAX(w_ytd) DESC, w_name
+SELECT w_name, COUNT(*) AS n FROM warehouse GROUP BY w_name HAVING n BETWEEN 2 AND 5 OR MIN(w_tax) IS NULL
+SELECT DISTINCT w_name, w_tax FROM warehouse ORDER BY w_tax LIMIT 10
+SELECT SUM(w_ytd) / COUNT(*) FROM warehouse
+SELECT GROUP_CONCAT(w_name) FROM warehouse
+SELECT COUNT(DISTINCT w_name), COUNT(DISTINCT w_tax) FROM warehouse
+SELECT UPPER(w_name), COUNT(*) FROM warehouse GROUP BY w_name ORDER BY 1
+SELECT *, COUNT(*) FROM warehouse GROUP BY w_id
+SELECT w_name, COUNT(*) FROM warehouse GROUP BY w_name HAVING COUNT(*) > 1.5
+SELECT w_name, COUNT(*) FROM warehouse GROUP BY w_name WITH ROLLUP
+SELECT w_name, COUNT(*) FROM warehouse GROUP BY w_name HAVING COUNT(*) > SUM(w_tax)
+SELECT w_id % 2, COUNT(*) FROM warehouse GROUP BY w_id % 2
+SELECT w_name, COUNT(*) FROM warehouse WHERE w_id = 3 GROUP BY w_name HAVING COUNT(*) > 1.5
+SELECT w_name, SUM(w_ytd) * 2 FROM warehouse GROUP BY w_name
