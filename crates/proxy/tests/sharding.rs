@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 
 const DB: &str = "sextant_shard";
 
+/// A database whose tables have a full copy in every group.
+const GLOBALS: &str = "sextant_globals";
+
 fn layout_groups() -> String {
     let mut g = String::new();
     for (i, (primary, replicas)) in lab().shards.iter().enumerate() {
@@ -53,6 +56,9 @@ group = "data2"
 
 [sharding.default]
 {DB} = "data1"
+
+[sharding.all]
+{GLOBALS} = ["data1", "data2", "data3", "data4"]
 "#
     );
     // The sharded tables: (vdb, database, table, shard key).
@@ -701,6 +707,7 @@ fn merged_reads_equal_one_server() {
         "{compared} compared ({aggregated} aggregates), {refused} refused: {refused_forms:?}"
     );
     grouped_reads_equal_one_server(&mut c, &mut reference);
+    other_tables_and_prepared_equal_one_server(&mut c, &mut reference);
     // Deep OFFSET streams: nothing more than a row per group is held.
     let want = rows_of(
         &mut reference,
@@ -716,6 +723,124 @@ fn merged_reads_equal_one_server() {
     reference
         .query_drop("DROP DATABASE sextant_unsharded")
         .unwrap();
+}
+
+/// Reads joining a global table (a copy in every group), reads of a
+/// single table, and prepared statements, over the same rows sharded and
+/// not.
+fn other_tables_and_prepared_equal_one_server(c: &mut mysql::Conn, reference: &mut mysql::Conn) {
+    // The global table: the same rows in each group's copy (loaded there
+    // directly: a write through sextant to every copy needs a distributed
+    // transaction); the reference reads data1's copy.
+    for (port, _) in &lab().shards {
+        let mut d = direct(*port);
+        d.query_drop(format!("CREATE DATABASE IF NOT EXISTS {GLOBALS}"))
+            .unwrap();
+        d.query_drop(format!("DROP TABLE IF EXISTS {GLOBALS}.regions"))
+            .unwrap();
+        d.query_drop(format!(
+            "CREATE TABLE {GLOBALS}.regions (id INT PRIMARY KEY, name VARCHAR(20), rate DECIMAL(6,2))"
+        ))
+        .unwrap();
+        d.query_drop(format!(
+            "INSERT INTO {GLOBALS}.regions SELECT seq, ELT(1 + seq % 4, 'north', 'South', 'east', 'West'), seq / 8 FROM seq_0_to_24"
+        ))
+        .unwrap();
+    }
+    reference
+        .query_drop("DROP TABLE IF EXISTS settings")
+        .unwrap();
+    c.query_drop("DROP TABLE IF EXISTS settings").unwrap();
+    let ddl = "CREATE TABLE settings (k VARCHAR(20) PRIMARY KEY, v INT)";
+    reference.query_drop(ddl).unwrap();
+    c.query_drop(ddl).unwrap();
+    for (k, v) in [("a", 1), ("B", 2), ("c", 3)] {
+        let sql = format!("INSERT INTO settings VALUES ('{k}', {v})");
+        reference.query_drop(&sql).unwrap();
+        c.query_drop(&sql).unwrap();
+    }
+    sync_shards();
+    let g = GLOBALS;
+    let mut rng = Rng(0x5eed_4444_0003_0004);
+    let templates = [
+        format!("SELECT f.id, f.note, r.name FROM facts f JOIN {g}.regions r ON r.id = f.customer_id WHERE f.customer_id IN ({{k}}, {{k2}}) ORDER BY f.id"),
+        format!("SELECT f.id, r.name, r.rate FROM facts f JOIN {g}.regions r ON r.id = f.customer_id WHERE r.rate > {{r}} ORDER BY r.name, f.id LIMIT {{n}}"),
+        format!("SELECT r.name, COUNT(*), SUM(f.amount), AVG(f.customer_id) FROM facts f JOIN {g}.regions r ON r.id = f.customer_id GROUP BY r.name ORDER BY 2 DESC, r.name"),
+        format!("SELECT COUNT(*), MAX(f.note) FROM facts f LEFT JOIN {g}.regions r ON r.id = f.customer_id WHERE r.id IS NULL"),
+        format!("SELECT DISTINCT r.name FROM facts f JOIN {g}.regions r ON r.id = f.customer_id WHERE f.amount > {{d}}"),
+        format!("SELECT name, rate FROM {g}.regions WHERE id BETWEEN {{k}} AND {{k2}} ORDER BY id"),
+        format!("SELECT s.k, s.v, r.name FROM settings s JOIN {g}.regions r ON r.id = s.v ORDER BY s.k"),
+        "SELECT k, v FROM settings WHERE v >= {n} ORDER BY k".to_string(),
+        "SELECT id, amount, note FROM facts WHERE customer_id = {k} ORDER BY id".to_string(),
+        "SELECT customer_id, COUNT(*), SUM(amount) FROM facts WHERE customer_id IN ({k}, {k2}) GROUP BY customer_id".to_string(),
+        "SELECT id, created FROM facts WHERE customer_id BETWEEN {k} AND {k2} ORDER BY created DESC, id LIMIT {n}".to_string(),
+    ];
+    let (mut compared, mut prepared, mut refused) = (0, 0, 0);
+    let mut refused_forms = std::collections::BTreeSet::new();
+    for n in 0..200 {
+        let k = rng.below(30) as i64 - 5;
+        let sql = rng
+            .pick(&templates.iter().map(String::as_str).collect::<Vec<_>>())
+            .replace("{k}", &k.to_string())
+            .replace("{k2}", &(k + 1 + rng.below(4) as i64).to_string())
+            .replace("{n}", &(1 + rng.below(8)).to_string())
+            .replace("{r}", &format!("{}.5", rng.below(3)))
+            .replace("{d}", &format!("{}.5", rng.below(1000) as i64 - 500));
+        let as_prepared = rng.below(2) == 0;
+        let run = |conn: &mut mysql::Conn| -> Result<Vec<Vec<Option<String>>>, (u16, String)> {
+            match as_prepared {
+                false => rows_of(conn, &sql),
+                true => {
+                    let rows: Vec<mysql::Row> = conn.exec(&sql, ()).map_err(code)?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|r| {
+                            r.unwrap()
+                                .into_iter()
+                                .map(|v| match v {
+                                    mysql::Value::NULL => None,
+                                    mysql::Value::Bytes(b) => {
+                                        Some(String::from_utf8_lossy(&b).into_owned())
+                                    }
+                                    other => Some(other.as_sql(true)),
+                                })
+                                .collect()
+                        })
+                        .collect())
+                }
+            }
+        };
+        let want = run(reference).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+        match run(c) {
+            Ok(got) => {
+                let canon = |rows: Vec<Vec<Option<String>>>| {
+                    rows.iter()
+                        .map(|r| r.iter().map(fold).collect::<Vec<_>>())
+                        .collect::<Vec<_>>()
+                };
+                let (mut got, mut want) = (canon(got), canon(want));
+                if !sql.contains("ORDER BY") {
+                    got.sort();
+                    want.sort();
+                }
+                assert_eq!(got, want, "query {n} (prepared: {as_prepared}): {sql}");
+                compared += 1;
+                prepared += usize::from(as_prepared);
+            }
+            Err((1235, msg)) => {
+                refused += 1;
+                refused_forms.insert(msg);
+            }
+            Err(e) => panic!("query {n} (prepared: {as_prepared}): {sql}: {e:?}"),
+        }
+    }
+    eprintln!(
+        "global, single, prepared: {compared} identical ({prepared} prepared), {refused} refused: {refused_forms:?}"
+    );
+    assert!(
+        compared >= 100 && prepared >= 30,
+        "{compared} compared ({prepared} prepared), {refused} refused: {refused_forms:?}"
+    );
 }
 
 /// A value as the column's collation compares it (utf8mb4_general_ci,
