@@ -37,6 +37,76 @@ pub enum Item {
     /// Not an aggregate: its text (None when it has values).
     Any(Option<String>),
     Agg(AggCall),
+    /// Arithmetic over aggregates and integers.
+    Calc(Calc),
+}
+
+/// `+`, `-`, `*` over aggregates and integers, and at most one `/`, at
+/// the top: what sextant computes exactly from combined aggregates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Calc {
+    Agg(AggCall),
+    Num(Val),
+    Neg(Box<Calc>),
+    Bin(char, Box<Calc>, Box<Calc>),
+}
+
+impl Calc {
+    pub fn calls(&self, out: &mut Vec<AggCall>) {
+        match self {
+            Calc::Agg(c) => out.push(c.clone()),
+            Calc::Num(_) => {}
+            Calc::Neg(x) => x.calls(out),
+            Calc::Bin(_, x, y) => {
+                x.calls(out);
+                y.calls(out);
+            }
+        }
+    }
+}
+
+fn calc(e: &Expr, top: bool, val_of: fn(&Expr) -> Option<Val>) -> Result<Calc, String> {
+    let no = || {
+        format!(
+            "an expression over aggregates ({}): sextant computes +, - and * of COUNT, SUM, MIN and MAX of numbers and integers, with one / at the top",
+            shown(e)
+        )
+    };
+    if let Some(v @ (Val::Slot(_) | Val::Neg(_) | Val::Lit(Lit::Int(_)))) = val_of(e) {
+        return Ok(Calc::Num(v));
+    }
+    match e {
+        Expr::Nested(x) => calc(x, top, val_of),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => Ok(Calc::Neg(Box::new(calc(expr, false, val_of)?))),
+        Expr::BinaryOp { left, op, right } => {
+            let op = match op {
+                BinaryOperator::Plus => '+',
+                BinaryOperator::Minus => '-',
+                BinaryOperator::Multiply => '*',
+                BinaryOperator::Divide if top => '/',
+                _ => return Err(no()),
+            };
+            Ok(Calc::Bin(
+                op,
+                Box::new(calc(left, false, val_of)?),
+                Box::new(calc(right, false, val_of)?),
+            ))
+        }
+        _ => match aggregate(e)? {
+            Some(c)
+                if matches!(
+                    c.kind,
+                    AggKind::Count | AggKind::Sum | AggKind::Min | AggKind::Max
+                ) =>
+            {
+                Ok(Calc::Agg(c))
+            }
+            _ => Err(no()),
+        },
+    }
 }
 
 /// An aggregate call: its function and argument (SQL text without
@@ -169,25 +239,20 @@ fn read(
         aliases.push(alias);
         items.push(match aggregate(e)? {
             Some(call) => Item::Agg(call),
-            None if has_aggregate(e) => {
-                return Err(format!(
-                    "an expression over aggregates ({}): sextant merges plain aggregates only",
-                    shown(e)
-                ))
-            }
+            None if has_aggregate(e) => Item::Calc(calc(e, true, val_of)?),
             None => Item::Any(plain(e)),
         });
     }
     let text_of_item = |i: usize| match &items[i] {
         Item::Any(t) => t.clone(),
-        Item::Agg(_) => None,
+        _ => None,
     };
     let alias_item = |name: &str| {
         aliases
             .iter()
             .position(|a| a.as_deref().is_some_and(|a| a.eq_ignore_ascii_case(name)))
     };
-    let has_aggs = items.iter().any(|i| matches!(i, Item::Agg(_)));
+    let has_aggs = items.iter().any(|i| !matches!(i, Item::Any(_)));
     let mut keys = Vec::new();
     let implicit = group_by.is_empty();
     if implicit && distinct && !has_aggs {
@@ -247,8 +312,8 @@ fn read(
                 }
             } else if has_aggregate(&it.expr) {
                 return Err(format!(
-                    "ORDER BY an expression over aggregates ({})",
-                    it.expr
+                    "ORDER BY an expression over aggregates ({}) other than by its select-list position or alias",
+                    shown(&it.expr)
                 ));
             } else {
                 match plain(&it.expr) {

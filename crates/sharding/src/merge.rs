@@ -383,6 +383,34 @@ pub enum Out {
     Any(usize),
     /// An aggregate, by index in [`GroupPlan::aggs`].
     Agg(usize),
+    /// Arithmetic over aggregates, by index in [`GroupPlan::calcs`].
+    Calc(usize),
+}
+
+/// `+`, `-`, `*` over aggregates and integers, at most one `/` at the top,
+/// computed exactly and written with the digits the server gives the
+/// expression's column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Calc {
+    Agg(usize),
+    /// An integer as written.
+    Num(Vec<u8>),
+    Neg(Box<Calc>),
+    Bin(char, Box<Calc>, Box<Calc>),
+}
+
+impl Calc {
+    fn aggs(&self, out: &mut Vec<usize>) {
+        match self {
+            Calc::Agg(a) => out.push(*a),
+            Calc::Num(_) => {}
+            Calc::Neg(x) => x.aggs(out),
+            Calc::Bin(_, x, y) => {
+                x.aggs(out);
+                y.aggs(out);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -429,6 +457,8 @@ pub enum SortKey {
     Key(usize),
     /// An aggregate, by index in [`GroupPlan::aggs`].
     Agg(usize),
+    /// An expression over aggregates, by index in [`GroupPlan::calcs`].
+    Calc(usize),
 }
 
 /// How the rows of a GROUP BY (or DISTINCT, or aggregate) read over
@@ -450,6 +480,9 @@ pub struct GroupPlan {
     pub implicit: bool,
     pub outs: Vec<Out>,
     pub aggs: Vec<AggCols>,
+    /// Each expression over aggregates, and the column whose definition
+    /// is its result's.
+    pub calcs: Vec<(Calc, usize)>,
     pub having: Option<Cond>,
     /// ORDER BY of the merged groups (None: the keys' order, streamed).
     pub order: Option<Vec<(SortKey, bool)>>,
@@ -482,6 +515,9 @@ impl GroupPlan {
                 })
                 .collect();
             out.push_str(&format!("; {}", names.join(", ")));
+        }
+        if !self.calcs.is_empty() {
+            out.push_str("; expressions over aggregates computed exactly from the combined values");
         }
         if self.having.is_some() {
             out.push_str("; HAVING evaluated on the combined values");
@@ -649,6 +685,25 @@ impl<'p> Grouper<'p> {
                     "a HAVING condition on {} of a non-integer, non-DECIMAL column over several groups is not evaluated by sextant",
                     plan.aggs[a].kind.name()
                 ));
+            }
+        }
+        for (c, def) in &plan.calcs {
+            let mut used = Vec::new();
+            c.aggs(&mut used);
+            let numeric = used.iter().all(|a| {
+                let a = &plan.aggs[*a];
+                match a.kind {
+                    AggKind::Count => true,
+                    AggKind::Sum | AggKind::Min | AggKind::Max => {
+                        kind(a.value).is_ok_and(ValueKind::numeric)
+                    }
+                    _ => false,
+                }
+            });
+            if !numeric || !kind(*def).is_ok_and(ValueKind::numeric) {
+                return fail(
+                    "an expression over aggregates of other than integers and DECIMALs, or whose result is not one, over several groups is not computed by sextant".into(),
+                );
             }
         }
         let accs = Self::fresh(plan);
@@ -849,6 +904,82 @@ impl<'p> Grouper<'p> {
         })
     }
 
+    /// An expression over aggregates, exactly: NULL when an operand is,
+    /// or when it divides by zero.
+    fn calc(&self, c: &Calc) -> Result<Option<(i128, u32)>, String> {
+        let big = || "an expression over aggregates beyond 38 digits".to_string();
+        let align = |x: (i128, u32), y: (i128, u32)| -> Option<(i128, i128, u32)> {
+            let s = x.1.max(y.1);
+            Some((
+                x.0.checked_mul(10i128.checked_pow(s - x.1)?)?,
+                y.0.checked_mul(10i128.checked_pow(s - y.1)?)?,
+                s,
+            ))
+        };
+        Ok(match c {
+            Calc::Agg(a) => match self.value(*a)? {
+                None => None,
+                Some(v) => Some(
+                    decimal_parse(&v).ok_or_else(|| "a value that is not a number".to_string())?,
+                ),
+            },
+            Calc::Num(t) => {
+                Some(decimal_parse(t).ok_or_else(|| "a value that is not a number".to_string())?)
+            }
+            Calc::Neg(x) => self.calc(x)?.map(|(m, s)| (-m, s)),
+            Calc::Bin(op, x, y) => {
+                let (Some(x), Some(y)) = (self.calc(x)?, self.calc(y)?) else {
+                    return Ok(None);
+                };
+                match op {
+                    '+' | '-' => {
+                        let (a, b, s) = align(x, y).ok_or_else(big)?;
+                        let m = match op {
+                            '+' => a.checked_add(b),
+                            _ => a.checked_sub(b),
+                        };
+                        Some((m.ok_or_else(big)?, s))
+                    }
+                    '*' => Some((x.0.checked_mul(y.0).ok_or_else(big)?, x.1 + y.1)),
+                    // A quotient is made at the top only (see `calc_value`).
+                    _ => return Err("a division inside an expression over aggregates".into()),
+                }
+            }
+        })
+    }
+
+    /// An expression's value written with `scale` digits after the point.
+    fn calc_value(&self, c: &Calc, scale: u32) -> Result<Option<Vec<u8>>, String> {
+        let big = || "an expression over aggregates beyond 38 digits".to_string();
+        let pow = |e: u32| 10i128.checked_pow(e).ok_or_else(big);
+        let (num, den) = match c {
+            Calc::Bin('/', x, y) => {
+                let (Some(x), Some(y)) = (self.calc(x)?, self.calc(y)?) else {
+                    return Ok(None);
+                };
+                if y.0 == 0 {
+                    return Ok(None);
+                }
+                // x / y at `scale` digits: x.m * 10^(y.s + scale) / (y.m * 10^x.s).
+                (
+                    x.0.checked_mul(pow(y.1 + scale)?).ok_or_else(big)?,
+                    y.0.checked_mul(pow(x.1)?).ok_or_else(big)?,
+                )
+            }
+            c => match self.calc(c)? {
+                None => return Ok(None),
+                Some((m, s)) if s <= scale => (m.checked_mul(pow(scale - s)?).ok_or_else(big)?, 1),
+                Some((m, s)) => (m, pow(s - scale)?),
+            },
+        };
+        let (q, r) = (num / den, num % den);
+        let q = match r.unsigned_abs().checked_mul(2).ok_or_else(big)? >= den.unsigned_abs() {
+            true => q + (num.signum() * den.signum()),
+            false => q,
+        };
+        Ok(Some(decimal_format(q, scale)))
+    }
+
     fn value_kind(&self, i: usize) -> ValueKind {
         let a = &self.plan.aggs[i];
         match a.kind {
@@ -898,6 +1029,11 @@ impl<'p> Grouper<'p> {
             let v = match o {
                 Out::Any(c) => first.and_then(|r| r.cell(*c)).map(<[u8]>::to_vec),
                 Out::Agg(a) => self.value(*a)?,
+                Out::Calc(c) => {
+                    let (calc, def) = &self.plan.calcs[*c];
+                    let scale = self.decimals.get(*def).copied().unwrap_or(0) as u32;
+                    self.calc_value(calc, scale)?
+                }
             };
             match v {
                 None => row.push(0xfb),
@@ -923,6 +1059,16 @@ impl<'p> Grouper<'p> {
                         desc: *desc,
                         value: first.and_then(|r| r.cell(col)).map(<[u8]>::to_vec),
                         weights: first.map(|r| weights(r, col + 1)),
+                    }
+                }
+                SortKey::Calc(c) => {
+                    let (calc, def) = &self.plan.calcs[*c];
+                    let scale = self.decimals.get(*def).copied().unwrap_or(0) as u32;
+                    SortVal {
+                        kind: ValueKind::Decimal,
+                        desc: *desc,
+                        value: self.calc_value(calc, scale)?,
+                        weights: None,
                     }
                 }
                 SortKey::Agg(a) => {
@@ -1092,6 +1238,7 @@ mod tests {
                     weights: None,
                 },
             ],
+            calcs: Vec::new(),
             having: None,
             order: None,
             offset: 0,
@@ -1207,6 +1354,7 @@ mod tests {
                     weights: None,
                 },
             ],
+            calcs: Vec::new(),
             having: None,
             order: None,
             offset: 0,

@@ -8,7 +8,7 @@ use crate::analyze::{analyze, Analysis, GroupSet, Keys, OrderItem, Place, StmtKi
 use crate::fingerprint::{fingerprint, Lit, Slot, Tokens};
 use crate::grouping::{AggCall, Grouping, Having, HavingCond, Item, Key, OrderRef};
 use crate::layout::{KeyType, Layout, Method, Partition, Unlisted, Vdb};
-use crate::merge::{AggCols, AggKind, Cond, GroupPlan, Out, SortKey};
+use crate::merge::{AggCols, AggKind, Calc, Cond, GroupPlan, Out, SortKey};
 use crate::placement::{group_of, KeyValue};
 use sextant_sql::{Classification, Kind, LexMode, Lexer, TokenKind};
 use sqlparser::dialect::MySqlDialect;
@@ -955,6 +955,8 @@ fn grouped_plan(
                 calls.push(c.clone());
                 Out::Agg(calls.len() - 1)
             }
+            // Filled in below, once the items' own aggregates are listed.
+            Item::Calc(_) => Out::Calc(0),
         });
     }
     let item_aggs = calls.len();
@@ -967,6 +969,13 @@ fn grouped_plan(
             }
         }
     };
+    let mut calcs = Vec::new();
+    for (i, it) in g.items.iter().enumerate() {
+        if let Item::Calc(c) = it {
+            calcs.push((calc_plan(c, &mut calls, &mut call_index, literal)?, i));
+            outs[i] = Out::Calc(calcs.len() - 1);
+        }
+    }
     let having = match &g.having {
         Having::Eval(h) => Some(having_plan(h, &mut calls, &mut call_index, literal)?),
         _ => None,
@@ -982,6 +991,10 @@ fn grouped_plan(
                     .map(SortKey::Key)
                     .ok_or_else(|| format!("ORDER BY {t}, which is not grouped by")),
                 Item::Any(None) => Err("ORDER BY an item with values".into()),
+                Item::Calc(_) => match outs[i] {
+                    Out::Calc(c) => Ok(SortKey::Calc(c)),
+                    _ => Err("ORDER BY an expression over aggregates".into()),
+                },
             }
         };
         let key = match r {
@@ -1151,6 +1164,7 @@ fn grouped_plan(
             implicit: g.implicit,
             outs,
             aggs,
+            calcs,
             having,
             order: (!streamed).then_some(order),
             offset,
@@ -1161,6 +1175,27 @@ fn grouped_plan(
             drop_distinct: true,
             clauses: Some(clauses),
         },
+    })
+}
+
+fn calc_plan(
+    c: &crate::grouping::Calc,
+    calls: &mut Vec<AggCall>,
+    index: &mut dyn FnMut(&AggCall, &mut Vec<AggCall>) -> usize,
+    literal: &dyn Fn(&Val) -> Option<Vec<u8>>,
+) -> Result<Calc, String> {
+    use crate::grouping::Calc as C;
+    Ok(match c {
+        C::Agg(a) => Calc::Agg(index(a, calls)),
+        C::Num(v) => Calc::Num(literal(v).ok_or_else(|| {
+            "an expression over aggregates with a value that is not an integer".to_string()
+        })?),
+        C::Neg(x) => Calc::Neg(Box::new(calc_plan(x, calls, index, literal)?)),
+        C::Bin(op, x, y) => Calc::Bin(
+            *op,
+            Box::new(calc_plan(x, calls, index, literal)?),
+            Box::new(calc_plan(y, calls, index, literal)?),
+        ),
     })
 }
 
