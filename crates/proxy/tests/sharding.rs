@@ -522,11 +522,11 @@ impl Rng {
     }
 }
 
+type Rows = Vec<Vec<Option<String>>>;
+
 /// Rows as text, for comparing what sextant and the server return.
-fn rows_of(c: &mut mysql::Conn, sql: &str) -> Result<Vec<Vec<Option<String>>>, (u16, String)> {
-    let rows: Vec<mysql::Row> = c.query(sql).map_err(code)?;
-    Ok(rows
-        .into_iter()
+fn text_rows(rows: Vec<mysql::Row>) -> Rows {
+    rows.into_iter()
         .map(|r| {
             r.unwrap()
                 .into_iter()
@@ -537,7 +537,56 @@ fn rows_of(c: &mut mysql::Conn, sql: &str) -> Result<Vec<Vec<Option<String>>>, (
                 })
                 .collect()
         })
-        .collect())
+        .collect()
+}
+
+fn rows_of(c: &mut mysql::Conn, sql: &str) -> Result<Rows, (u16, String)> {
+    Ok(text_rows(c.query(sql).map_err(code)?))
+}
+
+/// A differential corpus's count: queries whose answers through sextant
+/// equal one server's, and queries sextant refused (1235, by message).
+#[derive(Default)]
+struct Tally {
+    compared: usize,
+    refused: usize,
+    forms: std::collections::BTreeSet<String>,
+}
+
+impl Tally {
+    /// Compares sextant's answer with the reference's, cell by cell through
+    /// `canon`, row for row when `ordered` (else as sets); counts a
+    /// refusal. Returns whether the answers were compared.
+    fn check(
+        &mut self,
+        what: &str,
+        got: Result<Rows, (u16, String)>,
+        want: Rows,
+        ordered: bool,
+        canon: fn(&Option<String>) -> Option<String>,
+    ) -> bool {
+        match got {
+            Ok(got) => {
+                let canon = |rows: Rows| -> Rows {
+                    rows.iter().map(|r| r.iter().map(canon).collect()).collect()
+                };
+                let (mut got, mut want) = (canon(got), canon(want));
+                if !ordered {
+                    got.sort();
+                    want.sort();
+                }
+                assert_eq!(got, want, "{what}");
+                self.compared += 1;
+                true
+            }
+            Err((1235, msg)) => {
+                self.refused += 1;
+                self.forms.insert(msg);
+                false
+            }
+            Err(e) => panic!("{what}: {e:?}"),
+        }
+    }
 }
 
 #[test]
@@ -608,8 +657,8 @@ fn merged_reads_equal_one_server() {
         "WHERE customer_id = {k} OR customer_id = {k2}",
     ];
     let keys = ["amount", "note", "created", "score", "customer_id", "id"];
-    let (mut compared, mut refused, mut ordered, mut aggregated) = (0, 0, 0, 0);
-    let mut refused_forms = std::collections::BTreeSet::new();
+    let (mut ordered, mut aggregated) = (0, 0);
+    let mut tally = Tally::default();
     let aggregates = [
         "COUNT(*)",
         "COUNT(note)",
@@ -679,32 +728,29 @@ fn merged_reads_equal_one_server() {
             select.join(", ")
         );
         let want = rows_of(&mut reference, &sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
-        match rows_of(&mut c, &sql) {
-            Ok(mut got) => {
-                let mut want = want;
-                if order.is_empty() {
-                    got.sort();
-                    want.sort();
-                } else {
-                    ordered += 1;
-                }
-                assert_eq!(got, want, "query {n}: {sql}");
-                compared += 1;
-                aggregated += usize::from(aggregate);
-            }
-            Err((1235, msg)) => {
-                refused += 1;
-                refused_forms.insert(msg);
-            }
-            Err(e) => panic!("query {n}: {sql}: {e:?}"),
+        let got = rows_of(&mut c, &sql);
+        if tally.check(
+            &format!("query {n}: {sql}"),
+            got,
+            want,
+            !order.is_empty(),
+            Clone::clone,
+        ) {
+            ordered += usize::from(!order.is_empty());
+            aggregated += usize::from(aggregate);
         }
     }
+    let Tally {
+        compared,
+        refused,
+        forms,
+    } = tally;
     eprintln!(
-        "{compared} identical ({ordered} ordered, {aggregated} aggregates), {refused} refused: {refused_forms:?}"
+        "{compared} identical ({ordered} ordered, {aggregated} aggregates), {refused} refused: {forms:?}"
     );
     assert!(
         compared >= 500 && aggregated >= 50,
-        "{compared} compared ({aggregated} aggregates), {refused} refused: {refused_forms:?}"
+        "{compared} compared ({aggregated} aggregates), {refused} refused: {forms:?}"
     );
     grouped_reads_equal_one_server(&mut c, &mut reference);
     other_tables_and_prepared_equal_one_server(&mut c, &mut reference);
@@ -775,8 +821,8 @@ fn other_tables_and_prepared_equal_one_server(c: &mut mysql::Conn, reference: &m
         "SELECT customer_id, COUNT(*), SUM(amount) FROM facts WHERE customer_id IN ({k}, {k2}) GROUP BY customer_id".to_string(),
         "SELECT id, created FROM facts WHERE customer_id BETWEEN {k} AND {k2} ORDER BY created DESC, id LIMIT {n}".to_string(),
     ];
-    let (mut compared, mut prepared, mut refused) = (0, 0, 0);
-    let mut refused_forms = std::collections::BTreeSet::new();
+    let mut prepared = 0;
+    let mut tally = Tally::default();
     for n in 0..200 {
         let k = rng.below(30) as i64 - 5;
         let sql = rng
@@ -787,59 +833,29 @@ fn other_tables_and_prepared_equal_one_server(c: &mut mysql::Conn, reference: &m
             .replace("{r}", &format!("{}.5", rng.below(3)))
             .replace("{d}", &format!("{}.5", rng.below(1000) as i64 - 500));
         let as_prepared = rng.below(2) == 0;
-        let run = |conn: &mut mysql::Conn| -> Result<Vec<Vec<Option<String>>>, (u16, String)> {
+        let run = |conn: &mut mysql::Conn| -> Result<Rows, (u16, String)> {
             match as_prepared {
                 false => rows_of(conn, &sql),
-                true => {
-                    let rows: Vec<mysql::Row> = conn.exec(&sql, ()).map_err(code)?;
-                    Ok(rows
-                        .into_iter()
-                        .map(|r| {
-                            r.unwrap()
-                                .into_iter()
-                                .map(|v| match v {
-                                    mysql::Value::NULL => None,
-                                    mysql::Value::Bytes(b) => {
-                                        Some(String::from_utf8_lossy(&b).into_owned())
-                                    }
-                                    other => Some(other.as_sql(true)),
-                                })
-                                .collect()
-                        })
-                        .collect())
-                }
+                true => Ok(text_rows(conn.exec(&sql, ()).map_err(code)?)),
             }
         };
         let want = run(reference).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
-        match run(c) {
-            Ok(got) => {
-                let canon = |rows: Vec<Vec<Option<String>>>| {
-                    rows.iter()
-                        .map(|r| r.iter().map(fold).collect::<Vec<_>>())
-                        .collect::<Vec<_>>()
-                };
-                let (mut got, mut want) = (canon(got), canon(want));
-                if !sql.contains("ORDER BY") {
-                    got.sort();
-                    want.sort();
-                }
-                assert_eq!(got, want, "query {n} (prepared: {as_prepared}): {sql}");
-                compared += 1;
-                prepared += usize::from(as_prepared);
-            }
-            Err((1235, msg)) => {
-                refused += 1;
-                refused_forms.insert(msg);
-            }
-            Err(e) => panic!("query {n} (prepared: {as_prepared}): {sql}: {e:?}"),
+        let what = format!("query {n} (prepared: {as_prepared}): {sql}");
+        if tally.check(&what, run(c), want, sql.contains("ORDER BY"), fold) {
+            prepared += usize::from(as_prepared);
         }
     }
+    let Tally {
+        compared,
+        refused,
+        forms,
+    } = tally;
     eprintln!(
-        "global, single, prepared: {compared} identical ({prepared} prepared), {refused} refused: {refused_forms:?}"
+        "global, single, prepared: {compared} identical ({prepared} prepared), {refused} refused: {forms:?}"
     );
     assert!(
         compared >= 100 && prepared >= 30,
-        "{compared} compared ({prepared} prepared), {refused} refused: {refused_forms:?}"
+        "{compared} compared ({prepared} prepared), {refused} refused: {forms:?}"
     );
 }
 
@@ -906,9 +922,9 @@ fn grouped_reads_equal_one_server(c: &mut mysql::Conn, reference: &mut mysql::Co
         "WHERE note IS NOT NULL",
         "WHERE customer_id BETWEEN {k} AND {k2}",
     ];
-    let (mut compared, mut ordered, mut refused) = (0, 0, 0);
-    let mut forms = std::collections::BTreeSet::new();
-    let mut refused_forms = std::collections::BTreeSet::new();
+    let mut ordered = 0;
+    let mut shown = std::collections::BTreeSet::new();
+    let mut tally = Tally::default();
     for n in 0..400 {
         let distinct_select = rng.below(6) == 0;
         let nkeys = match distinct_select {
@@ -990,49 +1006,35 @@ fn grouped_reads_equal_one_server(c: &mut mysql::Conn, reference: &mut mysql::Co
             items.join(", ")
         );
         let want = rows_of(reference, &sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
-        match rows_of(c, &sql) {
-            Ok(got) => {
-                let canon = |rows: Vec<Vec<Option<String>>>| {
-                    rows.iter()
-                        .map(|r| r.iter().map(fold).collect::<Vec<_>>())
-                        .collect::<Vec<_>>()
-                };
-                let (mut got, mut want) = (canon(got), canon(want));
-                if order.is_empty() {
-                    got.sort();
-                    want.sort();
-                } else {
-                    ordered += 1;
-                }
-                assert_eq!(got, want, "grouped query {n}: {sql}");
-                compared += 1;
-                for f in [
-                    "DISTINCT ",
-                    "GROUP BY",
-                    "HAVING",
-                    "AVG(",
-                    "(DISTINCT",
-                    "ORDER BY",
-                    "OFFSET",
-                ] {
-                    if sql.contains(f) {
-                        forms.insert(f);
-                    }
+        let what = format!("grouped query {n}: {sql}");
+        if tally.check(&what, rows_of(c, &sql), want, !order.is_empty(), fold) {
+            ordered += usize::from(!order.is_empty());
+            for f in [
+                "DISTINCT ",
+                "GROUP BY",
+                "HAVING",
+                "AVG(",
+                "(DISTINCT",
+                "ORDER BY",
+                "OFFSET",
+            ] {
+                if sql.contains(f) {
+                    shown.insert(f);
                 }
             }
-            Err((1235, msg)) => {
-                refused += 1;
-                refused_forms.insert(msg);
-            }
-            Err(e) => panic!("grouped query {n}: {sql}: {e:?}"),
         }
     }
+    let Tally {
+        compared,
+        refused,
+        forms,
+    } = tally;
     eprintln!(
-        "grouped: {compared} identical ({ordered} ordered; forms {forms:?}), {refused} refused: {refused_forms:?}"
+        "grouped: {compared} identical ({ordered} ordered; forms {shown:?}), {refused} refused: {forms:?}"
     );
     assert!(
-        compared >= 300 && forms.len() == 7,
-        "grouped: {compared} compared, forms {forms:?}, {refused} refused: {refused_forms:?}"
+        compared >= 300 && shown.len() == 7,
+        "grouped: {compared} compared, forms {shown:?}, {refused} refused: {forms:?}"
     );
 }
 

@@ -57,7 +57,7 @@ pub struct Tokens {
 }
 
 /// Functions whose result depends on more than one row.
-const AGGREGATES: &[&str] = &[
+pub(crate) const AGGREGATES: &[&str] = &[
     "avg",
     "bit_and",
     "bit_or",

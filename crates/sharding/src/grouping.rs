@@ -5,7 +5,7 @@
 //! statement shape; values (positions, HAVING's numbers) stay slots.
 
 use crate::analyze::Val;
-use crate::fingerprint::Lit;
+use crate::fingerprint::{Lit, AGGREGATES};
 use crate::merge::{AggKind, CmpOp};
 use sqlparser::ast::{
     BinaryOperator, Distinct, DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr,
@@ -166,28 +166,6 @@ pub enum OrderRef {
     /// An aggregate the select list does not have.
     Agg(AggCall),
 }
-
-/// Functions whose result depends on more than one row.
-const AGGREGATES: &[&str] = &[
-    "avg",
-    "bit_and",
-    "bit_or",
-    "bit_xor",
-    "count",
-    "group_concat",
-    "json_arrayagg",
-    "json_objectagg",
-    "max",
-    "min",
-    "std",
-    "stddev",
-    "stddev_pop",
-    "stddev_samp",
-    "sum",
-    "var_pop",
-    "var_samp",
-    "variance",
-];
 
 /// The grouping of a top-level SELECT (None: it has no GROUP BY,
 /// DISTINCT or aggregate, and its rows concatenate), or why its groups

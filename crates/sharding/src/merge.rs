@@ -1135,6 +1135,16 @@ mod tests {
             .collect()
     }
 
+    fn agg(kind: AggKind, def: usize, value: usize, count: usize) -> AggCols {
+        AggCols {
+            kind,
+            def,
+            value,
+            count,
+            weights: None,
+        }
+    }
+
     fn col(kind: ValueKind, decimals: u8) -> Column {
         Column {
             kind: Ok(kind),
@@ -1216,27 +1226,9 @@ mod tests {
             implicit: false,
             outs: vec![Out::Any(0), Out::Agg(0), Out::Agg(1), Out::Agg(2)],
             aggs: vec![
-                AggCols {
-                    kind: AggKind::Count,
-                    def: 1,
-                    value: 1,
-                    count: 1,
-                    weights: None,
-                },
-                AggCols {
-                    kind: AggKind::Avg,
-                    def: 2,
-                    value: 7,
-                    count: 8,
-                    weights: None,
-                },
-                AggCols {
-                    kind: AggKind::Max,
-                    def: 3,
-                    value: 3,
-                    count: 3,
-                    weights: None,
-                },
+                agg(AggKind::Count, 1, 1, 1),
+                agg(AggKind::Avg, 2, 7, 8),
+                agg(AggKind::Max, 3, 3, 3),
             ],
             calcs: Vec::new(),
             having: None,
@@ -1339,20 +1331,8 @@ mod tests {
             implicit: true,
             outs: vec![Out::Agg(0), Out::Agg(1)],
             aggs: vec![
-                AggCols {
-                    kind: AggKind::CountDistinct,
-                    def: 0,
-                    value: 0,
-                    count: 0,
-                    weights: None,
-                },
-                AggCols {
-                    kind: AggKind::Count,
-                    def: 1,
-                    value: 1,
-                    count: 1,
-                    weights: None,
-                },
+                agg(AggKind::CountDistinct, 0, 0, 0),
+                agg(AggKind::Count, 1, 1, 1),
             ],
             calcs: Vec::new(),
             having: None,
