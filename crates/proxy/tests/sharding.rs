@@ -587,6 +587,20 @@ impl Tally {
             Err(e) => panic!("{what}: {e:?}"),
         }
     }
+
+    /// Prints the count, and fails unless `enough` holds of it.
+    fn report(self, corpus: &str, detail: &str, enough: bool) {
+        let Tally {
+            compared,
+            refused,
+            forms,
+        } = self;
+        eprintln!("{corpus}: {compared} identical ({detail}), {refused} refused: {forms:?}");
+        assert!(
+            enough,
+            "{corpus}: {compared} compared ({detail}), {refused} refused: {forms:?}"
+        );
+    }
 }
 
 #[test]
@@ -740,18 +754,9 @@ fn merged_reads_equal_one_server() {
             aggregated += usize::from(aggregate);
         }
     }
-    let Tally {
-        compared,
-        refused,
-        forms,
-    } = tally;
-    eprintln!(
-        "{compared} identical ({ordered} ordered, {aggregated} aggregates), {refused} refused: {forms:?}"
-    );
-    assert!(
-        compared >= 500 && aggregated >= 50,
-        "{compared} compared ({aggregated} aggregates), {refused} refused: {forms:?}"
-    );
+    let enough = tally.compared >= 500 && aggregated >= 50;
+    let detail = format!("{ordered} ordered, {aggregated} aggregates");
+    tally.report("plain", &detail, enough);
     grouped_reads_equal_one_server(&mut c, &mut reference);
     other_tables_and_prepared_equal_one_server(&mut c, &mut reference);
     // Deep OFFSET streams: nothing more than a row per group is held.
@@ -845,17 +850,11 @@ fn other_tables_and_prepared_equal_one_server(c: &mut mysql::Conn, reference: &m
             prepared += usize::from(as_prepared);
         }
     }
-    let Tally {
-        compared,
-        refused,
-        forms,
-    } = tally;
-    eprintln!(
-        "global, single, prepared: {compared} identical ({prepared} prepared), {refused} refused: {forms:?}"
-    );
-    assert!(
-        compared >= 100 && prepared >= 30,
-        "{compared} compared ({prepared} prepared), {refused} refused: {forms:?}"
+    let enough = tally.compared >= 100 && prepared >= 30;
+    tally.report(
+        "global, single, prepared",
+        &format!("{prepared} prepared"),
+        enough,
     );
 }
 
@@ -1024,18 +1023,9 @@ fn grouped_reads_equal_one_server(c: &mut mysql::Conn, reference: &mut mysql::Co
             }
         }
     }
-    let Tally {
-        compared,
-        refused,
-        forms,
-    } = tally;
-    eprintln!(
-        "grouped: {compared} identical ({ordered} ordered; forms {shown:?}), {refused} refused: {forms:?}"
-    );
-    assert!(
-        compared >= 300 && shown.len() == 7,
-        "grouped: {compared} compared, forms {shown:?}, {refused} refused: {forms:?}"
-    );
+    let enough = tally.compared >= 300 && shown.len() == 7;
+    let detail = format!("{ordered} ordered; forms {shown:?}");
+    tally.report("grouped", &detail, enough);
 }
 
 #[test]
