@@ -1376,6 +1376,28 @@ pub fn merge_sql(
     Ok(out)
 }
 
+/// A prepared statement's text with each `?` placeholder replaced by its
+/// value written as a literal (None: a count that does not match).
+pub fn with_values(sql: &[u8], mode: LexMode, literals: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let base = sql.as_ptr() as usize;
+    let mut out = Vec::with_capacity(sql.len() + literals.iter().map(Vec::len).sum::<usize>());
+    let mut at = 0;
+    let mut next = literals.iter();
+    for t in Lexer::with_mode(sql, mode) {
+        if t.kind == TokenKind::Punct && t.text == b"?" {
+            let start = t.text.as_ptr() as usize - base;
+            out.extend_from_slice(&sql[at..start]);
+            out.extend_from_slice(next.next()?);
+            at = start + 1;
+        }
+    }
+    if next.next().is_some() {
+        return None;
+    }
+    out.extend_from_slice(&sql[at..]);
+    Some(out)
+}
+
 /// The part of a statement the parser reads: MySQL's older `LOCK IN
 /// SHARE MODE` (the parser knows only `FOR SHARE`) changes nothing of
 /// where a statement goes, and is left off.

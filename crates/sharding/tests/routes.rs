@@ -77,3 +77,17 @@ fn routes_golden() {
     let want = std::fs::read_to_string(&path).unwrap_or_default();
     assert_eq!(out, want, "routes.out (UPDATE_GOLDEN=1 rewrites it)");
 }
+
+#[test]
+fn placeholders_take_their_values_outside_strings_and_comments() {
+    use sextant_sharding::route::with_values;
+    let mode = sextant_sql::LexMode::DEFAULT;
+    let sql = b"SELECT '?', x /* ? */ FROM t WHERE a = ? AND b IN (?, ?)";
+    let lits = [b"1".to_vec(), b"'it''s'".to_vec(), b"NULL".to_vec()];
+    assert_eq!(
+        with_values(sql, mode, &lits).unwrap(),
+        b"SELECT '?', x /* ? */ FROM t WHERE a = 1 AND b IN ('it''s', NULL)".to_vec()
+    );
+    assert!(with_values(sql, mode, &lits[..2]).is_none());
+    assert!(with_values(b"SELECT 1", mode, &lits[..1]).is_none());
+}

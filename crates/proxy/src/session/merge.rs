@@ -9,6 +9,7 @@ use super::shard::Fail;
 use crate::client::Client;
 use crate::errors::SessionError;
 use sextant_backend::Lease;
+use sextant_protocol::binary::ColumnType;
 use sextant_protocol::codec::write_packet;
 use sextant_protocol::packets::column_meta;
 use sextant_sharding::merge::{self, Column, GroupPlan, Grouper, Row, ValueKind};
@@ -18,6 +19,30 @@ use std::cmp::Ordering;
 /// Which groups were read to their end (the others are closed); on error,
 /// whether anything reached the client (the next sequence number).
 pub(super) type Merged = Result<Vec<bool>, (Fail, Option<u8>)>;
+
+/// A column's type for the binary protocol, from its definition.
+pub(super) fn column_type(def: &[u8]) -> Result<ColumnType, Fail> {
+    let m = column_meta(def).map_err(|e| refused(format!("column definition: {e}")))?;
+    Ok(ColumnType {
+        ty: m.ty,
+        unsigned: m.flags & 0x20 != 0,
+    })
+}
+
+/// A text row written in the binary protocol.
+pub(super) fn binary_row(text: &[u8], types: &[ColumnType]) -> Result<Vec<u8>, Fail> {
+    sextant_protocol::binary::row_from_text(text, types).ok_or_else(|| {
+        refused("a value the server wrote that sextant cannot write in the binary protocol".into())
+    })
+}
+
+/// Writes one row: as it is, or in the binary protocol (`types`).
+fn emit(out: &mut Vec<u8>, seq: u8, row: &[u8], types: Option<&[ColumnType]>) -> Result<u8, Fail> {
+    Ok(match types {
+        None => write_packet(out, seq, row),
+        Some(t) => write_packet(out, seq, &binary_row(row, t)?),
+    })
+}
 
 fn refused(why: String) -> Fail {
     Fail::Other(SessionError::ShardUnsupported(why))
@@ -45,15 +70,18 @@ async fn next_row(l: &mut Lease, n: usize) -> Result<Stream, Fail> {
 
 /// Reads every group's column definitions; writes the first group's
 /// visible ones to the client (not flushed). Returns what each column of
-/// the groups' rows is, and the next sequence number.
+/// the groups' rows is, the visible columns' binary-protocol types (when
+/// `binary`), and the next sequence number.
 async fn headers(
     leases: &mut [Lease],
     client: &mut Client,
     hidden: usize,
     eof_mode: bool,
-) -> Result<(Vec<Column>, u8), Fail> {
+    binary: bool,
+) -> Result<(Vec<Column>, Option<Vec<ColumnType>>, u8), Fail> {
     let mut seq: u8 = 1;
     let mut columns = Vec::new();
+    let mut types = binary.then(Vec::new);
     let mut n = 0;
     for (k, l) in leases.iter_mut().enumerate() {
         let conn = l.conn_mut();
@@ -102,12 +130,15 @@ async fn headers(
         seq = write_packet(&mut client.out, seq, &count);
         for def in &defs[..visible] {
             seq = write_packet(&mut client.out, seq, def);
+            if let Some(t) = types.as_mut() {
+                t.push(column_type(def)?);
+            }
         }
         if eof_mode {
             seq = write_packet(&mut client.out, seq, &[0xfe, 0, 0, 0x02, 0]);
         }
     }
-    Ok((columns, seq))
+    Ok((columns, types, seq))
 }
 
 /// The index of the stream whose row comes first (the lowest group first
@@ -132,9 +163,10 @@ pub(super) async fn merge_rows(
     plan: &MergePlan,
     eof_mode: bool,
     session_status: u16,
+    binary: bool,
 ) -> Merged {
     let hidden = plan.hidden();
-    let (columns, mut seq) = headers(leases, client, hidden, eof_mode)
+    let (columns, types, mut seq) = headers(leases, client, hidden, eof_mode, binary)
         .await
         .map_err(|e| (e, None))?;
     let n = columns.len();
@@ -180,7 +212,9 @@ pub(super) async fn merge_rows(
         if skipped < plan.offset {
             skipped += 1;
         } else if let Some(row) = &streams[b].row {
-            seq = write_packet(&mut client.out, seq, &row.bytes[..row.visible_end(visible)]);
+            let cells = &row.bytes[..row.visible_end(visible)];
+            seq = emit(&mut client.out, seq, cells, types.as_deref())
+                .map_err(|e| (e, flushed.then_some(seq)))?;
             sent += 1;
             if client.out.len() >= 64 * 1024 {
                 client
@@ -210,9 +244,10 @@ pub(super) async fn merge_grouped(
     eof_mode: bool,
     session_status: u16,
     memory: usize,
+    binary: bool,
 ) -> Merged {
     let hidden = plan.columns.saturating_sub(plan.visible);
-    let (columns, mut seq) = headers(leases, client, hidden, eof_mode)
+    let (columns, types, mut seq) = headers(leases, client, hidden, eof_mode, binary)
         .await
         .map_err(|e| (e, None))?;
     let n = columns.len();
@@ -229,6 +264,7 @@ pub(super) async fn merge_grouped(
         held: Vec::new(),
         bytes: 0,
         memory,
+        types,
     };
     loop {
         if plan.order.is_none() && plan.count.is_some_and(|c| out.sent >= c) {
@@ -260,7 +296,8 @@ pub(super) async fn merge_grouped(
                     .map_or(usize::MAX, |c| c.min(usize::MAX as u64) as usize),
             )
         {
-            out.seq = write_packet(&mut client.out, out.seq, &g.row);
+            out.seq = emit(&mut client.out, out.seq, &g.row, out.types.as_deref())
+                .map_err(|e| (e, out.sent()))?;
             out.flush_some(client).await?;
         }
     }
@@ -279,6 +316,8 @@ struct Out {
     held: Vec<merge::Group>,
     bytes: usize,
     memory: usize,
+    /// Rows go out in the binary protocol, by these types.
+    types: Option<Vec<ColumnType>>,
 }
 
 impl Out {
@@ -311,7 +350,8 @@ impl Out {
             self.skipped += 1;
             return Ok(());
         }
-        self.seq = write_packet(&mut client.out, self.seq, &g.row);
+        self.seq = emit(&mut client.out, self.seq, &g.row, self.types.as_deref())
+            .map_err(|e| (e, self.sent()))?;
         self.sent += 1;
         self.flush_some(client).await
     }

@@ -254,7 +254,7 @@ impl Session {
     /// statement's plan, run with its retries.
     async fn run_statement(&mut self, p: &[u8], bulk: bool) -> Result<(), SessionError> {
         let id = stmt_id(p)?;
-        let Some(st) = self.stmts.get(&id) else {
+        if !self.stmts.contains_key(&id) {
             let command = match bulk {
                 true => "mysqld_stmt_bulk_execute",
                 false => "mysqld_stmt_execute",
@@ -262,16 +262,31 @@ impl Session {
             return self
                 .reply_error(SessionError::UnknownStatement { id, command })
                 .await;
-        };
+        }
         if let Some(sh) = self.sharding.clone() {
             let qa = self.flavor.caps & cap::QUERY_ATTRIBUTES != 0;
+            // The types come with the first execution only: kept for the
+            // values of the next ones.
+            if let (false, Some(st)) = (bulk, self.stmts.get_mut(&id)) {
+                if let Some(l) = exec_layout(p, st.params as usize, qa) {
+                    if l.types_len > 0 {
+                        st.types.clear();
+                        st.types
+                            .extend_from_slice(&p[l.bind_at + 1..l.bind_at + 1 + l.types_len]);
+                        st.types_n = l.n;
+                    }
+                }
+            }
+            let Some(st) = self.stmts.get(&id) else {
+                return Ok(());
+            };
             let values = match bulk {
                 true => Vec::new(),
                 false => exec_values(p, st, qa),
             };
-            let params = super::shard::param_lits(&values);
+            let cursor = !bulk && p.get(5).is_some_and(|f| f & cursor::READ_ONLY != 0);
             let (sql, may_write) = (st.sql.clone(), st.route.may_write);
-            match Box::pin(self.shard_execute(&sh, &sql, may_write, &params, bulk)).await? {
+            match Box::pin(self.shard_execute(&sh, &sql, may_write, &values, bulk, cursor)).await? {
                 super::shard::Sharded::Done => return Ok(()),
                 super::shard::Sharded::Continue => {}
             }

@@ -59,7 +59,7 @@ impl Session {
         let route = sh
             .router
             .route(self.vars.schema.as_deref(), sql, self.lex_mode(), &[], c);
-        self.shard_route(sh, route, packet).await
+        self.shard_route(sh, route, packet, false).await
     }
 
     /// Sharding at COM_STMT_PREPARE: the statement is prepared in the
@@ -84,23 +84,28 @@ impl Session {
         if self.pinned() || self.pending_begin.is_some() {
             return Ok(Sharded::Continue);
         }
-        self.shard_route(sh, route, packet).await
+        self.shard_route(sh, route, packet, false).await
     }
 
-    /// Sharding at COM_STMT_EXECUTE: routed by its parameters' values.
+    /// Sharding at COM_STMT_EXECUTE: routed by its parameters' values. An
+    /// execution for several groups runs as the same statement with its
+    /// values written in as text, merged as text, and answered in the
+    /// binary protocol the client expects.
     pub(super) async fn shard_execute(
         &mut self,
         sh: &Arc<Sharding>,
         sql: &[u8],
         may_write: bool,
-        params: &[Lit<'_>],
+        values: &[sextant_protocol::binary::Value<'_>],
         bulk: bool,
+        cursor: bool,
     ) -> Result<Sharded, SessionError> {
         let db = self.vars.schema.as_deref();
+        let mode = self.lex_mode();
         let route = match bulk {
             // A bulk execute's rows are not read: only a statement naming
             // no table of the layout may run so.
-            true => match sh.router.route_prepare(db, sql, self.lex_mode(), may_write) {
+            true => match sh.router.route_prepare(db, sql, mode, may_write) {
                 Route::Session => Route::Session,
                 Route::Refuse(why) => Route::Refuse(why),
                 _ => Route::Refuse(
@@ -109,29 +114,69 @@ impl Session {
             },
             false => {
                 let c = sextant_sql::classify(sql);
-                sh.router.route(db, sql, self.lex_mode(), params, &c)
+                sh.router.route(db, sql, mode, &param_lits(values), &c)
             }
         };
-        let route = match route {
-            Route::Merge(m) => Route::Refuse(format!(
-                "a prepared statement for several groups ({}) is not run yet; restrict it by the shard key to one group, or send it as text",
-                names(sh, m.groups)
-            )),
-            Route::Scatter(set) | Route::Broadcast(set) => Route::Refuse(format!(
-                "a prepared statement for several groups ({}) is not run yet; restrict it by the shard key to one group, or send it as text",
-                names(sh, set)
-            )),
-            r => r,
+        let set = match &route {
+            Route::Merge(m) => m.groups,
+            Route::Scatter(set) | Route::Broadcast(set) => *set,
+            _ => return self.shard_route(sh, route, &[], false).await,
         };
-        self.shard_route(sh, route, &[]).await
+        let refuse = |why: &str| {
+            Route::Refuse(format!(
+                "a prepared statement for several groups ({}) {why}; restrict it by the shard key to one group, or send it as text",
+                names(sh, set)
+            ))
+        };
+        if matches!(route, Route::Broadcast(_)) {
+            return self
+                .shard_route(sh, refuse("that is DDL"), &[], false)
+                .await;
+        }
+        if cursor {
+            return self
+                .shard_route(sh, refuse("with a cursor is not run"), &[], false)
+                .await;
+        }
+        let literals: Option<Vec<Vec<u8>>> = values
+            .iter()
+            .map(|v| {
+                sextant_protocol::binary::literal(
+                    v,
+                    mode.backslash_escapes,
+                    mode.multibyte.is_some(),
+                )
+            })
+            .collect();
+        let text = literals.and_then(|l| sextant_sharding::route::with_values(sql, mode, &l));
+        let Some(text) = text else {
+            let why = "has a value sextant cannot write as text (a TIME, or a non-ASCII string in a multibyte character set)";
+            return self.shard_route(sh, refuse(why), &[], false).await;
+        };
+        let c = sextant_sql::classify(&text);
+        let route = match sh.router.route(db, &text, mode, &[], &c) {
+            r @ (Route::Merge(_) | Route::Scatter(_)) => r,
+            _ => refuse("routes otherwise as text"),
+        };
+        let mut packet = Vec::with_capacity(text.len() + 3);
+        packet.push(sextant_protocol::consts::com::QUERY);
+        if self.flavor.caps & sextant_protocol::consts::cap::QUERY_ATTRIBUTES != 0 {
+            // No attributes, one parameter set.
+            packet.extend_from_slice(&[0, 1]);
+        }
+        packet.extend_from_slice(&text);
+        self.shard_route(sh, route, &packet, true).await
     }
 
     /// Carries out a route (also for prepared statements' executions).
+    /// `binary`: the client executed a prepared statement, and `packet` is
+    /// it as text: rows go back in the binary protocol.
     pub(super) async fn shard_route(
         &mut self,
         sh: &Arc<Sharding>,
         route: Route,
         packet: &[u8],
+        binary: bool,
     ) -> Result<Sharded, SessionError> {
         let (group, index) = match route {
             Route::Refuse(why) => {
@@ -174,8 +219,8 @@ impl Session {
                     return Ok(Sharded::Done);
                 }
                 let res = match &route {
-                    Route::Merge(plan) => self.merge(sh, plan, packet).await,
-                    Route::Scatter(_) => self.scatter(sh, set, packet).await,
+                    Route::Merge(plan) => self.merge(sh, plan, packet, binary).await,
+                    Route::Scatter(_) => self.scatter(sh, set, packet, binary).await,
                     _ => self.broadcast(sh, set, packet).await,
                 };
                 return match res {
@@ -287,6 +332,7 @@ impl Session {
         sh: &Arc<Sharding>,
         set: GroupSet,
         packet: &[u8],
+        binary: bool,
     ) -> Result<(), SessionError> {
         // The router sends only plain reads here.
         let c = sextant_sql::classify(packet.get(1..).unwrap_or_default());
@@ -305,6 +351,7 @@ impl Session {
         let mut seq: u8 = 1;
         let mut sent_header = false;
         let mut columns = 0u64;
+        let mut types = binary.then(Vec::new);
         let eof_mode = !self.flavor.deprecate_eof();
         let mut result: Result<(), Fail> = Ok(());
         let mut done = 0;
@@ -316,6 +363,7 @@ impl Session {
                 &mut sent_header,
                 &mut columns,
                 eof_mode,
+                types.as_mut(),
             )
             .await;
             if let Err(e) = r {
@@ -358,6 +406,7 @@ impl Session {
         sh: &Arc<Sharding>,
         plan: &sextant_sharding::route::MergePlan,
         packet: &[u8],
+        binary: bool,
     ) -> Result<(), SessionError> {
         // The statement each group runs, after the client's command
         // prefix (COM_QUERY, and its attributes under QUERY_ATTRIBUTES).
@@ -383,8 +432,15 @@ impl Session {
         let eof_mode = !self.flavor.deprecate_eof();
         let res = match &plan.grouped {
             None => {
-                super::merge::merge_rows(&mut leases, &mut self.client, plan, eof_mode, self.status)
-                    .await
+                super::merge::merge_rows(
+                    &mut leases,
+                    &mut self.client,
+                    plan,
+                    eof_mode,
+                    self.status,
+                    binary,
+                )
+                .await
             }
             Some(g) => {
                 super::merge::merge_grouped(
@@ -394,6 +450,7 @@ impl Session {
                     eof_mode,
                     self.status,
                     sh.merge_memory,
+                    binary,
                 )
                 .await
             }
@@ -594,6 +651,9 @@ async fn relay_group(
     sent_header: &mut bool,
     columns: &mut u64,
     eof_mode: bool,
+    // Some: rows go out in the binary protocol, by these column types
+    // (read from the first group's definitions).
+    mut types: Option<&mut Vec<sextant_protocol::binary::ColumnType>>,
 ) -> Result<(), Fail> {
     let conn = l.conn_mut();
     let (_, first) = conn.read_packet().await?;
@@ -621,6 +681,9 @@ async fn relay_group(
         let (_, def) = conn.read_packet().await?;
         if header {
             *seq = write_packet(out, *seq, &def);
+            if let Some(t) = types.as_mut() {
+                t.push(super::merge::column_type(&def)?);
+            }
         }
     }
     if eof_mode {
@@ -636,7 +699,10 @@ async fn relay_group(
             Some(0xff) => return Err(Fail::Server(conn.addr.clone(), row)),
             // The end: an EOF, or an OK with the EOF header.
             Some(0xfe) if row.len() < 0xff_ff_ff => return Ok(()),
-            _ => *seq = write_packet(out, *seq, &row),
+            _ => match types.as_deref() {
+                None => *seq = write_packet(out, *seq, &row),
+                Some(t) => *seq = write_packet(out, *seq, &super::merge::binary_row(&row, t)?),
+            },
         }
     }
 }
