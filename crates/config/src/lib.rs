@@ -80,6 +80,24 @@ pub struct Sharding {
     /// past it the statement fails with an error instead of growing.
     #[serde(default = "default_merge_memory_mb")]
     pub merge_memory_mb: u64,
+    /// `[[sharding.sequence]]`: ids sextant gives rows inserted without
+    /// them.
+    #[serde(default)]
+    pub sequence: Vec<SequenceConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SequenceConfig {
+    pub db: String,
+    pub table: String,
+    pub column: String,
+    #[serde(default = "default_sequence_block")]
+    pub block: u64,
+}
+
+fn default_sequence_block() -> u64 {
+    1000
 }
 
 fn default_merge_memory_mb() -> u64 {
@@ -833,6 +851,51 @@ impl Sharding {
                     .map_err(|e| to_config(e, "sharding."))
             }
         }
+        .and_then(|layout| self.with_sequences(layout, path))
+    }
+
+    /// The layout with its sequences, each for a table the layout places
+    /// in one group or spreads (a global table's copies would each need
+    /// the same id: not given).
+    fn with_sequences(
+        &self,
+        mut layout: sextant_sharding::Layout,
+        path: &str,
+    ) -> Result<sextant_sharding::Layout, ConfigError> {
+        use sextant_sharding::Placement;
+        for (i, s) in self.sequence.iter().enumerate() {
+            let invalid = |message: String| ConfigError::Invalid {
+                path: path.to_string(),
+                line: None,
+                key: format!("sharding.sequence[{i}]"),
+                message,
+            };
+            if s.block == 0 || s.column.is_empty() {
+                return Err(invalid(
+                    "a sequence needs a column and a block of at least 1".into(),
+                ));
+            }
+            match layout.placement(&s.db, &s.table) {
+                Placement::Sharded { .. }
+                | Placement::Single { .. }
+                | Placement::Default { .. } => {}
+                _ => {
+                    return Err(invalid(format!(
+                        "{}.{} is not a sharded or single table of the layout",
+                        s.db, s.table
+                    )))
+                }
+            }
+            let key = (s.db.to_ascii_lowercase(), s.table.to_ascii_lowercase());
+            let seq = sextant_sharding::Sequence {
+                column: s.column.to_ascii_lowercase(),
+                block: s.block,
+            };
+            if layout.sequences.insert(key, seq).is_some() {
+                return Err(invalid(format!("{}.{} has two sequences", s.db, s.table)));
+            }
+        }
+        Ok(layout)
     }
 }
 

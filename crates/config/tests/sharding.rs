@@ -126,3 +126,50 @@ fn bad_layouts_in_the_config() {
         Err(ConfigError::Parse { .. })
     ));
 }
+
+#[test]
+fn sequences_name_tables_of_the_layout() {
+    let seq = |table: &str, block: u64| {
+        format!(
+            "\n[[sharding.sequence]]\ndb = \"tpcc_shard\"\ntable = \"{table}\"\ncolumn = \"Id\"\nblock = {block}\n"
+        )
+    };
+    let ok = Config::parse(
+        &format!("{GROUPS}{NATIVE}{}", seq("warehouse", 50)),
+        "s.toml",
+    )
+    .unwrap();
+    let layout = ok.layout.unwrap();
+    let s = layout.sequence("TPCC_SHARD", "warehouse").unwrap();
+    assert_eq!((s.column.as_str(), s.block), ("id", 50));
+    // The counter lives in the database's default group.
+    assert_eq!(
+        layout.sequence_group("tpcc_shard"),
+        layout.group_index("data4")
+    );
+    assert!(layout.explain().contains(
+        "table tpcc_shard.warehouse: id given by a sequence (blocks of 50, counter in data4)"
+    ));
+    let err = |text: String| match Config::parse(&text, "s.toml") {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("accepted: {text}"),
+    };
+    // A table the layout does not place, a block of 0, a table twice.
+    let other = seq("t", 10).replace("tpcc_shard", "otherdb");
+    let e = err(format!("{GROUPS}{NATIVE}{other}"));
+    assert!(
+        e.contains("sharding.sequence[0]") && e.contains("not a sharded or single table"),
+        "{e}"
+    );
+    let e = err(format!("{GROUPS}{NATIVE}{}", seq("warehouse", 0)));
+    assert!(e.contains("a block of at least 1"), "{e}");
+    let e = err(format!(
+        "{GROUPS}{NATIVE}{}{}",
+        seq("warehouse", 5),
+        seq("warehouse", 6)
+    ));
+    assert!(
+        e.contains("sharding.sequence[1]") && e.contains("two sequences"),
+        "{e}"
+    );
+}

@@ -47,9 +47,28 @@ pub struct Sharding {
     pub groups: Vec<Arc<Group>>,
     /// `merge_memory_mb`, in bytes.
     pub merge_memory: usize,
+    /// Each sequence's block of ids in hand: the next id, and the end.
+    pub sequences: std::sync::Mutex<std::collections::HashMap<String, (u64, u64)>>,
 }
 
 impl Sharding {
+    /// `n` consecutive ids from the block in hand, if it has them.
+    pub fn take_ids(&self, name: &str, n: u64) -> Option<u64> {
+        let mut m = self.sequences.lock().unwrap_or_else(|e| e.into_inner());
+        let b = m.get_mut(name)?;
+        if b.1.saturating_sub(b.0) < n {
+            return None;
+        }
+        b.0 += n;
+        Some(b.0 - n)
+    }
+
+    /// A new block in hand (what was left of the old one is not used).
+    pub fn put_block(&self, name: &str, next: u64, end: u64) {
+        let mut m = self.sequences.lock().unwrap_or_else(|e| e.into_inner());
+        m.insert(name.to_string(), (next, end));
+    }
+
     /// Where statements that name no table of the layout go for a
     /// session in database `db`: its default group, if the layout gives
     /// one.
@@ -150,6 +169,7 @@ impl Runtime {
                         .as_ref()
                         .map_or(64, |s| s.merge_memory_mb)
                         .saturating_mul(1 << 20) as usize,
+                    sequences: Default::default(),
                 }))
             }
             None => None,

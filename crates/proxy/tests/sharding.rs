@@ -61,12 +61,20 @@ group = "data2"
 {GLOBALS} = ["data1", "data2", "data3", "data4"]
 "#
     );
+    // Ids for rows inserted without them.
+    for table in ["ids", "tickets"] {
+        g += &format!(
+            "[[sharding.sequence]]\ndb = \"{DB}\"\ntable = \"{table}\"\ncolumn = \"id\"\nblock = 10\n"
+        );
+    }
     // The sharded tables: (vdb, database, table, shard key).
     for (vdb, db, table, key) in [
         (1, DB, "orders", "customer_id"),
         (1, DB, "audit", "customer_id"),
         (1, DB, "facts", "customer_id"),
         (1, DB, "big", "customer_id"),
+        (1, DB, "ids", "id"),
+        (1, DB, "tickets", "customer_id"),
         (2, DB, "tokens", "token"),
         (1, "sbtest", "sbtest1", "id"),
         (1, "sbtest", "sbtest2", "id"),
@@ -285,15 +293,26 @@ fn string_keys_follow_cetus_string_hash() {
             .unwrap();
         assert_eq!(v, Some(i as i64), "prepared {t:?}");
     }
-    // A prepared read for several groups is refused, not half answered.
+    // A prepared read for two groups: both rows, in the binary protocol.
     let group = |t: &String| cetus_str_hash(t.as_bytes()) % 4;
     let a = &tokens[0];
     let b = tokens.iter().find(|t| group(t) != group(a)).unwrap();
-    let (errno, msg) = code(
-        c.exec_drop("SELECT v FROM tokens WHERE token IN (?, ?)", (a, b))
-            .unwrap_err(),
-    );
-    assert_eq!(errno, 1235, "{msg}");
+    let mut got: Vec<(String, i64)> = c
+        .exec(
+            "SELECT token, v FROM tokens WHERE token IN (?, ?) ORDER BY v",
+            (a, b),
+        )
+        .unwrap();
+    got.sort();
+    let mut want: Vec<(String, i64)> = [a, b]
+        .iter()
+        .map(|t| {
+            let i = tokens.iter().position(|x| x == *t).unwrap() as i64;
+            (t.to_string(), i)
+        })
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
 }
 
 #[test]
@@ -1046,6 +1065,111 @@ fn grouped_reads_equal_one_server(c: &mut mysql::Conn, reference: &mut mysql::Co
     let enough = tally.compared >= 300 && shown.len() == 7;
     let detail = format!("{ordered} ordered; forms {shown:?}");
     tally.report("grouped", &detail, enough);
+}
+
+#[test]
+fn sequences_give_unique_ids_and_last_insert_id_returns_them() {
+    let (_serial, p) = start();
+    let mut c = conn(&p);
+    for t in ["ids", "tickets"] {
+        c.query_drop(format!("DROP TABLE IF EXISTS {t}")).unwrap();
+    }
+    c.query_drop("CREATE TABLE ids (id BIGINT PRIMARY KEY, v INT)")
+        .unwrap();
+    c.query_drop(
+        "CREATE TABLE tickets (id BIGINT PRIMARY KEY, customer_id INT NOT NULL, note VARCHAR(10))",
+    )
+    .unwrap();
+    // One row at a time, from four sessions at once: each id once, spread
+    // evenly over the groups (the key is the id itself).
+    let port = p.port;
+    let url = p.url("app", "apppass", DB);
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let _ = port;
+                let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+                let mut mine = Vec::new();
+                for i in 0..50 {
+                    c.query_drop(format!("INSERT INTO ids (v) VALUES ({})", w * 100 + i))
+                        .unwrap();
+                    let id = c.last_insert_id();
+                    // LAST_INSERT_ID() is the id, even read in another group.
+                    let again: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").unwrap();
+                    assert_eq!(again, Some(id));
+                    let v: Option<i64> = c
+                        .query_first(format!("SELECT v FROM ids WHERE id = {id}"))
+                        .unwrap();
+                    assert_eq!(v, Some((w * 100 + i) as i64));
+                    mine.push(id);
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all: Vec<u64> = workers
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    all.sort();
+    let n = all.len();
+    all.dedup();
+    assert_eq!(all.len(), n, "an id given twice");
+    assert!(all[0] >= 1);
+    let per_group = per_group::<(i64,)>("SELECT COUNT(*) FROM ids");
+    for (g, rows) in per_group.iter().enumerate() {
+        let count = rows[0].0;
+        assert!(
+            (35..=65).contains(&count),
+            "group {g} holds {count} of 200 rows"
+        );
+    }
+    // A prepared INSERT gets its id too.
+    c.exec_drop("INSERT INTO ids (v) VALUES (?)", (7,)).unwrap();
+    let id = c.last_insert_id();
+    assert!(id > *all.last().unwrap_or(&0), "{id}");
+    let v: Option<i64> = c
+        .exec_first("SELECT v FROM ids WHERE id = ?", (id,))
+        .unwrap();
+    assert_eq!(v, Some(7));
+    // Several rows of one group: consecutive ids, the first reported.
+    c.query_drop("INSERT INTO tickets (customer_id, note) VALUES (5, 'a'), (5, 'b'), (5, 'c')")
+        .unwrap();
+    let first = c.last_insert_id();
+    let got: Vec<(u64, String)> = c
+        .query("SELECT id, note FROM tickets WHERE customer_id = 5 ORDER BY id")
+        .unwrap();
+    assert_eq!(
+        got,
+        [
+            (first, "a".to_string()),
+            (first + 1, "b".to_string()),
+            (first + 2, "c".to_string())
+        ]
+    );
+    // Rows whose ids land in several groups: a write to several groups,
+    // refused as any such write is.
+    let (errno, msg) = code(
+        c.query_drop("INSERT INTO ids (v) VALUES (1), (2)")
+            .unwrap_err(),
+    );
+    assert_eq!(errno, 1235, "{msg}");
+    // An INSERT the sequence cannot fill says so.
+    let (errno, msg) = code(
+        c.query_drop("INSERT INTO tickets SELECT * FROM tickets")
+            .unwrap_err(),
+    );
+    assert_eq!(errno, 1235, "{msg}");
+    assert!(msg.contains("ids only to rows of VALUES"), "{msg}");
+    // The counter lives in the database's default group.
+    let (p1, _) = lab().shards[0];
+    let next: Option<u64> = direct(p1)
+        .query_first(format!(
+            "SELECT next FROM sextant.sequences WHERE name = '{DB}.ids'"
+        ))
+        .unwrap();
+    assert!(next.is_some_and(|n| n > id), "{next:?}");
 }
 
 #[test]

@@ -127,6 +127,11 @@ pub struct Analysis {
     pub rows: Vec<Option<Val>>,
     /// Index in `tables` of the INSERT's target.
     pub insert_target: Option<usize>,
+    /// The columns an INSERT names (lower case; `INSERT ... SET`'s
+    /// assigned ones), how many rows its VALUES have (1 for SET; None for
+    /// INSERT ... SELECT), for a sequence to fill in a column it lacks.
+    pub insert_columns: Vec<String>,
+    pub insert_rows: Option<usize>,
     /// Assignments to a shard key (UPDATE, ON DUPLICATE KEY UPDATE): the
     /// table and the value (None: an expression).
     pub sets_key: Vec<(usize, Option<Val>)>,
@@ -156,6 +161,8 @@ impl Analysis {
             merge: None,
             rows: Vec::new(),
             insert_target: None,
+            insert_columns: Vec::new(),
+            insert_rows: None,
             sets_key: Vec::new(),
             refuse: None,
             order: Ok(Vec::new()),
@@ -234,6 +241,29 @@ impl Cx<'_> {
                 };
                 let idx = self.table(name);
                 self.a.insert_target = Some(idx);
+                self.a.insert_columns = match ins.assignments.is_empty() {
+                    true => ins
+                        .columns
+                        .iter()
+                        .map(|c| c.value.to_ascii_lowercase())
+                        .collect(),
+                    false => ins
+                        .assignments
+                        .iter()
+                        .filter_map(|a| match &a.target {
+                            AssignmentTarget::ColumnName(c) => Some(last(c).to_ascii_lowercase()),
+                            AssignmentTarget::Tuple(_) => None,
+                        })
+                        .collect(),
+                };
+                self.a.insert_rows = match (&ins.source, ins.assignments.is_empty()) {
+                    (_, false) => Some(1),
+                    (Some(q), true) => match &*q.body {
+                        SetExpr::Values(v) => Some(v.rows.len()),
+                        _ => None,
+                    },
+                    (None, true) => None,
+                };
                 let key = match &self.a.tables[idx].place {
                     Place::Sharded { key, .. } => Some(key.clone()),
                     _ => None,
@@ -263,6 +293,12 @@ impl Cx<'_> {
                 match (&*source.body, &key) {
                     (SetExpr::Values(values), Some(k)) => {
                         let Some(pos) = ins.columns.iter().position(|c| c.value.eq_ignore_ascii_case(k)) else {
+                            // A sequence gives the key: sextant writes it in
+                            // before routing the rows.
+                            let (tdb, table) = self.a.tables[idx].name.split_once('.').unwrap_or_default();
+                            if self.layout.sequence(tdb, table).is_some_and(|s| s.column.eq_ignore_ascii_case(k)) && !ins.columns.is_empty() {
+                                return;
+                            }
                             let why = match ins.columns.is_empty() {
                                 true => format!("an INSERT into sharded table {} must name its columns, so that sextant can find the shard key {k}", self.a.tables[idx].name),
                                 false => format!("an INSERT into sharded table {} must give its shard key {k}", self.a.tables[idx].name),
@@ -925,6 +961,20 @@ fn val_of(e: &Expr) -> Option<Val> {
             Val::Lit(Lit::Int(i)) => Some(Val::Lit(i.checked_neg().map_or(Lit::Other, Lit::Int))),
             _ => None,
         },
+        // LAST_INSERT_ID(v) is v (sextant writes a sequence's first id so).
+        Expr::Function(f) if last(&f.name).eq_ignore_ascii_case("last_insert_id") => {
+            match &f.args {
+                sqlparser::ast::FunctionArguments::List(l) if l.args.len() == 1 => {
+                    match &l.args[0] {
+                        sqlparser::ast::FunctionArg::Unnamed(
+                            sqlparser::ast::FunctionArgExpr::Expr(e),
+                        ) => val_of(e),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        }
         // The shape's placeholders: MySQL's grammar reads `$1` as a name.
         Expr::Identifier(i) if i.quote_style.is_none() => i
             .value

@@ -250,6 +250,7 @@ impl Reader<'_> {
             all_groups,
             groups,
             unlisted,
+            sequences: BTreeMap::new(),
         })
     }
 

@@ -128,6 +128,18 @@ pub struct Layout {
     /// Every group the layout names, each once.
     pub groups: Vec<String>,
     pub unlisted: Unlisted,
+    /// Columns whose values sextant gives rows inserted without them:
+    /// (database, table), lower case -> the sequence.
+    pub sequences: BTreeMap<(String, String), Sequence>,
+}
+
+/// A distributed sequence: ids for a column, unique over every group,
+/// taken in blocks from a table in one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sequence {
+    pub column: String,
+    /// Ids taken at a time by each sextant.
+    pub block: u64,
 }
 
 /// Most groups a layout may name (a statement's groups are a 64-bit set).
@@ -138,6 +150,21 @@ fn key(db: &str, table: &str) -> (String, String) {
 }
 
 impl Layout {
+    /// The sequence of a table's column, if the layout gives one.
+    pub fn sequence(&self, db: &str, table: &str) -> Option<&Sequence> {
+        self.sequences.get(&key(db, table))
+    }
+
+    /// Where a database's sequences keep their counters: its default
+    /// group, else the layout's first.
+    pub fn sequence_group(&self, db: &str) -> Option<usize> {
+        let name = self
+            .default_group
+            .get(&db.to_ascii_lowercase())
+            .or(self.groups.first())?;
+        self.group_index(name)
+    }
+
     pub fn placement(&self, db: &str, table: &str) -> Placement<'_> {
         let k = key(db, table);
         if let Some(t) = self.tables.get(&k) {
@@ -236,6 +263,17 @@ impl Layout {
         }
         if self.unlisted == Unlisted::Global {
             let _ = writeln!(out, "tables not listed: global (a copy in every group)");
+        }
+        for ((db, table), s) in &self.sequences {
+            let home = self
+                .sequence_group(db)
+                .and_then(|g| self.groups.get(g))
+                .map_or("?", String::as_str);
+            let _ = writeln!(
+                out,
+                "table {db}.{table}: {} given by a sequence (blocks of {}, counter in {home})",
+                s.column, s.block
+            );
         }
         out
     }

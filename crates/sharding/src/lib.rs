@@ -22,6 +22,7 @@ pub mod route;
 pub use error::LayoutError;
 pub use fingerprint::Lit;
 pub use layout::{
-    KeyType, Layout, Method, Partition, Placement, ShardedTable, Unlisted, Vdb, MAX_GROUPS,
+    KeyType, Layout, Method, Partition, Placement, Sequence, ShardedTable, Unlisted, Vdb,
+    MAX_GROUPS,
 };
 pub use route::{Route, Router};

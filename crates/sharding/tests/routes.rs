@@ -91,3 +91,30 @@ fn placeholders_take_their_values_outside_strings_and_comments() {
     assert!(with_values(sql, mode, &lits[..2]).is_none());
     assert!(with_values(b"SELECT 1", mode, &lits[..1]).is_none());
 }
+
+#[test]
+fn sequence_ids_are_written_into_inserts() {
+    use sextant_sharding::route::fill_ids;
+    let mode = sextant_sql::LexMode::DEFAULT;
+    let fill = |sql: &str, rows| {
+        fill_ids(sql.as_bytes(), mode, "id", 1001, rows).map(|v| String::from_utf8(v).unwrap())
+    };
+    assert_eq!(
+        fill("INSERT INTO t (a, b) VALUES (1, 'x)'), (2, f(3))", 2).unwrap(),
+        "INSERT INTO t (a, b, id) VALUES (1, 'x)', LAST_INSERT_ID(1001)), (2, f(3), 1002)"
+    );
+    assert_eq!(
+        fill("INSERT INTO t (a) VALUES (1) ON DUPLICATE KEY UPDATE a = VALUES(a)", 1).unwrap(),
+        "INSERT INTO t (a, id) VALUES (1, LAST_INSERT_ID(1001)) ON DUPLICATE KEY UPDATE a = VALUES(a)"
+    );
+    assert_eq!(
+        fill("INSERT INTO t SET a = (1), b = 2", 1).unwrap(),
+        "INSERT INTO t SET a = (1), b = 2, id = LAST_INSERT_ID(1001)"
+    );
+    assert_eq!(
+        fill("INSERT INTO t SET a = 1 ON DUPLICATE KEY UPDATE a = 2", 1).unwrap(),
+        "INSERT INTO t SET a = 1 , id = LAST_INSERT_ID(1001) ON DUPLICATE KEY UPDATE a = 2"
+    );
+    // The rows counted by the parse and by the text disagree: not filled.
+    assert!(fill("INSERT INTO t (a) VALUES (1), (2)", 1).is_none());
+}

@@ -206,7 +206,7 @@ impl Session {
 
     /// The group's primary, waiting up to its primary_wait_ms when none is
     /// known (switchover in progress, split brain).
-    async fn primary_of(&self, group: &Arc<Group>) -> Result<Arc<Server>, SessionError> {
+    pub(super) async fn primary_of(&self, group: &Arc<Group>) -> Result<Arc<Server>, SessionError> {
         let schema = self.vars.schema.as_deref().unwrap_or("").as_bytes();
         if let Some(p) = group.writer_for(schema) {
             return Ok(p.clone());

@@ -56,10 +56,118 @@ impl Session {
             self.local_ok().await?;
             return Ok(Sharded::Done);
         }
+        if matches!(c.kind, Kind::Insert | Kind::Replace) {
+            let prefix = &packet[..packet.len() - sql.len()];
+            match self.with_ids(sh, sql, prefix).await {
+                Ok(None) => {}
+                // The INSERT with its ids runs as if the client sent it.
+                Ok(Some(q)) => {
+                    Box::pin(self.query(&q)).await?;
+                    return Ok(Sharded::Done);
+                }
+                Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_))) => return Err(e),
+                Err(e) => {
+                    self.reply_error(e).await?;
+                    return Ok(Sharded::Done);
+                }
+            }
+        }
         let route = sh
             .router
             .route(self.vars.schema.as_deref(), sql, self.lex_mode(), &[], c);
         self.shard_route(sh, route, packet, false).await
+    }
+
+    /// An INSERT into a table whose column a sequence fills, without it:
+    /// the command to run instead (`prefix`, then the INSERT with the
+    /// column and its ids). None: the INSERT needs no ids.
+    async fn with_ids(
+        &mut self,
+        sh: &Arc<Sharding>,
+        sql: &[u8],
+        prefix: &[u8],
+    ) -> Result<Option<Vec<u8>>, SessionError> {
+        let mode = self.lex_mode();
+        let need = match sh.router.needs_ids(self.vars.schema.as_deref(), sql, mode) {
+            None => return Ok(None),
+            Some(Ok(need)) => need,
+            Some(Err(why)) => return Err(SessionError::ShardUnsupported(why)),
+        };
+        let first = self.take_ids(sh, &need).await?;
+        let text = sextant_sharding::route::fill_ids(sql, mode, &need.column, first, need.rows)
+            .ok_or_else(|| {
+                SessionError::ShardUnsupported(format!(
+                    "an INSERT form sextant does not give {} ids to; name the column and give its values",
+                    need.column
+                ))
+            })?;
+        let mut q = Vec::with_capacity(prefix.len() + text.len());
+        q.extend_from_slice(prefix);
+        q.extend_from_slice(&text);
+        Ok(Some(q))
+    }
+
+    /// `need.rows` consecutive ids of a sequence (the first returned): from
+    /// this sextant's block in hand, or a new block taken from the
+    /// sequence's counter, a row of `sextant.sequences` on the primary of
+    /// its group (made at first use). Several sextants take blocks from the
+    /// same counter: ids never repeat; a block's unused ids are skipped
+    /// when a sextant stops.
+    async fn take_ids(
+        &mut self,
+        sh: &Arc<Sharding>,
+        need: &sextant_sharding::route::IdNeed,
+    ) -> Result<u64, SessionError> {
+        let n = need.rows as u64;
+        if let Some(first) = sh.take_ids(&need.name, n) {
+            return Ok(first);
+        }
+        let group = sh.groups.get(need.group).cloned().ok_or_else(|| {
+            SessionError::ShardUnsupported("the sequence's group is not configured".into())
+        })?;
+        let server = self.primary_of(&group).await?;
+        let conn = server
+            .acquire(
+                &self.user.backend_user,
+                &self.user.backend_password,
+                self.flavor,
+            )
+            .await?;
+        let mut lease = Lease::new(server, conn);
+        let c = lease.conn_mut();
+        let size = need.block.max(n);
+        let name = need.name.replace('\'', "''");
+        // LAST_INSERT_ID(x) makes the server report x: the counter after
+        // this block, read back on this connection.
+        let fetch = format!(
+            "INSERT INTO sextant.sequences (name, next) VALUES ('{name}', LAST_INSERT_ID({})) ON DUPLICATE KEY UPDATE next = LAST_INSERT_ID(next + {size})",
+            1 + size
+        );
+        if c.exec_internal(&fetch).await.is_err() {
+            c.exec_internal("CREATE DATABASE IF NOT EXISTS sextant")
+                .await?;
+            c.exec_internal(
+                "CREATE TABLE IF NOT EXISTS sextant.sequences (name VARCHAR(255) PRIMARY KEY, next BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB",
+            )
+            .await?;
+            c.exec_internal(&fetch).await?;
+        }
+        let rows = c.query_internal("SELECT LAST_INSERT_ID()").await?;
+        let end = rows
+            .first()
+            .and_then(|r| r.first())
+            .and_then(|v| v.as_deref())
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|e| *e > size)
+            .ok_or_else(|| {
+                SessionError::ShardUnsupported(format!(
+                    "the sequence {} answered no counter",
+                    need.name
+                ))
+            })?;
+        let first = end - size;
+        sh.put_block(&need.name, first + n, end);
+        Ok(first)
     }
 
     /// Sharding at COM_STMT_PREPARE: the statement is prepared in the
@@ -102,6 +210,19 @@ impl Session {
     ) -> Result<Sharded, SessionError> {
         let db = self.vars.schema.as_deref();
         let mode = self.lex_mode();
+        if !bulk && sh.router.needs_ids(db, sql, mode).is_some() {
+            // An INSERT a sequence gives ids to: run as its text, which
+            // gets them; its answer (an OK) is the execution's.
+            let Some(text) = self.as_text(sql, values) else {
+                let why = "an INSERT given ids by a sequence, with a value sextant cannot write as text (a TIME, or a non-ASCII string in a multibyte character set)";
+                return self
+                    .shard_route(sh, Route::Refuse(why.into()), &[], false)
+                    .await;
+            };
+            let q = self.text_command(&text);
+            Box::pin(self.query(&q)).await?;
+            return Ok(Sharded::Done);
+        }
         let route = match bulk {
             // A bulk execute's rows are not read: only a statement naming
             // no table of the layout may run so.
@@ -138,6 +259,39 @@ impl Session {
                 .shard_route(sh, refuse("with a cursor is not run"), &[], false)
                 .await;
         }
+        let Some(text) = self.as_text(sql, values) else {
+            let why = "has a value sextant cannot write as text (a TIME, or a non-ASCII string in a multibyte character set)";
+            return self.shard_route(sh, refuse(why), &[], false).await;
+        };
+        let c = sextant_sql::classify(&text);
+        let route = match sh.router.route(db, &text, mode, &[], &c) {
+            r @ (Route::Merge(_) | Route::Scatter(_)) => r,
+            _ => refuse("routes otherwise as text"),
+        };
+        let packet = self.text_command(&text);
+        self.shard_route(sh, route, &packet, true).await
+    }
+
+    /// A COM_QUERY of `text`, as this client would send it.
+    fn text_command(&self, text: &[u8]) -> Vec<u8> {
+        let mut packet = Vec::with_capacity(text.len() + 3);
+        packet.push(sextant_protocol::consts::com::QUERY);
+        if self.flavor.caps & sextant_protocol::consts::cap::QUERY_ATTRIBUTES != 0 {
+            // No attributes, one parameter set.
+            packet.extend_from_slice(&[0, 1]);
+        }
+        packet.extend_from_slice(text);
+        packet
+    }
+
+    /// A prepared statement's values written in as literals (None: one
+    /// sextant cannot write).
+    fn as_text(
+        &self,
+        sql: &[u8],
+        values: &[sextant_protocol::binary::Value<'_>],
+    ) -> Option<Vec<u8>> {
+        let mode = self.lex_mode();
         let literals: Option<Vec<Vec<u8>>> = values
             .iter()
             .map(|v| {
@@ -148,24 +302,7 @@ impl Session {
                 )
             })
             .collect();
-        let text = literals.and_then(|l| sextant_sharding::route::with_values(sql, mode, &l));
-        let Some(text) = text else {
-            let why = "has a value sextant cannot write as text (a TIME, or a non-ASCII string in a multibyte character set)";
-            return self.shard_route(sh, refuse(why), &[], false).await;
-        };
-        let c = sextant_sql::classify(&text);
-        let route = match sh.router.route(db, &text, mode, &[], &c) {
-            r @ (Route::Merge(_) | Route::Scatter(_)) => r,
-            _ => refuse("routes otherwise as text"),
-        };
-        let mut packet = Vec::with_capacity(text.len() + 3);
-        packet.push(sextant_protocol::consts::com::QUERY);
-        if self.flavor.caps & sextant_protocol::consts::cap::QUERY_ATTRIBUTES != 0 {
-            // No attributes, one parameter set.
-            packet.extend_from_slice(&[0, 1]);
-        }
-        packet.extend_from_slice(&text);
-        self.shard_route(sh, route, &packet, true).await
+        sextant_sharding::route::with_values(sql, mode, &literals?)
     }
 
     /// Carries out a route (also for prepared statements' executions).
