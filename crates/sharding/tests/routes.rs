@@ -99,22 +99,31 @@ fn sequence_ids_are_written_into_inserts() {
     let fill = |sql: &str, rows| {
         fill_ids(sql.as_bytes(), mode, "id", 1001, rows).map(|v| String::from_utf8(v).unwrap())
     };
-    assert_eq!(
-        fill("INSERT INTO t (a, b) VALUES (1, 'x)'), (2, f(3))", 2).unwrap(),
-        "INSERT INTO t (a, b, id) VALUES (1, 'x)', LAST_INSERT_ID(1001)), (2, f(3), 1002)"
-    );
-    assert_eq!(
-        fill("INSERT INTO t (a) VALUES (1) ON DUPLICATE KEY UPDATE a = VALUES(a)", 1).unwrap(),
-        "INSERT INTO t (a, id) VALUES (1, LAST_INSERT_ID(1001)) ON DUPLICATE KEY UPDATE a = VALUES(a)"
-    );
-    assert_eq!(
-        fill("INSERT INTO t SET a = (1), b = 2", 1).unwrap(),
-        "INSERT INTO t SET a = (1), b = 2, id = LAST_INSERT_ID(1001)"
-    );
-    assert_eq!(
-        fill("INSERT INTO t SET a = 1 ON DUPLICATE KEY UPDATE a = 2", 1).unwrap(),
-        "INSERT INTO t SET a = 1 , id = LAST_INSERT_ID(1001) ON DUPLICATE KEY UPDATE a = 2"
-    );
+    let cases = [
+        (
+            "INSERT INTO t (a, b) VALUES (1, 'x)'), (2, f(3))",
+            2,
+            "INSERT INTO t (a, b, id) VALUES (1, 'x)', LAST_INSERT_ID(1001)), (2, f(3), 1002)",
+        ),
+        (
+            "INSERT INTO t (a) VALUES (1) ON DUPLICATE KEY UPDATE a = VALUES(a)",
+            1,
+            "INSERT INTO t (a, id) VALUES (1, LAST_INSERT_ID(1001)) ON DUPLICATE KEY UPDATE a = VALUES(a)",
+        ),
+        (
+            "INSERT INTO t SET a = (1), b = 2",
+            1,
+            "INSERT INTO t SET a = (1), b = 2, id = LAST_INSERT_ID(1001)",
+        ),
+        (
+            "INSERT INTO t SET a = 1 ON DUPLICATE KEY UPDATE a = 2",
+            1,
+            "INSERT INTO t SET a = 1 , id = LAST_INSERT_ID(1001) ON DUPLICATE KEY UPDATE a = 2",
+        ),
+    ];
+    for (sql, rows, want) in cases {
+        assert_eq!(fill(sql, rows).as_deref(), Some(want), "{sql}");
+    }
     // The rows counted by the parse and by the text disagree: not filled.
     assert!(fill("INSERT INTO t (a) VALUES (1), (2)", 1).is_none());
 }
