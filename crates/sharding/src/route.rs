@@ -92,6 +92,12 @@ enum Cached {
     AsWritten,
 }
 
+/// What the shape cache knows of a statement.
+enum Lookup {
+    Shape(Arc<Analysis>),
+    AsWritten(Tokens),
+}
+
 struct Cache {
     entries: HashMap<Vec<u8>, Cached>,
     key: Vec<u8>,
@@ -159,11 +165,31 @@ impl Router {
             return r;
         }
         let mut slots = Vec::new();
+        match self.lookup(db, sql, mode, &mut slots) {
+            Lookup::Shape(a) => {
+                let r = self.route_analysis(&a, &slots, params);
+                self.finish(self.other(r, &a, sql, mode, may_write), &a, sql, mode)
+            }
+            Lookup::AsWritten(tokens) => self.as_written(db, sql, mode, tokens, may_write),
+        }
+    }
+
+    /// The analysis of a statement's shape, from this thread's cache
+    /// (parsed and kept on first sight), with the statement's values in
+    /// `slots`; or that its shape does not parse, and it must be parsed
+    /// as written.
+    fn lookup<'a>(
+        &self,
+        db: Option<&str>,
+        sql: &'a [u8],
+        mode: LexMode,
+        slots: &mut Vec<Slot<'a>>,
+    ) -> Lookup {
         CACHE.with(|c| {
             let c = &mut *c.borrow_mut();
-            let tokens = fingerprint(sql, mode, &mut c.shape, &mut slots);
+            let tokens = fingerprint(sql, mode, &mut c.shape, slots);
             if tokens.dollar_name {
-                return self.as_written(db, sql, mode, tokens, may_write);
+                return Lookup::AsWritten(tokens);
             }
             c.key.clear();
             c.key.extend_from_slice(&self.id.to_le_bytes());
@@ -171,13 +197,8 @@ impl Router {
             c.key.push(0);
             c.key.extend_from_slice(&c.shape);
             match c.entries.get(&c.key) {
-                Some(Cached::Shape(a)) => {
-                    let r = self.route_analysis(a, &slots, params);
-                    return self.finish(self.other(r, a, sql, mode, may_write), a, sql, mode);
-                }
-                Some(Cached::AsWritten) => {
-                    return self.as_written(db, sql, mode, tokens, may_write)
-                }
+                Some(Cached::Shape(a)) => return Lookup::Shape(a.clone()),
+                Some(Cached::AsWritten) => return Lookup::AsWritten(tokens),
                 None => {}
             }
             if c.entries.len() >= CACHE_MAX {
@@ -187,14 +208,12 @@ impl Router {
             match Parser::parse_sql(&MySqlDialect {}, &text) {
                 Ok(stmts) => {
                     let a = Arc::new(analyze(&self.layout, db, &stmts, tokens));
-                    let r = self.route_analysis(&a, &slots, params);
-                    let r = self.finish(self.other(r, &a, sql, mode, may_write), &a, sql, mode);
-                    c.entries.insert(c.key.clone(), Cached::Shape(a));
-                    r
+                    c.entries.insert(c.key.clone(), Cached::Shape(a.clone()));
+                    Lookup::Shape(a)
                 }
                 Err(_) => {
                     c.entries.insert(c.key.clone(), Cached::AsWritten);
-                    self.as_written(db, sql, mode, tokens, may_write)
+                    Lookup::AsWritten(tokens)
                 }
             }
         })
@@ -1401,8 +1420,10 @@ impl Router {
         if self.layout.sequences.is_empty() {
             return None;
         }
-        let (a, _) = self.analysis(db, sql, mode);
-        let a = a?;
+        let a = match self.lookup(db, sql, mode, &mut Vec::new()) {
+            Lookup::Shape(a) => a,
+            Lookup::AsWritten(_) => self.analysis(db, sql, mode).0?,
+        };
         let t = &a.tables[a.insert_target?];
         let (tdb, table) = t.name.split_once('.')?;
         let seq = self.layout.sequence(tdb, table)?;
