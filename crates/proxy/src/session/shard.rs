@@ -272,6 +272,16 @@ impl Session {
         self.shard_route(sh, route, &packet, true).await
     }
 
+    /// Where a COM_QUERY's text starts: after the command byte, and under
+    /// query attributes after the attributes.
+    fn text_at(&self, packet: &[u8]) -> Result<usize, SessionError> {
+        match self.flavor.caps & sextant_protocol::consts::cap::QUERY_ATTRIBUTES {
+            0 => Ok(1),
+            _ => sextant_protocol::packets::query_text_offset(packet, true)
+                .map_err(SessionError::Malformed),
+        }
+    }
+
     /// A COM_QUERY of `text`, as this client would send it.
     fn text_command(&self, text: &[u8]) -> Vec<u8> {
         let mut packet = Vec::with_capacity(text.len() + 3);
@@ -471,8 +481,10 @@ impl Session {
         packet: &[u8],
         binary: bool,
     ) -> Result<(), SessionError> {
-        // The router sends only plain reads here.
-        let c = sextant_sql::classify(packet.get(1..).unwrap_or_default());
+        // The router sends only plain reads here. The text follows the
+        // command byte, and under query attributes the attributes.
+        let at = self.text_at(packet)?;
+        let c = sextant_sql::classify(packet.get(at..).unwrap_or_default());
         let p = plan_for(self, &c);
         self.require(&p);
         self.release();
@@ -547,11 +559,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         // The statement each group runs, after the client's command
         // prefix (COM_QUERY, and its attributes under QUERY_ATTRIBUTES).
-        let prefix = match self.flavor.caps & sextant_protocol::consts::cap::QUERY_ATTRIBUTES {
-            0 => 1,
-            _ => sextant_protocol::packets::query_text_offset(packet, true)
-                .map_err(SessionError::Malformed)?,
-        };
+        let prefix = self.text_at(packet)?;
         let mut q = Vec::with_capacity(prefix + plan.sql.len());
         q.extend_from_slice(&packet[..prefix]);
         q.extend_from_slice(&plan.sql);
