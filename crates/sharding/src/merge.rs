@@ -7,6 +7,7 @@
 //! values. Pure: rows in, rows out; the proxy does the reading and
 //! writing.
 
+use sextant_protocol::codec::write_lenenc_bytes;
 use std::cmp::Ordering;
 
 /// How values of a column compare.
@@ -1037,10 +1038,7 @@ impl<'p> Grouper<'p> {
             };
             match v {
                 None => row.push(0xfb),
-                Some(v) => {
-                    write_lenenc(&mut row, v.len() as u64);
-                    row.extend_from_slice(&v);
-                }
+                Some(v) => write_lenenc_bytes(&mut row, &v),
             }
         }
         let mut sort = Vec::new();
@@ -1090,25 +1088,6 @@ impl<'p> Grouper<'p> {
     }
 }
 
-/// Writes a length-encoded integer.
-pub fn write_lenenc(out: &mut Vec<u8>, v: u64) {
-    match v {
-        0..=0xfa => out.push(v as u8),
-        0xfb..=0xffff => {
-            out.push(0xfc);
-            out.extend_from_slice(&(v as u16).to_le_bytes());
-        }
-        0x1_0000..=0xff_ffff => {
-            out.push(0xfd);
-            out.extend_from_slice(&(v as u32).to_le_bytes()[..3]);
-        }
-        _ => {
-            out.push(0xfe);
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1119,10 +1098,7 @@ mod tests {
         for c in cells {
             match c {
                 None => b.push(0xfb),
-                Some(v) => {
-                    write_lenenc(&mut b, v.len() as u64);
-                    b.extend_from_slice(v.as_bytes());
-                }
+                Some(v) => write_lenenc_bytes(&mut b, v.as_bytes()),
             }
         }
         Row::new(b, cells.len()).unwrap()

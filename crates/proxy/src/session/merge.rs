@@ -125,7 +125,7 @@ async fn headers(
         }
         let visible = cols - hidden;
         let mut count = Vec::with_capacity(9);
-        merge::write_lenenc(&mut count, visible as u64);
+        sextant_protocol::codec::write_lenenc_int(&mut count, visible as u64);
         client.out.clear();
         seq = write_packet(&mut client.out, seq, &count);
         for def in &defs[..visible] {
