@@ -28,6 +28,15 @@ pub enum Answer {
         table: String,
         groups: Vec<String>,
     },
+    /// `SHOW XA`: for the proxy to list its coordinator's transactions in
+    /// doubt.
+    ShowXa,
+    /// `XA COMMIT | ROLLBACK 'gtrid'`: for the proxy to resolve one
+    /// distributed transaction's prepared branches by hand.
+    XaResolve {
+        gtrid: String,
+        commit: bool,
+    },
 }
 
 /// One client session, as SHOW SESSIONS lists it.
@@ -53,7 +62,8 @@ pub struct Counters {
 }
 
 pub const COMMANDS: &str = "SHOW BACKENDS, SHOW STATUS, SHOW SESSIONS, KILL [QUERY] <session id>, \
-     EXPLAIN ROUTE [FOR USER name] [IN DATABASE db] <statement>, SHOW SHARD SCHEMA DIFF db.table, SELECT 1";
+     EXPLAIN ROUTE [FOR USER name] [IN DATABASE db] <statement>, SHOW SHARD SCHEMA DIFF db.table, \
+     SHOW XA, XA COMMIT '<gtrid>', XA ROLLBACK '<gtrid>', SELECT 1";
 
 /// What admin commands can see.
 pub struct Context<'a> {
@@ -74,6 +84,23 @@ pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
     }
     if let Some(rest) = strip_words(sql, &["SHOW", "SHARD", "SCHEMA", "DIFF"]) {
         return shard_schema(rest, ctx);
+    }
+    for (verb, commit) in [("COMMIT", true), ("ROLLBACK", false)] {
+        if let Some(rest) = strip_words(sql, &["XA", verb]) {
+            let gtrid = rest.trim().trim_end_matches(';').trim();
+            let quoted = gtrid.len() >= 2
+                && (gtrid.starts_with('\'') && gtrid.ends_with('\'')
+                    || gtrid.starts_with('"') && gtrid.ends_with('"'));
+            if !quoted {
+                return Answer::Error(format!(
+                    "XA {verb} '<gtrid>': the transaction's gtrid in quotes, as SHOW XA lists it"
+                ));
+            }
+            return Answer::XaResolve {
+                gtrid: gtrid[1..gtrid.len() - 1].to_string(),
+                commit,
+            };
+        }
     }
     for (words, on) in [
         (["SET", "MAINTENANCE", "ON"], true),
@@ -108,6 +135,7 @@ pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
         ["SHOW", "SESSIONS"] | ["SHOW", "PROCESSLIST"] => Answer::Table(sessions(ctx)),
         ["KILL", rest @ ..] => kill(rest),
         ["SHOW", "STATUS"] => Answer::Table(status(counters)),
+        ["SHOW", "XA"] => Answer::ShowXa,
         ["SELECT", "1"] => Answer::Table(Table {
             columns: vec!["1".into()],
             rows: vec![vec![Some("1".into())]],

@@ -853,20 +853,35 @@ impl BackendConn {
     }
 
     pub async fn exec_internal(&mut self, sql: &str) -> Result<(), BackendError> {
-        let mut p = Vec::with_capacity(sql.len() + 1);
+        self.send_internal(sql).await?;
+        self.read_internal(sql).await
+    }
+
+    /// Sends a statement of sextant's own whose answer is one OK or ERR,
+    /// without reading it: several may be sent before their answers are
+    /// read ([`BackendConn::read_internal`], in order), one round trip
+    /// for all.
+    pub async fn send_internal(&mut self, sql: &str) -> Result<(), BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 3);
         p.push(com::QUERY);
         if self.negotiated & cap::QUERY_ATTRIBUTES != 0 {
             // No attributes: a count of 0, one parameter set.
             p.extend_from_slice(&[0, 1]);
         }
         p.extend_from_slice(sql.as_bytes());
-        self.command_internal(&p, sql).await
+        self.send(0, &p).await
     }
 
     /// Sends a command whose answer is a single OK/EOF/ERR and applies the
     /// session state it reports.
     async fn command_internal(&mut self, payload: &[u8], what: &str) -> Result<(), BackendError> {
         self.send(0, payload).await?;
+        self.read_internal(what).await
+    }
+
+    /// Reads the answer to a statement [`BackendConn::send_internal`] sent
+    /// (`what`, for its error), applying the session state it reports.
+    pub async fn read_internal(&mut self, what: &str) -> Result<(), BackendError> {
         let (_, pkt) = self.read_packet().await?;
         match pkt.first() {
             Some(0x00) => {

@@ -134,6 +134,23 @@ async fn session(
                         let t = shard_schema(shared, &db, &table, &groups).await;
                         write_table(&mut client.out, &t, deprecate_eof);
                     }
+                    Answer::ShowXa => {
+                        write_table(&mut client.out, &xa_table(shared), deprecate_eof)
+                    }
+                    Answer::XaResolve { gtrid, commit } => {
+                        match crate::xa_recovery::resolve(shared, &gtrid, commit).await {
+                            Ok(n) => {
+                                tracing::info!(gtrid = %gtrid, commit, branches = n, "XA transaction resolved from the admin port");
+                                let ok = sextant_protocol::packets::OkPacket {
+                                    affected_rows: n as u64,
+                                    status: status::AUTOCOMMIT,
+                                    ..Default::default()
+                                };
+                                sextant_protocol::packets::write_ok(&mut client.out, 1, &ok, false);
+                            }
+                            Err(m) => write_err(&mut client.out, 1, 1397, "XAE04", &m),
+                        }
+                    }
                     Answer::Error(m) => write_err(&mut client.out, 1, 1064, "42000", &m),
                 }
             }
@@ -145,6 +162,64 @@ async fn session(
         }
         client.flush().await?;
     }
+}
+
+/// `SHOW XA`: the distributed transactions sessions are carrying out, and
+/// the prepared branches the last recovery pass found and left (another
+/// instance's, or one whose resolution failed).
+fn xa_table(shared: &Shared) -> sextant_admin::Table {
+    let columns = ["gtrid", "state", "groups", "age_ms", "decision", "error"]
+        .map(String::from)
+        .to_vec();
+    let Some(coord) = &shared.xa else {
+        return sextant_admin::Table {
+            columns,
+            rows: Vec::new(),
+        };
+    };
+    let rt = shared.runtime();
+    let group = |i: usize| {
+        rt.sharding
+            .as_ref()
+            .map_or_else(|| i.to_string(), |s| s.router.group_name(i).to_string())
+    };
+    let now = sextant_xa::log::now_ms();
+    let decision = |g: &str| match coord.log.committed(g) {
+        true => "commit",
+        false => "none (rolls back)",
+    };
+    let mut rows = Vec::new();
+    for (gtrid, f) in coord.flights() {
+        rows.push(vec![
+            Some(gtrid.clone()),
+            Some(f.stage.name().to_string()),
+            Some(
+                f.groups
+                    .iter()
+                    .map(|&i| group(i))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            Some(now.saturating_sub(f.started_ms).to_string()),
+            Some(decision(&gtrid).to_string()),
+            None,
+        ]);
+    }
+    for d in coord.in_doubt() {
+        let ours = d.gtrid.starts_with(coord.owner());
+        rows.push(vec![
+            Some(d.gtrid.clone()),
+            Some(format!("prepared ({})", d.action)),
+            Some(format!("{} ({})", group(d.group), d.server)),
+            Some(now.saturating_sub(d.seen_ms).to_string()),
+            Some(match ours {
+                true => decision(&d.gtrid).to_string(),
+                false => "another sextant's".to_string(),
+            }),
+            d.error.clone(),
+        ]);
+    }
+    sextant_admin::Table { columns, rows }
 }
 
 /// Each group's `SHOW CREATE TABLE` of a sharded table, from its primary

@@ -39,6 +39,8 @@ pub const ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: u16 = 1792;
 pub const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 pub const ER_USER_LIMIT_REACHED: u16 = 1226;
 pub const ER_CLIENT_INTERACTION_TIMEOUT: u16 = 4031;
+pub const ER_XA_RBROLLBACK: u16 = 1402;
+pub const ER_ERROR_DURING_COMMIT: u16 = 1180;
 
 #[derive(Debug, Error)]
 pub enum SessionError {
@@ -101,6 +103,14 @@ pub enum SessionError {
     IdleInTransaction(u64),
     #[error("Can't create more than max_prepared_stmt_count statements (current value: {0}; sextant's max_prepared_statements per session)")]
     TooManyPrepared(usize),
+    /// A distributed transaction was rolled back on every group (or can
+    /// only be), and why.
+    #[error("sextant: the transaction over several groups was rolled back: {0}")]
+    XaRolledBack(String),
+    /// A commit whose outcome sextant cannot know (a one-phase commit's
+    /// connection lost before its answer).
+    #[error("sextant: the commit's outcome is unknown: {0}; check the data before retrying")]
+    XaUnknown(String),
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error("sextant lost its connection to server {addr} during the statement ({reason}); it may or may not have run, and was not retried")]
@@ -123,6 +133,8 @@ impl SessionError {
             KillDenied(_) => (ER_KILL_DENIED_ERROR, "HY000", msg),
             KillUnsupported | ShardUnsupported(_) => (ER_NOT_SUPPORTED_YET, "42000", msg),
             ShardPartial(_) => (ER_SEXTANT_SHARD_PARTIAL, "HY000", msg),
+            XaRolledBack(_) => (ER_XA_RBROLLBACK, "XA100", msg),
+            XaUnknown(_) => (ER_ERROR_DURING_COMMIT, "HY000", msg),
             ShardMergeMemory(_) => (ER_OUT_OF_SORTMEMORY, "HY001", msg),
             Handshake(_) => (ER_HANDSHAKE_ERROR, "08S01", msg),
             InsecureTransport(_) => (ER_SECURE_TRANSPORT_REQUIRED, "HY000", msg),

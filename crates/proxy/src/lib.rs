@@ -20,6 +20,7 @@ mod relay;
 mod session;
 mod shared;
 mod start;
+mod xa_recovery;
 
 pub use shared::{Runtime, Shared, UserEntry};
 pub use start::{run, StartError};

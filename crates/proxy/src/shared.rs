@@ -275,6 +275,10 @@ pub struct Shared {
     pub admin_auth: crate::frontend::AuthSetup,
     /// Logged-in sessions by connection id, for KILL.
     pub sessions: crate::kill::Sessions,
+    /// The coordinator of transactions over several groups (a sharded
+    /// layout only). It outlives reloads: its log and in-flight
+    /// transactions belong to the process.
+    pub xa: Option<Arc<sextant_xa::Coordinator>>,
 }
 
 impl Shared {

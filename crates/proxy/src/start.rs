@@ -29,6 +29,8 @@ pub enum StartError {
         which: &'static str,
         source: std::io::Error,
     },
+    #[error("[xa]: {0}")]
+    Xa(String),
     #[error("cannot start {what}: {source}")]
     Thread {
         what: String,
@@ -102,6 +104,38 @@ fn build_auth(config: &Config) -> Result<frontend::AuthSetup, StartError> {
     })
 }
 
+/// The distributed-transaction coordinator: its decision log opened (and
+/// read: what a crash left is resolved by recovery) and its instance id.
+fn coordinator(config: &Config) -> Result<Arc<sextant_xa::Coordinator>, StartError> {
+    let x = &config.xa;
+    let instance = x
+        .instance_id
+        .clone()
+        .unwrap_or_else(|| sextant_xa::xid::instance_from_listen(&config.proxy.listen.0));
+    let log = sextant_xa::FileLog::open(std::path::Path::new(&x.log_dir))
+        .map_err(|e| StartError::Xa(format!("log_dir {:?}: {e}", x.log_dir)))?;
+    let failpoint = sextant_xa::Failpoint::from_env().map_err(StartError::Xa)?;
+    if let Some(step) = failpoint.armed() {
+        tracing::warn!(
+            ?step,
+            "XA failpoint armed (a test setting): sextant will stop itself there"
+        );
+    }
+    let pending = sextant_xa::DecisionLog::pending(&log).len();
+    tracing::info!(
+        instance = %instance,
+        log = %x.log_dir,
+        pending,
+        "distributed transactions: decision log open"
+    );
+    Ok(Arc::new(sextant_xa::Coordinator::new(
+        &instance,
+        Arc::new(log),
+        failpoint,
+        Duration::from_millis(x.recover_interval_ms),
+    )))
+}
+
 fn guard(p: &sextant_config::Proxy) -> frontend::LoginGuard {
     frontend::LoginGuard::new(
         p.max_failed_logins,
@@ -142,6 +176,10 @@ pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
     };
     let max_connections = client_limit(&runtime);
     let admin_guard = guard(&config.proxy);
+    let xa = match &runtime.sharding {
+        Some(_) => Some(coordinator(config)?),
+        None => None,
+    };
     let shared = Arc::new(Shared {
         max_connections,
         runtime: ArcSwap::from_pointee(runtime),
@@ -157,6 +195,7 @@ pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
             ..frontend::AuthSetup::plain()
         },
         sessions: Default::default(),
+        xa,
     });
     if let Some((l, users)) = admin {
         tracing::info!(
@@ -164,6 +203,9 @@ pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
             l.local_addr().map(|a| a.to_string()).unwrap_or_default()
         );
         tokio::spawn(admin::serve(l, shared.clone(), users));
+    }
+    if let Some(c) = &shared.xa {
+        tokio::spawn(crate::xa_recovery::run(shared.clone(), c.clone()));
     }
     let monitor_on = shared.runtime().config.monitor.enabled;
     if monitor_on {

@@ -224,7 +224,7 @@ impl Session {
         })
     }
 
-    async fn sync_attached(&mut self) -> Result<(), SessionError> {
+    pub(super) async fn sync_attached(&mut self) -> Result<(), SessionError> {
         let stale_schema = self.vars.schema.is_none()
             && self
                 .binding

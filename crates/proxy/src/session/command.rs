@@ -47,6 +47,9 @@ impl Session {
                             // transaction back. The error goes out with
                             // sequence 0, as MySQL's own 4031 does.
                             self.detach_discard();
+                            // Closing each branch's connection rolls it
+                            // back too.
+                            self.dist = None;
                             self.pins = Pins::empty();
                             let _ = self.client.send_error(0, &e).await;
                             return;
@@ -223,6 +226,10 @@ impl Session {
             }
         }
         self.release();
+        // A distributed transaction's branches are closed, which rolls
+        // them back, as a reset does a transaction.
+        self.dist = None;
+        self.pending_begin = None;
         self.pins = Pins::empty();
         self.stmts.clear();
         self.client.tracking = None;

@@ -31,6 +31,7 @@ mod merge;
 mod prepared;
 mod query;
 mod shard;
+mod xa;
 
 use crate::client::Client;
 use crate::errors::SessionError;
@@ -85,6 +86,9 @@ pub struct Session {
     /// Sharding: a BEGIN not yet sent, waiting for the transaction's first
     /// statement to say which group it runs in.
     pending_begin: Option<Vec<u8>>,
+    /// Sharding: the transaction's branches when it runs as XA (several
+    /// groups may be written atomically).
+    dist: Option<Box<xa::Dist>>,
     /// Sharding: the GTID of this session's last write in each group (by
     /// layout index), swapped into `last_write` as the session moves.
     shard_writes: Vec<Option<Gtid>>,
@@ -295,6 +299,7 @@ impl Session {
             group: user.group.clone(),
             sharding: None,
             pending_begin: None,
+            dist: None,
             shard_writes: Vec::new(),
             user,
             binding: Binding::Unbound,

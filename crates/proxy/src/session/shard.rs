@@ -39,6 +39,49 @@ impl Session {
         sql: &[u8],
         packet: &[u8],
     ) -> Result<Sharded, SessionError> {
+        if self.in_dist() {
+            let mode = self.lex_mode();
+            match c.kind {
+                Kind::Commit => {
+                    self.xa_finish(sh, true).await?;
+                    return Ok(Sharded::Done);
+                }
+                Kind::Rollback if !rollback_to(sql, mode) => {
+                    self.xa_finish(sh, false).await?;
+                    return Ok(Sharded::Done);
+                }
+                Kind::Begin => {
+                    // As the server does: BEGIN inside a transaction
+                    // commits it first.
+                    if let Err(e) = self.xa_end(sh, true).await {
+                        self.reply_error(e).await?;
+                        return Ok(Sharded::Done);
+                    }
+                    self.pending_begin = Some(sql.to_vec());
+                    self.status |= status::IN_TRANS;
+                    self.local_ok().await?;
+                    return Ok(Sharded::Done);
+                }
+                _ => {
+                    let why = self.xa_refusal(c).or_else(|| {
+                        (c.kind == Kind::Rollback && self.dist_groups() > 1).then(|| {
+                            "ROLLBACK TO SAVEPOINT in a transaction over several groups: a savepoint covers only one group's branch".to_string()
+                        })
+                    });
+                    if let Some(why) = why {
+                        self.reply_error(SessionError::ShardUnsupported(why))
+                            .await?;
+                        return Ok(Sharded::Done);
+                    }
+                }
+            }
+        } else if c.kind == Kind::Xa {
+            self.reply_error(SessionError::ShardUnsupported(
+                "XA statements on a sharded layout: sextant itself coordinates transactions over several groups (with XA); use BEGIN ... COMMIT".into(),
+            ))
+            .await?;
+            return Ok(Sharded::Done);
+        }
         let open = self.pinned() || self.status & status::AUTOCOMMIT == 0;
         if c.kind == Kind::Begin && !open && self.pending_begin.is_none() {
             self.pending_begin = Some(sql.to_vec());
@@ -325,6 +368,9 @@ impl Session {
         packet: &[u8],
         binary: bool,
     ) -> Result<Sharded, SessionError> {
+        // Only a statement naming a table of the layout opens a
+        // transaction (or moves it to another group).
+        let names_tables = !matches!(route, Route::Session);
         let (group, index) = match route {
             Route::Refuse(why) => {
                 self.reply_error(SessionError::ShardUnsupported(why))
@@ -354,12 +400,37 @@ impl Session {
                     Route::Scatter(set) | Route::Broadcast(set) => *set,
                     _ => GroupSet::default(),
                 };
-                if self.pinned()
+                let in_trx = self.pinned()
                     || self.pending_begin.is_some()
-                    || self.status & status::AUTOCOMMIT == 0
-                {
+                    || self.status & status::AUTOCOMMIT == 0;
+                if in_trx && !self.in_dist() {
+                    let why = match &route {
+                        Route::Broadcast(_) => Some(
+                            "DDL does not run inside a transaction over several groups; commit first".to_string(),
+                        ),
+                        _ => self.dist_refusal(),
+                    };
+                    if let Some(why) = why {
+                        let e = SessionError::ShardUnsupported(format!(
+                            "inside a transaction, a statement for several groups ({}): {why}",
+                            names(sh, set)
+                        ));
+                        self.reply_error(e).await?;
+                        return Ok(Sharded::Done);
+                    }
+                    // The transaction starts as XA, its first branch in
+                    // the first group of the statement.
+                    let first = set.first().unwrap_or_default();
+                    self.pending_begin = None;
+                    self.release();
+                    if let Err(e) = self.xa_open(sh, first).await {
+                        self.reply_error(e).await?;
+                        return Ok(Sharded::Done);
+                    }
+                }
+                if self.in_dist() && matches!(route, Route::Broadcast(_)) {
                     let e = SessionError::ShardUnsupported(format!(
-                        "inside a transaction, a statement for several groups ({}): a transaction runs in one group until distributed transactions are supported",
+                        "DDL inside a transaction over several groups ({}): the servers do not run DDL inside XA transactions; commit first",
                         names(sh, set)
                     ));
                     self.reply_error(e).await?;
@@ -380,10 +451,39 @@ impl Session {
                 };
             }
         };
+        if self.in_dist() {
+            let Some(i) = index.filter(|_| names_tables) else {
+                // Runs on the branch the session is on.
+                return Ok(Sharded::Continue);
+            };
+            if !Arc::ptr_eq(&group, &self.group) && !self.pins.is_empty() {
+                let e = SessionError::ShardUnsupported(format!(
+                    "this session has state tied to its connection in group {} (user variables, temporary tables, locks), and the statement is for group {}",
+                    self.group.name, group.name
+                ));
+                self.reply_error(e).await?;
+                return Ok(Sharded::Done);
+            }
+            if let Err(e) = self.xa_enter(sh, i).await {
+                self.reply_error(e).await?;
+                return Ok(Sharded::Done);
+            }
+            return Ok(Sharded::Continue);
+        }
+        if names_tables
+            && self.status & status::AUTOCOMMIT == 0
+            && self.pending_begin.is_none()
+            && !self.pinned()
+            && self.shared.xa.is_some()
+        {
+            // With autocommit off every statement opens a transaction:
+            // sextant opens it, as XA, so that it may span groups.
+            self.pending_begin = Some(b"BEGIN".to_vec());
+        }
         if !Arc::ptr_eq(&group, &self.group) {
             if self.pinned() {
                 let e = SessionError::ShardUnsupported(format!(
-                    "this session's transaction (or state tied to its connection) is in group {}, and the statement is for group {}: a transaction runs in one group until distributed transactions are supported",
+                    "this session's transaction (or state tied to its connection) is in group {}, and the statement is for group {}: a READ ONLY or WITH CONSISTENT SNAPSHOT transaction, or state tied to one connection (user variables, temporary tables, locks), stays in one group",
                     self.group.name, group.name
                 ));
                 self.reply_error(e).await?;
@@ -393,6 +493,15 @@ impl Session {
             self.enter_group(sh, group, index);
         }
         if let Some(begin) = self.pending_begin.take() {
+            if let Some(i) = index.filter(|_| self.xa_begins(&begin)) {
+                if let Err(e) = self.xa_open(sh, i).await {
+                    self.reply_error(e).await?;
+                }
+                return Ok(match self.in_dist() {
+                    true => Sharded::Continue,
+                    false => Sharded::Done,
+                });
+            }
             if let Err(e) = self.begin_in_group(&begin).await {
                 self.status &= !status::IN_TRANS;
                 self.reply_error(e).await?;
@@ -405,7 +514,7 @@ impl Session {
     /// Makes `group` the session's current group, carrying the newest
     /// write the session made there (read-your-writes is per group: each
     /// has its own primary and GTIDs).
-    fn enter_group(&mut self, sh: &Sharding, group: Arc<Group>, index: Option<usize>) {
+    pub(super) fn enter_group(&mut self, sh: &Sharding, group: Arc<Group>, index: Option<usize>) {
         if let Some(old) = sh.groups.iter().position(|x| Arc::ptr_eq(x, &self.group)) {
             if let Some(slot) = self.shard_writes.get_mut(old) {
                 *slot = self.last_write;
@@ -431,7 +540,7 @@ impl Session {
         Ok(())
     }
 
-    async fn local_ok(&mut self) -> Result<(), SessionError> {
+    pub(super) async fn local_ok(&mut self) -> Result<(), SessionError> {
         let ok = OkPacket {
             status: self.status,
             ..Default::default()
@@ -471,6 +580,50 @@ impl Session {
         Ok(leases)
     }
 
+    /// One connection per group of `set` for a statement over several
+    /// groups: in a distributed transaction its branches, otherwise
+    /// connections by each group's routing of `c`.
+    async fn spread_leases(
+        &mut self,
+        sh: &Arc<Sharding>,
+        set: GroupSet,
+        c: &Classification<'_>,
+    ) -> Result<Vec<Lease>, SessionError> {
+        if self.in_dist() {
+            return self.xa_take(sh, set).await;
+        }
+        let p = plan_for(self, c);
+        self.require(&p);
+        self.release();
+        self.leases_for(sh, set, p.target).await
+    }
+
+    /// Gives back what [`Session::spread_leases`] lent. `finished`: which
+    /// connections read their answer to the end (None: none is known
+    /// to have).
+    async fn spread_return(
+        &mut self,
+        sh: &Arc<Sharding>,
+        set: GroupSet,
+        leases: Vec<Lease>,
+        finished: Option<Vec<bool>>,
+    ) {
+        if self.in_dist() {
+            return self.xa_put_back(sh, set, leases, finished).await;
+        }
+        match finished {
+            None => leases.into_iter().for_each(Lease::discard),
+            Some(f) => {
+                for (l, done) in leases.into_iter().zip(f) {
+                    match done {
+                        true => drop(l),
+                        false => l.discard(),
+                    }
+                }
+            }
+        }
+    }
+
     /// A read over several groups: the same statement on each, the rows
     /// of all relayed as one result (the first group's column
     /// definitions, every group's rows in turn, one end).
@@ -485,15 +638,12 @@ impl Session {
         // command byte, and under query attributes the attributes.
         let at = self.text_at(packet)?;
         let c = sextant_sql::classify(packet.get(at..).unwrap_or_default());
-        let p = plan_for(self, &c);
-        self.require(&p);
-        self.release();
-        let mut leases = self.leases_for(sh, set, p.target).await?;
+        let mut leases = self.spread_leases(sh, set, &c).await?;
         // Every group starts at once; each answer waits in its socket
         // until its turn.
         for l in leases.iter_mut() {
             if let Err(e) = l.conn_mut().send(0, packet).await {
-                leases.into_iter().for_each(Lease::discard);
+                self.spread_return(sh, set, leases, None).await;
                 return Err(e.into());
             }
         }
@@ -527,21 +677,23 @@ impl Session {
         match result {
             Ok(()) => {
                 write_end(&mut self.client.out, seq, self.status, eof_mode);
+                let n = leases.len();
+                self.spread_return(sh, set, leases, Some(vec![true; n]))
+                    .await;
                 self.client.flush().await?;
-                drop(leases);
                 self.read_done();
                 Ok(())
             }
             Err(e) => {
                 // The groups not read to the end have answers pending:
                 // their connections are closed.
-                for (k, l) in leases.into_iter().enumerate() {
-                    if k < done {
-                        drop(l);
-                    } else {
-                        l.discard();
-                    }
-                }
+                let finished = match self.in_dist() {
+                    // A branch's state after a failure part way is not
+                    // known: the transaction can only roll back.
+                    true => None,
+                    false => Some((0..leases.len()).map(|k| k < done).collect()),
+                };
+                self.spread_return(sh, set, leases, finished).await;
                 self.fail_spread(e, sent_header.then_some(seq)).await
             }
         }
@@ -564,13 +716,10 @@ impl Session {
         q.extend_from_slice(&packet[..prefix]);
         q.extend_from_slice(&plan.sql);
         let c = sextant_sql::classify(&plan.sql);
-        let p = plan_for(self, &c);
-        self.require(&p);
-        self.release();
-        let mut leases = self.leases_for(sh, plan.groups, p.target).await?;
+        let mut leases = self.spread_leases(sh, plan.groups, &c).await?;
         for l in leases.iter_mut() {
             if let Err(e) = l.conn_mut().send(0, &q).await {
-                leases.into_iter().for_each(Lease::discard);
+                self.spread_return(sh, plan.groups, leases, None).await;
                 return Err(e.into());
             }
         }
@@ -602,19 +751,14 @@ impl Session {
         };
         match res {
             Ok(finished) => {
-                for (l, done) in leases.into_iter().zip(finished) {
-                    if done {
-                        drop(l);
-                    } else {
-                        // Rows the LIMIT did not need are still coming.
-                        l.discard();
-                    }
-                }
+                // Rows the LIMIT did not need may still be coming.
+                self.spread_return(sh, plan.groups, leases, Some(finished))
+                    .await;
                 self.read_done();
                 Ok(())
             }
             Err((e, sent)) => {
-                leases.into_iter().for_each(Lease::discard);
+                self.spread_return(sh, plan.groups, leases, None).await;
                 self.fail_spread(e, sent).await
             }
         }
@@ -737,6 +881,13 @@ pub(super) fn param_lits<'a>(values: &[sextant_protocol::binary::Value<'a>]) -> 
             Value::Double(_) | Value::Other => Lit::Other,
         })
         .collect()
+}
+
+/// `ROLLBACK [WORK] TO [SAVEPOINT] name`.
+fn rollback_to(sql: &[u8], mode: sextant_sql::LexMode) -> bool {
+    sextant_sql::Lexer::with_mode(sql, mode)
+        .take(3)
+        .any(|t| t.text.eq_ignore_ascii_case(b"TO"))
 }
 
 fn names(sh: &Sharding, set: GroupSet) -> String {

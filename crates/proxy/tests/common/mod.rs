@@ -151,6 +151,8 @@ pub struct Setup<'a> {
     pub nofile: Option<u64>,
     /// Server groups written in full, in place of [groups.main].
     pub groups: Option<String>,
+    /// Environment variables for the sextant process.
+    pub env: Vec<(&'static str, String)>,
 }
 
 impl Setup<'_> {
@@ -182,6 +184,8 @@ pub struct Proxy {
     pub port: u16,
     pub admin_port: u16,
     pub log: PathBuf,
+    /// The config file it runs with.
+    pub config: PathBuf,
 }
 
 impl Proxy {
@@ -263,6 +267,7 @@ backend_password = "apppass"
         std::fs::write(&path, cfg).expect("write config");
         let log = logs.join(format!("sextant-{port}.log"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sextant"));
+        cmd.envs(s.env.iter().map(|(k, v)| (*k, v.as_str())));
         if let Some(n) = s.nofile {
             use std::os::unix::process::CommandExt;
             // SAFETY: only setrlimit, which is async-signal-safe, runs
@@ -300,6 +305,7 @@ backend_password = "apppass"
             port,
             admin_port,
             log,
+            config: path,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -312,6 +318,7 @@ backend_password = "apppass"
                         replicas_override: s.replicas_override.clone(),
                         replica_weights: s.replica_weights.clone(),
                         groups: s.groups.clone(),
+                        env: s.env.clone(),
                         ..s
                     });
                 }
@@ -325,6 +332,61 @@ backend_password = "apppass"
             std::thread::sleep(Duration::from_millis(20));
         }
         p
+    }
+
+    /// Whether the process has exited (a failpoint stopped it), waiting
+    /// up to `within`.
+    pub fn exited_within(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the process as a crash would (SIGKILL), and waits for it.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the same config again (after [`Proxy::kill9`] or a
+    /// failpoint) with this environment, and waits until it listens. Its
+    /// output is added to the same log.
+    pub fn restart(&mut self, env: &[(&str, &str)]) {
+        self.kill9();
+        let append = |p: &Path| {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(p)
+                .expect("log")
+        };
+        self.child = Command::new(env!("CARGO_BIN_EXE_sextant"))
+            .arg("--config")
+            .arg(&self.config)
+            .envs(env.iter().copied())
+            .env(
+                "RUST_LOG",
+                std::env::var("SEXTANT_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdout(append(&self.log))
+            .stderr(append(&self.log.with_extension("err")))
+            .spawn()
+            .expect("restart sextant");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!("sextant exited with {st} at restart: {}", self.logs());
+            }
+            assert!(Instant::now() < deadline, "sextant did not listen again");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub fn logs(&self) -> String {
@@ -823,8 +885,13 @@ impl Drop for RestoreReplication {
 /// SIGKILLs lab server `index` (0: the primary, 1..: replicas or Galera
 /// nodes).
 pub fn kill_lab_server(index: usize) {
-    signal_lab_server(index, "-9");
-    let _ = std::fs::remove_file(lab().dir.join(format!("s{index}.pid")));
+    kill_server_in(&lab().dir, index);
+}
+
+/// Kills server `index` of the lab (or shard) in `dir` with SIGKILL.
+pub fn kill_server_in(dir: &Path, index: usize) {
+    signal_server_in(dir, index, "-9");
+    let _ = std::fs::remove_file(dir.join(format!("s{index}.pid")));
 }
 
 /// Freezes lab server `index` (SIGSTOP): it keeps its connections open and
@@ -843,7 +910,11 @@ impl Drop for Stalled {
 }
 
 fn signal_lab_server(index: usize, signal: &str) {
-    let pidfile = lab().dir.join(format!("s{index}.pid"));
+    signal_server_in(&lab().dir, index, signal)
+}
+
+fn signal_server_in(dir: &Path, index: usize, signal: &str) {
+    let pidfile = dir.join(format!("s{index}.pid"));
     let pid = std::fs::read_to_string(&pidfile)
         .expect("pid file")
         .trim()
@@ -859,10 +930,16 @@ fn signal_lab_server(index: usize, signal: &str) {
 /// by its pid file when the test binary exits; nobody waits for it here.
 #[allow(clippy::zombie_processes)]
 pub fn restart_lab_server(index: usize) {
+    restart_server_in(&lab().dir, index)
+}
+
+/// Starts server `index` of the lab (or shard) in `dir` again.
+#[allow(clippy::zombie_processes)]
+pub fn restart_server_in(dir: &Path, index: usize) {
     Command::new("mariadbd")
         .arg(format!(
             "--defaults-file={}",
-            lab().dir.join(format!("s{index}.cnf")).display()
+            dir.join(format!("s{index}.cnf")).display()
         ))
         .arg("--user=root")
         .stdout(Stdio::null())

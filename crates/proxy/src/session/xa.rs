@@ -1,0 +1,610 @@
+//! A transaction on a sharded layout, carried out as XA so that it may
+//! span groups: each group's branch starts (`XA START`) on the group's
+//! primary when the transaction first touches the group; at COMMIT one
+//! branch commits in one phase, several by two-phase commit with the
+//! decision logged before any branch commits (`sextant_xa`); ROLLBACK, a
+//! failure before the decision, or a client that leaves rolls every
+//! branch back.
+//!
+//! While the transaction runs, the session's binding is the branch of its
+//! current group; the other branches wait here ([`Dist::parked`]).
+
+use super::Session;
+use crate::errors::SessionError;
+use crate::shared::Sharding;
+use sextant_backend::{BackendError, Binding, Lease};
+use sextant_protocol::consts::status;
+use sextant_routing::Target;
+use sextant_sharding::analyze::GroupSet;
+use sextant_xa::{xid, Flying, Stage, Step};
+use std::sync::Arc;
+
+/// A session's distributed transaction.
+pub(super) struct Dist {
+    flying: Flying,
+    /// Each group's branch while another is the session's binding.
+    parked: Vec<Option<Lease>>,
+    /// Groups whose branch was started, in order.
+    started: Vec<usize>,
+    /// The group whose branch is the session's binding.
+    current: Option<usize>,
+    /// Why the transaction can only roll back now.
+    doomed: Option<String>,
+    /// The group to come back to after a statement over several groups.
+    home: Option<usize>,
+}
+
+/// A branch at the end of the transaction.
+struct Branch {
+    group: usize,
+    lease: Option<Lease>,
+}
+
+impl Session {
+    /// Whether a held-back BEGIN starts a distributed transaction: a plain
+    /// one (a READ ONLY or consistent-snapshot transaction stays in one
+    /// group, as the client's own BEGIN) on a layout with a coordinator.
+    pub(super) fn xa_begins(&self, begin: &[u8]) -> bool {
+        if self.shared.xa.is_none() {
+            return false;
+        }
+        let mode = self.lex_mode();
+        !sextant_sql::Lexer::with_mode(begin, mode).any(|t| {
+            t.text.eq_ignore_ascii_case(b"ONLY") || t.text.eq_ignore_ascii_case(b"SNAPSHOT")
+        })
+    }
+
+    pub(super) fn in_dist(&self) -> bool {
+        self.dist.is_some()
+    }
+
+    /// How many groups the distributed transaction has branches in.
+    pub(super) fn dist_groups(&self) -> usize {
+        self.dist.as_ref().map_or(0, |d| d.started.len())
+    }
+
+    /// Why the session's transaction (open, or about to open) cannot
+    /// become one over several groups.
+    pub(super) fn dist_refusal(&self) -> Option<String> {
+        if self.shared.xa.is_none() {
+            return Some("this sextant has no transaction coordinator".into());
+        }
+        if self.pinned() {
+            return Some(
+                "the transaction was opened in one group (READ ONLY or WITH CONSISTENT SNAPSHOT), or the session holds state tied to one connection (user variables, temporary tables, locks)".into(),
+            );
+        }
+        match &self.pending_begin {
+            Some(b) if !self.xa_begins(b) => {
+                Some("a READ ONLY or WITH CONSISTENT SNAPSHOT transaction runs in one group".into())
+            }
+            _ => None,
+        }
+    }
+
+    /// Starts a distributed transaction whose first branch is in group
+    /// `i`.
+    pub(super) async fn xa_open(
+        &mut self,
+        sh: &Arc<Sharding>,
+        i: usize,
+    ) -> Result<(), SessionError> {
+        let Some(coord) = self.shared.xa.clone() else {
+            return Ok(());
+        };
+        let id = self.registered.as_ref().map_or(0, |r| r.id());
+        self.dist = Some(Box::new(Dist {
+            flying: coord.begin(id),
+            parked: (0..sh.groups.len()).map(|_| None).collect(),
+            started: Vec::new(),
+            current: None,
+            doomed: None,
+            home: None,
+        }));
+        let r = self.xa_enter(sh, i).await;
+        if r.is_err() {
+            // Nothing ran: the transaction is not open.
+            self.dist = None;
+            self.status &= !status::IN_TRANS;
+        }
+        r
+    }
+
+    /// Makes group `i`'s branch the session's binding: the parked one, or
+    /// a new branch started on the group's primary.
+    pub(super) async fn xa_enter(
+        &mut self,
+        sh: &Arc<Sharding>,
+        i: usize,
+    ) -> Result<(), SessionError> {
+        let Some(mut d) = self.dist.take() else {
+            return Ok(());
+        };
+        let r = self.xa_enter_with(sh, &mut d, i).await;
+        if let Err(e) = &r {
+            if d.doomed.is_none() && !d.started.is_empty() {
+                d.doomed = Some(e.to_string());
+            }
+        }
+        self.dist = Some(d);
+        r
+    }
+
+    async fn xa_enter_with(
+        &mut self,
+        sh: &Arc<Sharding>,
+        d: &mut Dist,
+        i: usize,
+    ) -> Result<(), SessionError> {
+        let name = sh.router.group_name(i).to_string();
+        if let Some(why) = &d.doomed {
+            return Err(SessionError::XaRolledBack(format!(
+                "this transaction can only roll back ({why}); send ROLLBACK"
+            )));
+        }
+        if d.current == Some(i) {
+            if self.binding.is_bound() {
+                return Ok(());
+            }
+            return Err(SessionError::XaRolledBack(format!(
+                "the connection to group {name}'s primary, which held this transaction's branch there, was lost; send ROLLBACK"
+            )));
+        }
+        if let Some(c) = d.current.take() {
+            match std::mem::take(&mut self.binding) {
+                Binding::Direct(l) => d.parked[c] = Some(l),
+                other => {
+                    self.binding = other;
+                    return Err(SessionError::XaRolledBack(format!(
+                        "the connection holding this transaction's branch in group {} was lost; send ROLLBACK",
+                        sh.router.group_name(c)
+                    )));
+                }
+            }
+        }
+        let Some(group) = sh.groups.get(i).cloned() else {
+            return Err(SessionError::ShardUnsupported(format!(
+                "group {i} is not configured"
+            )));
+        };
+        self.enter_group(sh, group.clone(), Some(i));
+        if let Some(l) = d.parked[i].take() {
+            self.binding = Binding::Direct(l);
+            d.current = Some(i);
+            // Another branch may have changed the session's state (USE,
+            // SET) since this one last ran.
+            return self.sync_attached().await;
+        }
+        if d.started.contains(&i) {
+            return Err(SessionError::XaRolledBack(format!(
+                "the connection to group {name}'s primary, which held this transaction's branch there, was lost; send ROLLBACK"
+            )));
+        }
+        // Branches run on primaries only, whatever the routing says.
+        self.attach(Target::Primary).await?;
+        let x = xid::branch(&d.flying.gtrid, &group.name, i);
+        let Some(lease) = self.binding.direct_mut() else {
+            return Err(SessionError::XaRolledBack(format!(
+                "no connection to group {name}'s primary"
+            )));
+        };
+        if let Err(e) = lease
+            .conn_mut()
+            .exec_internal(&format!("XA START {}", x.sql()))
+            .await
+        {
+            if !matches!(e, BackendError::Server { .. }) {
+                self.detach_discard();
+            }
+            return Err(e.into());
+        }
+        d.started.push(i);
+        d.flying.add_group(i);
+        d.current = Some(i);
+        Ok(())
+    }
+
+    /// The branches of `set` for a statement over several groups (started
+    /// where missing), taken out of the session; [`Session::xa_put_back`]
+    /// returns them.
+    pub(super) async fn xa_take(
+        &mut self,
+        sh: &Arc<Sharding>,
+        set: GroupSet,
+    ) -> Result<Vec<Lease>, SessionError> {
+        let mut leases = Vec::with_capacity(set.len() as usize);
+        if let Some(d) = self.dist.as_mut() {
+            d.home = d.current;
+        }
+        for i in set.iter() {
+            if let Err(e) = self.xa_enter(sh, i).await {
+                self.xa_put_back(sh, set, leases, None).await;
+                return Err(e);
+            }
+            if let (Some(d), Binding::Direct(l)) =
+                (self.dist.as_mut(), std::mem::take(&mut self.binding))
+            {
+                d.current = None;
+                leases.push(l);
+            }
+        }
+        Ok(leases)
+    }
+
+    /// Parks the branches [`Session::xa_take`] gave out. `finished`: which
+    /// have read their answer to the end (None: their state is unknown,
+    /// and the transaction can only roll back). Those with rows still
+    /// coming are read to the end.
+    pub(super) async fn xa_put_back(
+        &mut self,
+        sh: &Arc<Sharding>,
+        set: GroupSet,
+        leases: Vec<Lease>,
+        finished: Option<Vec<bool>>,
+    ) {
+        let Some(mut d) = self.dist.take() else {
+            return;
+        };
+        let groups: Vec<usize> = set.iter().collect();
+        for (k, mut l) in leases.into_iter().enumerate() {
+            let Some(&g) = groups.get(k) else {
+                l.discard();
+                continue;
+            };
+            let done = match &finished {
+                None => false,
+                Some(f) if f.get(k).copied().unwrap_or(true) => true,
+                Some(_) => drain(&mut l).await,
+            };
+            if done {
+                d.parked[g] = Some(l);
+            } else {
+                l.discard();
+                d.doomed.get_or_insert_with(|| {
+                    format!(
+                        "a statement over several groups failed in group {} part way",
+                        sh.router.group_name(g)
+                    )
+                });
+            }
+        }
+        // The session's binding is again the branch it was on.
+        let home = d.home.take().or(d.started.first().copied());
+        self.dist = Some(d);
+        if let Some(h) = home {
+            let _ = self.xa_enter(sh, h).await;
+        }
+    }
+
+    /// COMMIT or ROLLBACK of the distributed transaction, answered to the
+    /// client.
+    pub(super) async fn xa_finish(
+        &mut self,
+        sh: &Arc<Sharding>,
+        commit: bool,
+    ) -> Result<(), SessionError> {
+        let r = self.xa_end(sh, commit).await;
+        match r {
+            Ok(()) => self.local_ok().await,
+            Err(e) => self.reply_error(e).await,
+        }
+    }
+
+    /// Ends the distributed transaction: commits (one phase for one
+    /// branch, two-phase for several) or rolls back.
+    pub(super) async fn xa_end(
+        &mut self,
+        sh: &Arc<Sharding>,
+        commit: bool,
+    ) -> Result<(), SessionError> {
+        let Some(mut d) = self.dist.take() else {
+            return Ok(());
+        };
+        let mut branches: Vec<Branch> = Vec::with_capacity(d.started.len());
+        let current = d.current.take();
+        let bound = std::mem::take(&mut self.binding);
+        let mut bound = match bound {
+            Binding::Direct(l) => Some(l),
+            _ => None,
+        };
+        for &g in &d.started {
+            let lease = match current == Some(g) {
+                true => bound.take(),
+                false => d.parked[g].take(),
+            };
+            branches.push(Branch { group: g, lease });
+        }
+        drop(bound);
+        self.pending_begin = None;
+        self.status &= !status::IN_TRANS;
+        self.hold_until = None;
+        let lost: Vec<&str> = branches
+            .iter()
+            .filter(|b| b.lease.is_none())
+            .map(|b| sh.router.group_name(b.group))
+            .collect();
+        let doomed = match (&d.doomed, lost.is_empty()) {
+            (Some(why), _) => Some(why.clone()),
+            (None, false) => Some(format!(
+                "the connection holding its branch in group {} was lost",
+                lost.join(", ")
+            )),
+            (None, true) => None,
+        };
+        if !commit || doomed.is_some() {
+            d.flying.set_stage(Stage::RollingBack);
+            rollback(&d.flying.gtrid, sh, &mut branches, true).await;
+            return match (commit, doomed) {
+                (true, Some(why)) => Err(SessionError::XaRolledBack(why)),
+                _ => Ok(()),
+            };
+        }
+        match branches.len() {
+            0 => Ok(()),
+            1 => self.one_phase(sh, &d, &mut branches[0]).await,
+            _ => self.two_phase(sh, &d, &mut branches).await,
+        }
+    }
+
+    async fn one_phase(
+        &mut self,
+        sh: &Arc<Sharding>,
+        d: &Dist,
+        b: &mut Branch,
+    ) -> Result<(), SessionError> {
+        let name = sh.router.group_name(b.group).to_string();
+        let x = xid::branch(&d.flying.gtrid, &name, b.group).sql();
+        let Some(l) = b.lease.as_mut() else {
+            return Ok(());
+        };
+        let conn = l.conn_mut();
+        let end = format!("XA END {x}");
+        let commit = format!("XA COMMIT {x} ONE PHASE");
+        let sent = async {
+            conn.send_internal(&end).await?;
+            conn.send_internal(&commit).await
+        }
+        .await;
+        let answers = match sent {
+            Ok(()) => (
+                conn.read_internal(&end).await,
+                conn.read_internal(&commit).await,
+            ),
+            Err(e) => {
+                if let Some(l) = b.lease.take() {
+                    l.discard();
+                }
+                return Err(SessionError::XaRolledBack(format!(
+                    "group {name}'s primary could not be reached to commit: {e}"
+                )));
+            }
+        };
+        match answers {
+            (_, Ok(())) => {
+                self.note_branch_write(sh, b);
+                Ok(())
+            }
+            (end, Err(e)) => {
+                let server = matches!(e, BackendError::Server { .. });
+                if let Some(l) = b.lease.take() {
+                    l.discard();
+                }
+                if !server {
+                    return Err(SessionError::XaUnknown(format!(
+                        "the connection to group {name}'s primary was lost during its one-phase commit: {e}"
+                    )));
+                }
+                let why = end.err().unwrap_or(e);
+                Err(SessionError::XaRolledBack(format!("group {name}: {why}")))
+            }
+        }
+    }
+
+    async fn two_phase(
+        &mut self,
+        sh: &Arc<Sharding>,
+        d: &Dist,
+        branches: &mut [Branch],
+    ) -> Result<(), SessionError> {
+        let coord = d.flying.coordinator().clone();
+        let gtrid = d.flying.gtrid.clone();
+        d.flying.set_stage(Stage::Preparing);
+        coord.failpoint.hit(Step::BeforePrepare);
+        let xids: Vec<String> = branches
+            .iter()
+            .map(|b| xid::branch(&gtrid, sh.router.group_name(b.group), b.group).sql())
+            .collect();
+        // Every branch's END and PREPARE go out before any answer is read:
+        // one round trip for all.
+        let mut failure: Option<String> = None;
+        let mut sent = vec![false; branches.len()];
+        for (k, b) in branches.iter_mut().enumerate() {
+            let Some(l) = b.lease.as_mut() else { continue };
+            let conn = l.conn_mut();
+            let r = async {
+                conn.send_internal(&format!("XA END {}", xids[k])).await?;
+                conn.send_internal(&format!("XA PREPARE {}", xids[k])).await
+            }
+            .await;
+            match r {
+                Ok(()) => sent[k] = true,
+                Err(e) => {
+                    failure.get_or_insert_with(|| {
+                        format!("group {}: {e}", sh.router.group_name(b.group))
+                    });
+                    if let Some(l) = b.lease.take() {
+                        l.discard();
+                    }
+                }
+            }
+        }
+        let mut prepared = 0u32;
+        for (k, b) in branches.iter_mut().enumerate() {
+            if !sent[k] {
+                continue;
+            }
+            let Some(l) = b.lease.as_mut() else { continue };
+            let conn = l.conn_mut();
+            let end = conn.read_internal("XA END").await;
+            let lost = matches!(&end, Err(e) if !matches!(e, BackendError::Server { .. }));
+            let prep = match lost {
+                true => Ok(()),
+                false => conn.read_internal("XA PREPARE").await,
+            };
+            match end.and(prep) {
+                Ok(()) => {
+                    prepared += 1;
+                    coord.failpoint.hit(Step::AfterPrepare(prepared));
+                }
+                Err(why) => {
+                    failure.get_or_insert_with(|| {
+                        format!(
+                            "group {} could not prepare: {why}",
+                            sh.router.group_name(b.group)
+                        )
+                    });
+                    if !matches!(why, BackendError::Server { .. }) {
+                        if let Some(l) = b.lease.take() {
+                            l.discard();
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(why) = failure {
+            d.flying.set_stage(Stage::RollingBack);
+            rollback(&gtrid, sh, branches, false).await;
+            return Err(SessionError::XaRolledBack(why));
+        }
+        // The decision: durable before any branch commits.
+        let logged = match coord.log.commit(&gtrid, prepared).await {
+            Ok(r) => r,
+            Err(_) => Err(sextant_xa::XaError::Closed),
+        };
+        if let Err(e) = logged {
+            d.flying.set_stage(Stage::RollingBack);
+            rollback(&gtrid, sh, branches, false).await;
+            return Err(SessionError::XaRolledBack(format!(
+                "the commit decision could not be logged: {e}"
+            )));
+        }
+        coord.failpoint.hit(Step::AfterLog);
+        d.flying.set_stage(Stage::Committing);
+        let mut unfinished = false;
+        for (k, b) in branches.iter_mut().enumerate() {
+            let Some(l) = b.lease.as_mut() else { continue };
+            if l.conn_mut()
+                .send_internal(&format!("XA COMMIT {}", xids[k]))
+                .await
+                .is_err()
+            {
+                unfinished = true;
+                if let Some(l) = b.lease.take() {
+                    l.discard();
+                }
+            }
+        }
+        let mut committed = 0u32;
+        for b in branches.iter_mut() {
+            let Some(l) = b.lease.as_mut() else { continue };
+            match l.conn_mut().read_internal("XA COMMIT").await {
+                Ok(()) => {
+                    committed += 1;
+                    coord.failpoint.hit(Step::AfterCommit(committed));
+                    self.note_branch_write(sh, b);
+                }
+                Err(e) => {
+                    tracing::warn!(parent: &self.span, gtrid = %gtrid, group = %sh.router.group_name(b.group), "XA COMMIT of a branch failed; recovery finishes it: {e}");
+                    unfinished = true;
+                    if let Some(l) = b.lease.take() {
+                        l.discard();
+                    }
+                }
+            }
+        }
+        if unfinished {
+            // Committed by decision: recovery commits what is left.
+            coord.wake.notify_one();
+        } else {
+            coord.log.finished(&gtrid);
+        }
+        Ok(())
+    }
+
+    /// A committed branch's write, for read-your-writes in its group.
+    fn note_branch_write(&mut self, sh: &Arc<Sharding>, b: &mut Branch) {
+        let Some(g) = b
+            .lease
+            .as_mut()
+            .and_then(|l| l.conn_mut().track.last_gtid.take())
+        else {
+            return;
+        };
+        let here = sh.groups.iter().position(|x| Arc::ptr_eq(x, &self.group));
+        if here == Some(b.group) {
+            self.note_write(g);
+        } else if let Some(slot) = self.shard_writes.get_mut(b.group) {
+            *slot = Some(g);
+        }
+    }
+
+    /// A statement in a distributed transaction that cannot run there.
+    pub(super) fn xa_refusal(&self, c: &sextant_sql::Classification<'_>) -> Option<String> {
+        let d = self.dist.as_ref()?;
+        match c.kind {
+            sextant_sql::Kind::Savepoint if d.started.len() > 1 => Some(
+                "SAVEPOINT and ROLLBACK TO SAVEPOINT in a transaction over several groups: a savepoint would cover only one group's branch".into(),
+            ),
+            sextant_sql::Kind::Xa => Some(
+                "XA statements in a transaction sextant coordinates: commit or roll it back first".into(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// Rolls every branch back; a connection that does not answer OK is
+/// closed (the server then rolls back a branch that was not prepared;
+/// recovery one that was). `active`: the branches are not ended yet.
+async fn rollback(gtrid: &str, sh: &Arc<Sharding>, branches: &mut [Branch], active: bool) {
+    for b in branches.iter_mut() {
+        let x = xid::branch(gtrid, sh.router.group_name(b.group), b.group).sql();
+        let Some(l) = b.lease.as_mut() else { continue };
+        let conn = l.conn_mut();
+        let end = format!("XA END {x}");
+        let rb = format!("XA ROLLBACK {x}");
+        let ok = async {
+            if active {
+                conn.send_internal(&end).await?;
+            }
+            conn.send_internal(&rb).await?;
+            let e = match active {
+                true => conn.read_internal(&end).await,
+                false => Ok(()),
+            };
+            let r = conn.read_internal(&rb).await;
+            e.and(r)
+        }
+        .await;
+        if ok.is_err() {
+            if let Some(l) = b.lease.take() {
+                l.discard();
+            }
+        }
+    }
+}
+
+/// Reads the rest of a result set whose rows are no longer wanted.
+/// Whether it ended cleanly.
+async fn drain(l: &mut Lease) -> bool {
+    loop {
+        match l.conn_mut().read_packet().await {
+            Ok((_, p)) => match p.first() {
+                Some(0xfe) if p.len() < 0xff_ff_ff => return true,
+                Some(0xff) => return true,
+                _ => {}
+            },
+            Err(_) => return false,
+        }
+    }
+}

@@ -1,0 +1,654 @@
+//! Transactions over several groups of a sharded layout, against a real
+//! lab of four groups (each a primary and a replica): they commit on every
+//! group or on none, whether they end in COMMIT, ROLLBACK, a client that
+//! leaves, a branch that fails, or sextant stopped as kill -9 would at
+//! each step of its two-phase commit (failpoints) and started again.
+//! (Its own test binary, with its own lab: it kills sextant and servers.)
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+use std::time::{Duration, Instant};
+
+const DB: &str = "sextant_xa";
+
+/// Accounts 1..=n, each holding `balance`, sharded by id over the four
+/// groups (id mod 4), and a log of transfers sharded by its own id.
+fn layout(log_dir: &std::path::Path) -> String {
+    let mut g = String::new();
+    for (i, (primary, replicas)) in lab().shards.iter().enumerate() {
+        let reps: Vec<String> = replicas
+            .iter()
+            .map(|p| format!("\"127.0.0.1:{p}\""))
+            .collect();
+        g += &format!(
+            "[groups.data{}]\nprimary = \"127.0.0.1:{primary}\"\nreplicas = [{}]\nprimary_wait_ms = 15000\n",
+            i + 1,
+            reps.join(", ")
+        );
+    }
+    g += &format!(
+        r#"
+[xa]
+log_dir = "{}"
+instance_id = "xa-test"
+recover_interval_ms = 500
+
+[sharding]
+unlisted = "default_group"
+
+[[sharding.vdb]]
+id = 1
+type = "int"
+method = "hash"
+num = 4
+partitions = {{ data1 = [0], data2 = [1], data3 = [2], data4 = [3] }}
+
+[sharding.default]
+{DB} = "data1"
+
+[[sharding.table]]
+vdb = 1
+db = "{DB}"
+table = "acct"
+pkey = "id"
+
+[[sharding.table]]
+vdb = 1
+db = "{DB}"
+table = "transfers"
+pkey = "id"
+"#,
+        log_dir.display()
+    );
+    g
+}
+
+/// The tests share the groups' tables: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+struct Bank {
+    _guard: std::sync::MutexGuard<'static, ()>,
+    proxy: Proxy,
+    accounts: i64,
+}
+
+/// A fresh bank of `accounts` accounts of 1000 each, and sextant in front
+/// of it (with `env`, e.g. a failpoint).
+fn bank(accounts: i64, env: &[(&'static str, &str)]) -> Bank {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = LAB_ARGS.set(&["--shards", "4", "--replicas", "1"]);
+    for (k, (p, _)) in lab().shards.iter().enumerate() {
+        let mut c = direct(*p);
+        // Nothing a crashed test left may stay prepared.
+        resolve_leftovers(&mut c);
+        c.query_drop(format!("DROP DATABASE IF EXISTS {DB}"))
+            .unwrap();
+        c.query_drop(format!("CREATE DATABASE {DB}")).unwrap();
+        c.query_drop(format!(
+            "CREATE TABLE {DB}.acct (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL) ENGINE=InnoDB"
+        ))
+        .unwrap();
+        c.query_drop(format!(
+            "CREATE TABLE {DB}.transfers (id BIGINT PRIMARY KEY, src BIGINT, dst BIGINT, amount BIGINT) ENGINE=InnoDB"
+        ))
+        .unwrap();
+        let rows: Vec<String> = (1..=accounts)
+            .filter(|id| id % 4 == k as i64)
+            .map(|id| format!("({id}, 1000)"))
+            .collect();
+        if !rows.is_empty() {
+            c.query_drop(format!("INSERT INTO {DB}.acct VALUES {}", rows.join(",")))
+                .unwrap();
+        }
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "sextant-xa-log-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    let proxy = Setup {
+        proxy: "default_group = \"data1\"",
+        groups: Some(layout(&dir)),
+        env: env.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        ..Default::default()
+    }
+    .start();
+    Bank {
+        _guard: guard,
+        proxy,
+        accounts,
+    }
+}
+
+fn resolve_leftovers(c: &mut mysql::Conn) {
+    let rows: Vec<(i64, i64, i64, Vec<u8>)> = c.query("XA RECOVER").unwrap();
+    for (f, g, b, data) in rows {
+        let hex = |x: &[u8]| x.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let (gt, bq) = data.split_at(g as usize);
+        let _ = b;
+        let _ = c.query_drop(format!("XA ROLLBACK X'{}',X'{}',{f}", hex(gt), hex(bq)));
+    }
+}
+
+impl Bank {
+    fn conn(&self) -> mysql::Conn {
+        connect(&self.proxy)
+    }
+
+    /// Every account's balance, read on each group's primary directly.
+    fn balances(&self) -> Vec<(i64, i64)> {
+        let mut all = Vec::new();
+        for (p, _) in &lab().shards {
+            let rows: Vec<(i64, i64)> = direct(*p)
+                .query(format!("SELECT id, balance FROM {DB}.acct"))
+                .unwrap();
+            all.extend(rows);
+        }
+        all.sort();
+        all
+    }
+
+    fn total(&self) -> i64 {
+        self.balances().iter().map(|(_, b)| b).sum()
+    }
+
+    /// The transfers logged, read on each primary directly.
+    fn transfers(&self) -> std::collections::BTreeMap<i64, (i64, i64, i64)> {
+        let mut all = std::collections::BTreeMap::new();
+        for (p, _) in &lab().shards {
+            let rows: Vec<(i64, i64, i64, i64)> = direct(*p)
+                .query(format!("SELECT id, src, dst, amount FROM {DB}.transfers"))
+                .unwrap();
+            for (id, s, d, a) in rows {
+                all.insert(id, (s, d, a));
+            }
+        }
+        all
+    }
+}
+
+fn connect(p: &Proxy) -> mysql::Conn {
+    mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", DB)).unwrap())
+        .expect("connect through sextant")
+}
+
+/// Prepared branches on every primary (formatID, data), read directly.
+fn prepared_everywhere() -> Vec<(i64, String)> {
+    let mut all = Vec::new();
+    for (p, _) in &lab().shards {
+        let rows: Vec<(i64, i64, i64, Vec<u8>)> = direct(*p).query("XA RECOVER").unwrap();
+        all.extend(
+            rows.into_iter()
+                .map(|(f, _, _, d)| (f, String::from_utf8_lossy(&d).into_owned())),
+        );
+    }
+    all
+}
+
+/// Waits until no server holds a prepared branch; the time it took.
+fn until_no_prepared(within: Duration) -> Duration {
+    let t = Instant::now();
+    loop {
+        let left = prepared_everywhere();
+        if left.is_empty() {
+            return t.elapsed();
+        }
+        assert!(
+            t.elapsed() < within,
+            "prepared branches still on the servers after {within:?}: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn code(e: mysql::Error) -> u16 {
+    match e {
+        mysql::Error::MySqlError(e) => e.code,
+        other => panic!("not a server error: {other}"),
+    }
+}
+
+/// One transfer per group pair, and the transfer's log row: a
+/// transaction touching three or four groups.
+fn transfer(c: &mut mysql::Conn, id: i64, src: i64, dst: i64, amount: i64) -> mysql::Result<()> {
+    c.query_drop("BEGIN")?;
+    c.query_drop(format!(
+        "UPDATE acct SET balance = balance - {amount} WHERE id = {src}"
+    ))?;
+    c.query_drop(format!(
+        "UPDATE acct SET balance = balance + {amount} WHERE id = {dst}"
+    ))?;
+    c.query_drop(format!(
+        "INSERT INTO transfers (id, src, dst, amount) VALUES ({id}, {src}, {dst}, {amount})"
+    ))?;
+    c.query_drop("COMMIT")
+}
+
+#[test]
+fn commit_rollback_and_a_leaving_client_are_all_or_nothing() {
+    let b = bank(8, &[]);
+    let mut c = b.conn();
+    // Accounts 1 and 2 are in groups data2 and data3; transfer 4 in data1.
+    transfer(&mut c, 4, 1, 2, 100).unwrap();
+    let bal = b.balances();
+    assert_eq!((bal[0].1, bal[1].1), (900, 1100), "{bal:?}");
+    assert_eq!(b.transfers().len(), 1);
+
+    // ROLLBACK undoes every group's part.
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("UPDATE acct SET balance = balance - 5 WHERE id = 1")
+        .unwrap();
+    c.query_drop("UPDATE acct SET balance = balance + 5 WHERE id = 2")
+        .unwrap();
+    // Inside the transaction, a read over every group sees its writes.
+    let sum: i64 = c
+        .query_first("SELECT SUM(balance) FROM acct")
+        .unwrap()
+        .unwrap();
+    assert_eq!(sum, 8000);
+    let mine: Vec<(i64, i64)> = c
+        .query("SELECT id, balance FROM acct ORDER BY id LIMIT 2")
+        .unwrap();
+    assert_eq!(mine, vec![(1, 895), (2, 1105)]);
+    c.query_drop("ROLLBACK").unwrap();
+    let bal = b.balances();
+    assert_eq!((bal[0].1, bal[1].1), (900, 1100));
+
+    // A client that leaves mid-transaction changes nothing.
+    {
+        let mut gone = b.conn();
+        gone.query_drop("BEGIN").unwrap();
+        gone.query_drop("UPDATE acct SET balance = 0 WHERE id = 3")
+            .unwrap();
+        gone.query_drop("UPDATE acct SET balance = 0 WHERE id = 4")
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let bal = b.balances();
+    assert_eq!((bal[2].1, bal[3].1), (1000, 1000));
+
+    // autocommit off: each transaction is one over the groups it touches.
+    c.query_drop("SET autocommit = 0").unwrap();
+    c.query_drop("UPDATE acct SET balance = balance - 7 WHERE id = 5")
+        .unwrap();
+    c.query_drop("UPDATE acct SET balance = balance + 7 WHERE id = 6")
+        .unwrap();
+    c.query_drop("ROLLBACK").unwrap();
+    c.query_drop("UPDATE acct SET balance = balance - 7 WHERE id = 5")
+        .unwrap();
+    c.query_drop("UPDATE acct SET balance = balance + 7 WHERE id = 6")
+        .unwrap();
+    c.query_drop("COMMIT").unwrap();
+    c.query_drop("SET autocommit = 1").unwrap();
+    let bal = b.balances();
+    assert_eq!((bal[4].1, bal[5].1), (993, 1007));
+
+    // BEGIN inside a transaction commits it, as the server does.
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("UPDATE acct SET balance = balance + 1 WHERE id = 7")
+        .unwrap();
+    c.query_drop("UPDATE acct SET balance = balance - 1 WHERE id = 8")
+        .unwrap();
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("ROLLBACK").unwrap();
+    let bal = b.balances();
+    assert_eq!((bal[6].1, bal[7].1), (1001, 999));
+
+    // What cannot run in a transaction over several groups is refused,
+    // and the transaction goes on.
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("UPDATE acct SET balance = balance + 1 WHERE id = 1")
+        .unwrap();
+    c.query_drop("UPDATE acct SET balance = balance - 1 WHERE id = 2")
+        .unwrap();
+    assert_eq!(code(c.query_drop("SAVEPOINT s").unwrap_err()), 1235);
+    assert_eq!(code(c.query_drop("XA END 'x'").unwrap_err()), 1235);
+    c.query_drop("COMMIT").unwrap();
+    let bal = b.balances();
+    assert_eq!((bal[0].1, bal[1].1), (901, 1099));
+    // A client's own XA is sextant's job on a sharded layout.
+    assert_eq!(code(c.query_drop("XA START 'mine'").unwrap_err()), 1235);
+
+    assert_eq!(b.total(), 8000);
+    assert!(prepared_everywhere().is_empty());
+}
+
+/// A branch that cannot prepare (its server connection killed from the
+/// server side before COMMIT): the client's COMMIT fails with 1402 and no
+/// group keeps anything.
+#[test]
+fn a_branch_that_fails_before_the_decision_rolls_back_every_group() {
+    let b = bank(8, &[]);
+    let mut c = b.conn();
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("UPDATE acct SET balance = balance - 50 WHERE id = 1")
+        .unwrap();
+    c.query_drop("UPDATE acct SET balance = balance + 50 WHERE id = 2")
+        .unwrap();
+    // data3 holds account 2: kill the connection holding its branch.
+    let port = lab().shards[2].0;
+    let mut admin = direct(port);
+    let ids: Vec<u64> = admin
+        .query(format!(
+            "SELECT id FROM information_schema.processlist WHERE user = 'app' AND id <> CONNECTION_ID() AND db = '{DB}'"
+        ))
+        .unwrap();
+    assert!(!ids.is_empty());
+    for id in ids {
+        let _ = admin.query_drop(format!("KILL {id}"));
+    }
+    let e = c.query_drop("COMMIT").unwrap_err();
+    assert_eq!(code(e), 1402, "the COMMIT is answered as rolled back");
+    let bal = b.balances();
+    assert_eq!((bal[0].1, bal[1].1), (1000, 1000));
+    assert!(prepared_everywhere().is_empty());
+    // The session goes on.
+    transfer(&mut c, 9, 1, 2, 1).unwrap();
+    assert_eq!(b.total(), 8000);
+}
+
+/// sextant stopped as kill -9 would at each step of a commit over four
+/// groups, then started again: before the decision is logged every group
+/// rolls back, after it every group commits; no prepared branch is left
+/// on any server within 10 s of the restart.
+#[test]
+fn a_crash_at_each_step_of_two_phase_commit_is_recovered() {
+    let cases: &[(&str, bool)] = &[
+        ("before_prepare", false),
+        ("after_prepare:1", false),
+        ("after_prepare:3", false),
+        ("after_log", true),
+        ("after_commit:1", true),
+        ("after_commit:3", true),
+    ];
+    for (k, &(point, commits)) in cases.iter().enumerate() {
+        let mut b = bank(8, &[("SEXTANT_XA_FAILPOINT", point)]);
+        let mut c = b.conn();
+        // Four groups: accounts 1 and 2, the transfer row (id 4k+7: data4,
+        // since 4k+7 mod 4 = 3) and account 4 (data1).
+        let id = 4 * k as i64 + 7;
+        let r = (|| -> mysql::Result<()> {
+            c.query_drop("BEGIN")?;
+            c.query_drop("UPDATE acct SET balance = balance - 10 WHERE id = 1")?;
+            c.query_drop("UPDATE acct SET balance = balance + 5 WHERE id = 2")?;
+            c.query_drop("UPDATE acct SET balance = balance + 5 WHERE id = 4")?;
+            c.query_drop(format!(
+                "INSERT INTO transfers (id, src, dst, amount) VALUES ({id}, 1, 2, 10)"
+            ))?;
+            c.query_drop("COMMIT")
+        })();
+        assert!(r.is_err(), "{point}: the COMMIT must not be answered");
+        assert!(
+            b.proxy.exited_within(Duration::from_secs(5)),
+            "{point}: sextant did not stop at its failpoint"
+        );
+        b.proxy.restart(&[]);
+        let took = until_no_prepared(Duration::from_secs(10));
+        let bal = b.balances();
+        let got = (
+            bal[0].1,
+            bal[1].1,
+            bal[3].1,
+            b.transfers().contains_key(&id),
+        );
+        let want = match commits {
+            true => (990, 1005, 1005, true),
+            false => (1000, 1000, 1000, false),
+        };
+        assert_eq!(
+            got, want,
+            "{point}: every group or none ({took:?} to recover)"
+        );
+        assert_eq!(b.total(), 8000, "{point}");
+        // The restarted sextant serves transactions over groups again.
+        transfer(&mut b.conn(), 1000 + id, 3, 4, 1).unwrap();
+    }
+}
+
+/// The admin port lists a prepared branch recovery cannot resolve
+/// (another instance's) and resolves it by hand.
+#[test]
+fn admin_lists_and_resolves_in_doubt_branches() {
+    let b = bank(8, &[]);
+    // Another sextant instance's branch, prepared on data2's primary.
+    let port = lab().shards[1].0;
+    let mut d = direct(port);
+    let xid = "X'73783a6f746865723a313a31',X'6461746132',21336"; // sx:other:1:1, data2
+    d.query_drop(format!("XA START {xid}")).unwrap();
+    d.query_drop(format!("UPDATE {DB}.acct SET balance = 0 WHERE id = 1"))
+        .unwrap();
+    d.query_drop(format!("XA END {xid}")).unwrap();
+    d.query_drop(format!("XA PREPARE {xid}")).unwrap();
+    drop(d);
+    let mut admin = b.proxy.admin();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let row = loop {
+        let rows: Vec<mysql::Row> = admin.query("SHOW XA").unwrap();
+        let found = rows
+            .into_iter()
+            .find(|r| r.get::<String, _>("gtrid").as_deref() == Some("sx:other:1:1"));
+        if let Some(r) = found {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "SHOW XA never listed the branch");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        row.get::<String, _>("decision").unwrap(),
+        "another sextant's"
+    );
+    assert!(row.get::<String, _>("groups").unwrap().starts_with("data2"));
+    // Recovery leaves it alone...
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(prepared_everywhere().len(), 1);
+    // ...and the operator rolls it back.
+    admin.query_drop("XA ROLLBACK 'sx:other:1:1'").unwrap();
+    assert_eq!(admin.affected_rows(), 1);
+    assert!(prepared_everywhere().is_empty());
+    assert_eq!(b.balances()[0].1, 1000);
+    let e = admin.query_drop("XA COMMIT nope").unwrap_err();
+    assert_eq!(code(e), 1064);
+}
+
+/// How a client's transfer ended, as the client saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Committed,
+    Failed,
+    /// The connection was lost during COMMIT, or sextant said it cannot
+    /// know: either outcome is right, as long as it is all or nothing.
+    Unknown,
+}
+
+/// One client doing transfers until `stop`, reconnecting while sextant is
+/// down. Returns every transfer it tried, by id.
+fn transfer_client(
+    port: u16,
+    n: u64,
+    accounts: i64,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Vec<(i64, i64, i64, i64, Seen)> {
+    use std::sync::atomic::Ordering;
+    let url = format!("mysql://app:apppass@127.0.0.1:{port}/{DB}?prefer_socket=false");
+    let mut seen = Vec::new();
+    let mut rng = (n + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut conn: Option<mysql::Conn> = None;
+    let mut k = 0i64;
+    while !stop.load(Ordering::Relaxed) {
+        let c = match conn.as_mut() {
+            Some(c) => c,
+            None => match mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()) {
+                Ok(mut c) => {
+                    // A distributed deadlock is no server's to see: a short
+                    // lock wait ends one.
+                    let _ = c.query_drop("SET SESSION innodb_lock_wait_timeout = 3");
+                    conn.insert(c)
+                }
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            },
+        };
+        let a = (next() % accounts as u64) as i64 + 1;
+        let mut b = (next() % accounts as u64) as i64 + 1;
+        if a == b {
+            b = b % accounts + 1;
+        }
+        let amount = (next() % 100) as i64 + 1;
+        k += 1;
+        let id = (n as i64) * 1_000_000_000 + k;
+        // Accounts are locked in id order: no two transfers wait for each
+        // other across groups.
+        let ((id1, d1), (id2, d2)) = match a < b {
+            true => ((a, -amount), (b, amount)),
+            false => ((b, amount), (a, -amount)),
+        };
+        let body = (|| -> mysql::Result<()> {
+            c.query_drop("BEGIN")?;
+            c.query_drop(format!(
+                "UPDATE acct SET balance = balance + {d1} WHERE id = {id1}"
+            ))?;
+            c.query_drop(format!(
+                "UPDATE acct SET balance = balance + {d2} WHERE id = {id2}"
+            ))?;
+            c.query_drop(format!(
+                "INSERT INTO transfers (id, src, dst, amount) VALUES ({id}, {a}, {b}, {amount})"
+            ))
+        })();
+        let outcome = match body {
+            Err(_) => {
+                if c.query_drop("ROLLBACK").is_err() {
+                    conn = None;
+                }
+                Seen::Failed
+            }
+            Ok(()) => match c.query_drop("COMMIT") {
+                Ok(()) => Seen::Committed,
+                Err(mysql::Error::MySqlError(e)) if e.code != 1180 => Seen::Failed,
+                Err(mysql::Error::MySqlError(_)) => Seen::Unknown,
+                Err(_) => {
+                    conn = None;
+                    Seen::Unknown
+                }
+            },
+        };
+        seen.push((id, a, b, amount, outcome));
+    }
+    seen
+}
+
+/// The bank: 1,000 accounts over four groups, 16 clients doing transfers
+/// (most touch three or four groups) for 60 s while sextant is killed
+/// with SIGKILL at random moments and stopped at each failpoint of its
+/// commit, and one group's primary is killed with SIGKILL and restarted.
+/// After recovery: the total is unchanged, every account's balance is what
+/// the logged transfers make it, every transfer a client saw committed is
+/// logged and none it saw fail is, and no server holds a prepared branch
+/// within 10 s.
+#[test]
+fn bank_transfers_stay_whole_through_crashes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let mut b = bank(1000, &[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let port = b.proxy.port;
+    let accounts = b.accounts;
+    let clients: Vec<_> = (0..16u64)
+        .map(|n| {
+            let stop = stop.clone();
+            std::thread::spawn(move || transfer_client(port, n, accounts, &stop))
+        })
+        .collect();
+    let start = Instant::now();
+    let at = |s: u64| {
+        let t = start + Duration::from_secs(s);
+        if let Some(d) = t.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+    };
+    let mut events = Vec::new();
+    at(6);
+    b.proxy.kill9();
+    events.push("sextant killed");
+    b.proxy.restart(&[]);
+    for point in [
+        "before_prepare@40",
+        "after_prepare:2@40",
+        "after_log@40",
+        "after_commit:1@40",
+        "after_commit:3@40",
+    ] {
+        b.proxy.restart(&[("SEXTANT_XA_FAILPOINT", point)]);
+        assert!(
+            b.proxy.exited_within(Duration::from_secs(30)),
+            "sextant did not reach failpoint {point} under load"
+        );
+        events.push(point);
+        b.proxy.restart(&[]);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    at(30);
+    // One group's primary crashes with transactions in every phase.
+    let shard = lab().dir.join("shard3");
+    kill_server_in(&shard, 0);
+    events.push("data3's primary killed");
+    std::thread::sleep(Duration::from_secs(2));
+    restart_server_in(&shard, 0);
+    at(45);
+    std::thread::sleep(Duration::from_millis(u64::from(std::process::id() % 1000)));
+    b.proxy.kill9();
+    events.push("sextant killed");
+    b.proxy.restart(&[]);
+    at(60);
+    stop.store(true, Ordering::Relaxed);
+    let mut seen = Vec::new();
+    for c in clients {
+        seen.extend(c.join().expect("client thread"));
+    }
+    let took = until_no_prepared(Duration::from_secs(10));
+    let logged = b.transfers();
+    let count = |o: Seen| seen.iter().filter(|s| s.4 == o).count();
+    let (ok, failed, unknown) = (
+        count(Seen::Committed),
+        count(Seen::Failed),
+        count(Seen::Unknown),
+    );
+    eprintln!(
+        "bank: {} transfers tried, {ok} committed, {failed} failed, {unknown} unknown; {} logged; events {events:?}; recovered in {took:?}",
+        seen.len(),
+        logged.len()
+    );
+    assert!(ok > 1000, "too few transfers committed under load: {ok}");
+    for (id, a, bb, amount, o) in &seen {
+        match o {
+            Seen::Committed => assert_eq!(
+                logged.get(id),
+                Some(&(*a, *bb, *amount)),
+                "transfer {id} was answered committed and is not there"
+            ),
+            Seen::Failed => assert!(
+                !logged.contains_key(id),
+                "transfer {id} was answered failed and is there"
+            ),
+            Seen::Unknown => {}
+        }
+    }
+    assert_eq!(b.total(), 1000 * 1000, "money was made or lost");
+    // Every account is what the logged transfers make it: no transfer is
+    // there in part.
+    let mut want: std::collections::BTreeMap<i64, i64> = (1..=1000).map(|i| (i, 1000)).collect();
+    for (src, dst, amount) in logged.values() {
+        *want.get_mut(src).unwrap() -= amount;
+        *want.get_mut(dst).unwrap() += amount;
+    }
+    let got: std::collections::BTreeMap<i64, i64> = b.balances().into_iter().collect();
+    assert_eq!(got, want, "a transfer is there in part");
+}

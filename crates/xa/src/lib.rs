@@ -1,0 +1,239 @@
+//! The distributed-transaction coordinator's state and decisions.
+//!
+//! A transaction that writes to several groups commits with XA two-phase
+//! commit: every branch is prepared, the decision is written to the
+//! [`log::DecisionLog`] and synced, then every branch commits. No logged
+//! decision means roll back (presumed abort), so a crash at any step
+//! leaves each transaction wholly committed or wholly rolled back once
+//! recovery ([`recover::plan`]) has run.
+//!
+//! This crate does no server I/O: the proxy's sessions run the XA
+//! statements (`proxy/src/session/xa.rs`) and its recovery task asks each
+//! group's primary for prepared branches (`proxy/src/xa_recovery.rs`).
+
+pub mod error;
+pub mod failpoint;
+pub mod log;
+pub mod recover;
+pub mod xid;
+
+pub use error::XaError;
+pub use failpoint::{Failpoint, Step};
+pub use log::{Decision, DecisionLog, FileLog};
+pub use xid::Xid;
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where a session's distributed transaction is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Statements are running; branches are started as groups are touched.
+    Active,
+    /// Branches are being prepared.
+    Preparing,
+    /// The commit is logged; branches are being committed.
+    Committing,
+    /// Branches are being rolled back.
+    RollingBack,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Active => "active",
+            Stage::Preparing => "preparing",
+            Stage::Committing => "committing",
+            Stage::RollingBack => "rolling back",
+        }
+    }
+}
+
+/// A transaction a session of this process is carrying out.
+#[derive(Debug, Clone)]
+pub struct Flight {
+    pub started_ms: u64,
+    pub stage: Stage,
+    /// Branches started so far (group indexes).
+    pub groups: Vec<usize>,
+    pub session: u32,
+}
+
+/// A prepared branch recovery found and has not resolved (yet).
+#[derive(Debug, Clone)]
+pub struct InDoubt {
+    pub gtrid: String,
+    pub bqual: String,
+    pub group: usize,
+    pub server: String,
+    /// What recovery will do (or did and failed at): "commit", "rollback",
+    /// "other instance".
+    pub action: &'static str,
+    pub error: Option<String>,
+    /// When recovery first saw it (Unix ms).
+    pub seen_ms: u64,
+}
+
+/// One sextant instance's coordinator.
+pub struct Coordinator {
+    pub instance: String,
+    owner: String,
+    ids: xid::Ids,
+    pub log: Arc<dyn DecisionLog>,
+    pub failpoint: Failpoint,
+    pub recover_interval: Duration,
+    flying: Mutex<HashMap<String, Flight>>,
+    in_doubt: Mutex<Vec<InDoubt>>,
+    /// Wakes recovery early (a branch's commit failed; a primary changed).
+    pub wake: tokio::sync::Notify,
+}
+
+impl Coordinator {
+    pub fn new(
+        instance: &str,
+        log: Arc<dyn DecisionLog>,
+        failpoint: Failpoint,
+        recover_interval: Duration,
+    ) -> Coordinator {
+        Coordinator {
+            instance: instance.to_string(),
+            owner: xid::owner_prefix(instance),
+            ids: xid::Ids::new(instance, log::now_ms()),
+            log,
+            failpoint,
+            recover_interval,
+            flying: Mutex::new(HashMap::new()),
+            in_doubt: Mutex::new(Vec::new()),
+            wake: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The gtrid prefix of this instance's transactions.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// A new distributed transaction, registered until the returned
+    /// [`Flying`] is dropped: recovery leaves its branches to the session.
+    pub fn begin(self: &Arc<Self>, session: u32) -> Flying {
+        let gtrid = self.ids.next();
+        self.flying.lock().insert(
+            gtrid.clone(),
+            Flight {
+                started_ms: log::now_ms(),
+                stage: Stage::Active,
+                groups: Vec::new(),
+                session,
+            },
+        );
+        Flying {
+            coord: self.clone(),
+            gtrid,
+        }
+    }
+
+    pub fn in_flight(&self, gtrid: &str) -> bool {
+        self.flying.lock().contains_key(gtrid)
+    }
+
+    /// The transactions sessions are carrying out, oldest first.
+    pub fn flights(&self) -> Vec<(String, Flight)> {
+        let mut v: Vec<(String, Flight)> = self
+            .flying
+            .lock()
+            .iter()
+            .map(|(g, f)| (g.clone(), f.clone()))
+            .collect();
+        v.sort_by_key(|(_, f)| f.started_ms);
+        v
+    }
+
+    pub fn set_in_doubt(&self, rows: Vec<InDoubt>) {
+        let mut cur = self.in_doubt.lock();
+        // Keep when each branch was first seen, for its age.
+        let rows = rows
+            .into_iter()
+            .map(|mut r| {
+                if let Some(old) = cur
+                    .iter()
+                    .find(|o| o.gtrid == r.gtrid && o.bqual == r.bqual && o.group == r.group)
+                {
+                    r.seen_ms = old.seen_ms;
+                }
+                r
+            })
+            .collect();
+        *cur = rows;
+    }
+
+    pub fn in_doubt(&self) -> Vec<InDoubt> {
+        self.in_doubt.lock().clone()
+    }
+}
+
+/// A session's registration of its transaction; dropping it ends the
+/// registration, after which recovery may resolve leftover branches.
+pub struct Flying {
+    coord: Arc<Coordinator>,
+    pub gtrid: String,
+}
+
+impl Flying {
+    pub fn coordinator(&self) -> &Arc<Coordinator> {
+        &self.coord
+    }
+
+    pub fn set_stage(&self, stage: Stage) {
+        if let Some(f) = self.coord.flying.lock().get_mut(&self.gtrid) {
+            f.stage = stage;
+        }
+    }
+
+    pub fn add_group(&self, group: usize) {
+        if let Some(f) = self.coord.flying.lock().get_mut(&self.gtrid) {
+            f.groups.push(group);
+        }
+    }
+}
+
+impl Drop for Flying {
+    fn drop(&mut self) {
+        self.coord.flying.lock().remove(&self.gtrid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flights_register_until_dropped() {
+        let d = std::env::temp_dir().join(format!("sextant-xa-coord-{}", std::process::id()));
+        let log = Arc::new(FileLog::open(&d).unwrap());
+        let c = Arc::new(Coordinator::new(
+            "me",
+            log,
+            Failpoint::default(),
+            Duration::from_secs(5),
+        ));
+        let a = c.begin(7);
+        let b = c.begin(8);
+        assert_ne!(a.gtrid, b.gtrid);
+        assert!(a.gtrid.starts_with(c.owner()));
+        a.add_group(2);
+        a.set_stage(Stage::Preparing);
+        let f = c.flights();
+        assert_eq!(f.len(), 2);
+        let fa = &f.iter().find(|(g, _)| *g == a.gtrid).unwrap().1;
+        assert_eq!(
+            (fa.stage, fa.groups.clone(), fa.session),
+            (Stage::Preparing, vec![2], 7)
+        );
+        let g = a.gtrid.clone();
+        drop(a);
+        assert!(!c.in_flight(&g));
+        assert!(c.in_flight(&b.gtrid));
+    }
+}
