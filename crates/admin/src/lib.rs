@@ -445,6 +445,28 @@ fn shard_route(
                 }
             ),
         ),
+        Route::Write(w) => (
+            names(w.groups),
+            match (w.split.is_empty(), w.copies) {
+                (true, true) => format!(
+                    "write to every copy ({}) on each group's primary, as one distributed transaction (two-phase commit); one copy's affected rows",
+                    names(w.groups)
+                ),
+                (true, false) => format!(
+                    "write to {} groups ({}) on each group's primary, the statement unchanged, as one distributed transaction (two-phase commit); affected rows added",
+                    w.groups.len(),
+                    names(w.groups)
+                ),
+                (false, _) => format!(
+                    "rows split by group, as one distributed transaction (two-phase commit): {}",
+                    w.split
+                        .iter()
+                        .map(|(g, q)| format!("{} runs: {}", r.group_name(*g), String::from_utf8_lossy(q)))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            },
+        ),
         Route::Refuse(why) => (user_group.to_string(), format!("refused with 1235: {why}")),
     }
 }

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 const DB: &str = "sextant_xa";
 
+/// A database whose tables have a copy in every group.
+const GLOBAL: &str = "sextant_xa_global";
+
 /// Accounts 1..=n, each holding `balance`, sharded by id over the four
 /// groups (id mod 4), and a log of transfers sharded by its own id.
 fn layout(log_dir: &std::path::Path) -> String {
@@ -46,6 +49,9 @@ partitions = {{ data1 = [0], data2 = [1], data3 = [2], data4 = [3] }}
 
 [sharding.default]
 {DB} = "data1"
+
+[sharding.all]
+{GLOBAL} = ["data1", "data2", "data3", "data4"]
 
 [[sharding.table]]
 vdb = 1
@@ -85,6 +91,13 @@ fn bank(accounts: i64, env: &[(&'static str, &str)]) -> Bank {
         c.query_drop(format!("DROP DATABASE IF EXISTS {DB}"))
             .unwrap();
         c.query_drop(format!("CREATE DATABASE {DB}")).unwrap();
+        c.query_drop(format!("DROP DATABASE IF EXISTS {GLOBAL}"))
+            .unwrap();
+        c.query_drop(format!("CREATE DATABASE {GLOBAL}")).unwrap();
+        c.query_drop(format!(
+            "CREATE TABLE {GLOBAL}.rates (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB"
+        ))
+        .unwrap();
         c.query_drop(format!(
             "CREATE TABLE {DB}.acct (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL) ENGINE=InnoDB"
         ))
@@ -207,6 +220,19 @@ fn code(e: mysql::Error) -> u16 {
         mysql::Error::MySqlError(e) => e.code,
         other => panic!("not a server error: {other}"),
     }
+}
+
+/// Every copy's rows of the global table, by group.
+fn copies() -> Vec<Vec<(i64, i64)>> {
+    lab()
+        .shards
+        .iter()
+        .map(|(p, _)| {
+            direct(*p)
+                .query(format!("SELECT id, v FROM {GLOBAL}.rates ORDER BY id"))
+                .unwrap()
+        })
+        .collect()
 }
 
 /// One transfer per group pair, and the transfer's log row: a
@@ -651,4 +677,127 @@ fn bank_transfers_stay_whole_through_crashes() {
     }
     let got: std::collections::BTreeMap<i64, i64> = b.balances().into_iter().collect();
     assert_eq!(got, want, "a transfer is there in part");
+}
+
+/// Writes to several groups (an UPDATE or DELETE over every group, an
+/// INSERT whose rows belong to several, a write to a global table's
+/// copies) run as one distributed transaction: alone, inside a client's
+/// transaction, and prepared; a failure in one group leaves nothing in any.
+#[test]
+fn writes_to_several_groups_are_all_or_nothing() {
+    let b = bank(8, &[]);
+    let mut c = b.conn();
+    // Every group's rows at once.
+    c.query_drop("UPDATE acct SET balance = balance + 1")
+        .unwrap();
+    assert_eq!(c.affected_rows(), 8);
+    assert!(b.balances().iter().all(|(_, v)| *v == 1001));
+    // Rows split by group: ids 1, 2, 3 go to data2, data3, data4.
+    c.query_drop(
+        "INSERT INTO transfers (id, src, dst, amount) VALUES (1, 1, 2, 5), (2, 2, 3, 6), (3, 3, 4, 7)",
+    )
+    .unwrap();
+    assert_eq!(c.affected_rows(), 3);
+    for (g, (p, _)) in lab().shards.iter().enumerate() {
+        let ids: Vec<i64> = direct(*p)
+            .query(format!("SELECT id FROM {DB}.transfers"))
+            .unwrap();
+        assert!(
+            ids.iter().all(|id| id % 4 == g as i64),
+            "group {g}: {ids:?}"
+        );
+    }
+    // One group's rows fail (a duplicate of id 1): the whole INSERT fails
+    // with the server's error and no group keeps its rows.
+    let e = c
+        .query_drop("INSERT INTO transfers (id, src, dst, amount) VALUES (10, 1, 2, 1), (11, 1, 2, 1), (1, 1, 2, 1)")
+        .unwrap_err();
+    assert_eq!(code(e), 1062);
+    assert_eq!(b.transfers().len(), 3);
+    // A global table: every copy, one copy's affected rows.
+    c.query_drop(format!("INSERT INTO {GLOBAL}.rates (id, v) VALUES (1, 5)"))
+        .unwrap();
+    assert_eq!(c.affected_rows(), 1);
+    c.query_drop(format!("UPDATE {GLOBAL}.rates SET v = 6 WHERE id = 1"))
+        .unwrap();
+    assert_eq!(c.affected_rows(), 1);
+    assert!(
+        copies().iter().all(|g| g == &vec![(1, 6)]),
+        "{:?}",
+        copies()
+    );
+    // One copy refuses (it has id 2 already): no copy changes.
+    direct(lab().shards[2].0)
+        .query_drop(format!("INSERT INTO {GLOBAL}.rates VALUES (2, 0)"))
+        .unwrap();
+    let e = c
+        .query_drop(format!("INSERT INTO {GLOBAL}.rates (id, v) VALUES (2, 9)"))
+        .unwrap_err();
+    assert_eq!(code(e), 1062);
+    let cp = copies();
+    assert_eq!(
+        (cp[0].len(), cp[1].len(), cp[2].len(), cp[3].len()),
+        (1, 1, 2, 1)
+    );
+    direct(lab().shards[2].0)
+        .query_drop(format!("DELETE FROM {GLOBAL}.rates WHERE id = 2"))
+        .unwrap();
+
+    // Inside a client's transaction: undone by ROLLBACK, kept by COMMIT.
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("UPDATE acct SET balance = balance - 1")
+        .unwrap();
+    c.query_drop("DELETE FROM transfers WHERE id > 0").unwrap();
+    assert_eq!(c.affected_rows(), 3);
+    let sum: i64 = c
+        .query_first("SELECT SUM(balance) FROM acct")
+        .unwrap()
+        .unwrap();
+    assert_eq!(sum, 8000);
+    c.query_drop("ROLLBACK").unwrap();
+    assert_eq!(b.total(), 8008);
+    assert_eq!(b.transfers().len(), 3);
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("UPDATE acct SET balance = balance - 1")
+        .unwrap();
+    c.query_drop(format!("DELETE FROM {GLOBAL}.rates")).unwrap();
+    c.query_drop("COMMIT").unwrap();
+    assert_eq!(b.total(), 8000);
+    assert!(copies().iter().all(Vec::is_empty));
+
+    // Inside a transaction, a write that ran in some groups and failed in
+    // another: the transaction can only roll back, and does.
+    direct(lab().shards[3].0)
+        .query_drop(format!("INSERT INTO {DB}.transfers VALUES (7, 0, 0, 0)"))
+        .unwrap();
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("UPDATE acct SET balance = balance + 100 WHERE id = 1")
+        .unwrap();
+    let e = c
+        .query_drop("INSERT INTO transfers (id, src, dst, amount) VALUES (4, 1, 2, 1), (5, 1, 2, 1), (7, 1, 2, 1)")
+        .unwrap_err();
+    assert_eq!(code(e), 1402, "a write that ran in part");
+    assert_eq!(
+        code(
+            c.query_drop("UPDATE acct SET balance = 0 WHERE id = 2")
+                .unwrap_err()
+        ),
+        1402
+    );
+    c.query_drop("ROLLBACK").unwrap();
+    assert_eq!(b.total(), 8000);
+    assert_eq!(b.transfers().len(), 4);
+
+    // Prepared: executed as one distributed transaction too.
+    let stmt = c
+        .prep("UPDATE acct SET balance = balance + ? WHERE id IN (?, ?, ?)")
+        .unwrap();
+    c.exec_drop(&stmt, (3, 1, 2, 3)).unwrap();
+    assert_eq!(c.affected_rows(), 3);
+    let bal = b.balances();
+    assert_eq!(
+        (bal[0].1, bal[1].1, bal[2].1, bal[3].1),
+        (1003, 1003, 1003, 1000)
+    );
+    assert!(prepared_everywhere().is_empty());
 }

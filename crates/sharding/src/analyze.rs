@@ -147,6 +147,9 @@ pub struct Analysis {
     pub projection: Vec<Option<String>>,
     /// The top-level LIMIT: count and offset.
     pub limit: Option<(Val, Option<Val>)>,
+    /// An UPDATE or DELETE with a LIMIT (or a DELETE with ORDER BY): which
+    /// rows it changes depends on every group's rows at once.
+    pub write_limit: bool,
     /// A top-level SELECT with GROUP BY, DISTINCT or aggregates: how its
     /// groups' rows combine, or why they cannot.
     pub grouping: Option<Result<Grouping, String>>,
@@ -168,6 +171,7 @@ impl Analysis {
             order: Ok(Vec::new()),
             projection: Vec::new(),
             limit: None,
+            write_limit: false,
             grouping: None,
         }
     }
@@ -323,9 +327,11 @@ impl Cx<'_> {
                 assignments,
                 from,
                 selection,
+                limit,
                 ..
             } => {
                 self.a.kind = StmtKind::Write;
+                self.a.write_limit = limit.is_some();
                 let mut scope = Vec::new();
                 self.join_tree(table, &mut scope);
                 if from.is_some() {
@@ -336,6 +342,7 @@ impl Cx<'_> {
             }
             Statement::Delete(d) => {
                 self.a.kind = StmtKind::Write;
+                self.a.write_limit = d.limit.is_some() || !d.order_by.is_empty();
                 let mut scope = Vec::new();
                 let items = match &d.from {
                     FromTable::WithFromKeyword(v) | FromTable::WithoutKeyword(v) => v,
@@ -795,6 +802,27 @@ impl Cx<'_> {
                 negated: false,
             } if is_key(expr) => {
                 let vals: Option<Vec<Val>> = list.iter().map(val_of).collect();
+                vals.map_or(Keys::Any, Keys::In)
+            }
+            // `(k, b) IN ((1, 2), (3, 4))`: the key's place in each tuple.
+            Expr::InList {
+                expr,
+                list,
+                negated: false,
+            } => {
+                let Expr::Tuple(cols) = &**expr else {
+                    return Keys::Any;
+                };
+                let Some(at) = cols.iter().position(is_key) else {
+                    return Keys::Any;
+                };
+                let vals: Option<Vec<Val>> = list
+                    .iter()
+                    .map(|x| match x {
+                        Expr::Tuple(v) if v.len() == cols.len() => val_of(&v[at]),
+                        _ => None,
+                    })
+                    .collect();
                 vals.map_or(Keys::Any, Keys::In)
             }
             Expr::Between {

@@ -32,8 +32,25 @@ pub enum Route {
     /// A read over several groups whose rows are merged: ordered, and/or
     /// limited.
     Merge(Box<MergePlan>),
+    /// A write to several groups, run as one distributed transaction.
+    Write(Box<WritePlan>),
     /// Not run: why (for an ER_NOT_SUPPORTED_YET message).
     Refuse(String),
+}
+
+/// A write to several groups: every group's part commits or none does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WritePlan {
+    pub groups: GroupSet,
+    /// Each group's own statement, in `groups` order: an INSERT's rows
+    /// split by the group each belongs to. Empty: every group runs the
+    /// statement as written.
+    pub split: Vec<(usize, Vec<u8>)>,
+    /// The group of each INSERT row (what `split` is made from).
+    pub rows: Vec<usize>,
+    /// The groups hold copies of one table (a global table): the client
+    /// is told one copy's affected rows, not their sum.
+    pub copies: bool,
 }
 
 /// How a read over several groups is merged.
@@ -300,7 +317,7 @@ impl Router {
                     Kind::Select if !c.may_write() => Route::Scatter(all),
                     Kind::Insert | Kind::Update | Kind::Delete | Kind::Replace | Kind::Load => {
                         Route::Refuse(
-                            "/*# group=\"all\" */ on a write: writing every group at once needs a distributed transaction, which this version does not make".into(),
+                            "/*# group=\"all\" */ on a write: a write goes where its shard key puts it (or to every copy of a global table); name one group, or leave the hint out".into(),
                         )
                     }
                     Kind::Begin | Kind::Commit | Kind::Rollback | Kind::Savepoint | Kind::Xa => {
@@ -379,8 +396,25 @@ impl Router {
         }
     }
 
-    /// A merge plan gets the SQL each group runs.
+    /// A merge plan gets the SQL each group runs; an INSERT whose rows
+    /// go to several groups, each group's rows.
     fn finish(&self, r: Route, a: &Analysis, sql: &[u8], mode: LexMode) -> Route {
+        if let Route::Write(mut w) = r {
+            if w.rows.is_empty() {
+                return Route::Write(w);
+            }
+            return match split_rows(sql, mode, &w.rows) {
+                Some(split) => {
+                    w.split = split;
+                    Route::Write(w)
+                }
+                None => Route::Refuse(format!(
+                    "the rows of this INSERT belong to {} groups ({}), and sextant cannot split its VALUES list by row; insert each group's rows in its own statement",
+                    w.groups.len(),
+                    self.names_of(w.groups)
+                )),
+            };
+        }
         let Route::Merge(mut plan) = r else {
             return r;
         };
@@ -514,6 +548,7 @@ impl Router {
             };
             let vdb = &self.layout.vdbs[*vdb];
             let mut set = GroupSet::default();
+            let mut row_groups = Vec::with_capacity(a.rows.len());
             for (n, row) in a.rows.iter().enumerate() {
                 let g = row
                     .as_ref()
@@ -528,15 +563,16 @@ impl Router {
                     ));
                 };
                 set = set.union(GroupSet::one(g));
+                row_groups.push(g);
             }
             return match set.first() {
                 Some(g) if set.len() == 1 => Route::One(g),
-                _ => Route::Refuse(format!(
-                    "the rows of this INSERT into {} belong to {} groups ({}): a write to several groups at once needs a distributed transaction, which this version does not make; insert each group's rows in its own statement",
-                    a.tables[t].name,
-                    set.len(),
-                    self.names_of(set)
-                )),
+                _ => Route::Write(Box::new(WritePlan {
+                    groups: set,
+                    split: Vec::new(),
+                    rows: row_groups,
+                    copies: false,
+                })),
             };
         }
         let mut required = GroupSet::default();
@@ -587,11 +623,17 @@ impl Router {
             if writes {
                 return match copies.first() {
                     Some(g) if copies.len() == 1 => Route::One(g),
-                    _ => Route::Refuse(format!(
-                        "a write to global table {} changes its copy in every group ({}): that needs a distributed transaction, which this version does not make",
-                        names(&|p| matches!(p, Place::Global(_))),
-                        self.names_of(copies)
+                    None => Route::Refuse(format!(
+                        "no group holds a copy of every global table named ({})",
+                        names(&|p| matches!(p, Place::Global(_)))
                     )),
+                    // Every copy, atomically.
+                    _ => Route::Write(Box::new(WritePlan {
+                        groups: copies,
+                        split: Vec::new(),
+                        rows: Vec::new(),
+                        copies: true,
+                    })),
                 };
             }
             return match self.pick(copies) {
@@ -619,13 +661,22 @@ impl Router {
             return Route::One(g);
         }
         // Several groups.
-        if writes {
-            return Route::Refuse(format!(
-                "the statement writes to {} in {} groups ({}): a write to several groups at once needs a distributed transaction, which this version does not make; restrict it by the shard key to one group",
-                names(&|p| !matches!(p, Place::Global(_))),
-                required.len(),
-                self.names_of(required)
-            ));
+        if writes && !singles && self.colocated(&sharded, &a.key_joins) {
+            if a.limit.is_some() || a.write_limit {
+                return Route::Refuse(format!(
+                    "the statement writes to {} in {} groups ({}) with a LIMIT: each group would apply the LIMIT to its own rows; restrict it by the shard key to one group",
+                    names(&|p| !matches!(p, Place::Global(_))),
+                    required.len(),
+                    self.names_of(required)
+                ));
+            }
+            // Each group's rows, in one distributed transaction.
+            return Route::Write(Box::new(WritePlan {
+                groups: required,
+                split: Vec::new(),
+                rows: Vec::new(),
+                copies: false,
+            }));
         }
         if singles {
             return Route::Refuse(format!(
@@ -1549,6 +1600,96 @@ pub fn with_values(sql: &[u8], mode: LexMode, literals: &[Vec<u8>]) -> Option<Ve
 /// The part of a statement the parser reads: MySQL's older `LOCK IN
 /// SHARE MODE` (the parser knows only `FOR SHARE`) changes nothing of
 /// where a statement goes, and is left off.
+/// An INSERT's statement for each group: its text up to VALUES, the rows
+/// of that group (`groups`: each row's group, in order), and the rest
+/// (ON DUPLICATE KEY UPDATE ...). None when the VALUES list does not read
+/// as exactly that many rows.
+pub fn split_rows(sql: &[u8], mode: LexMode, groups: &[usize]) -> Option<Vec<(usize, Vec<u8>)>> {
+    let at = |t: &[u8]| t.as_ptr() as usize - sql.as_ptr() as usize;
+    let mut tokens = Lexer::with_mode(sql, mode).peekable();
+    let mut depth = 0i32;
+    let mut values_end = None;
+    for t in tokens.by_ref() {
+        match (t.kind, t.text) {
+            (TokenKind::Punct, b"(") => depth += 1,
+            (TokenKind::Punct, b")") => depth -= 1,
+            (TokenKind::Word, w)
+                if depth == 0
+                    && (w.eq_ignore_ascii_case(b"VALUES") || w.eq_ignore_ascii_case(b"VALUE")) =>
+            {
+                values_end = Some(at(w) + w.len());
+                break;
+            }
+            _ => {}
+        }
+    }
+    let values_end = values_end?;
+    // Each row's bytes: from its '(' to its ')'.
+    let mut rows: Vec<(usize, usize)> = Vec::with_capacity(groups.len());
+    let mut rest = sql.len();
+    loop {
+        let open = tokens.next()?;
+        if open.kind != TokenKind::Punct || open.text != b"(" {
+            return None;
+        }
+        let start = at(open.text);
+        let mut depth = 1;
+        let mut end = None;
+        for t in tokens.by_ref() {
+            match (t.kind, t.text) {
+                (TokenKind::Punct, b"(") => depth += 1,
+                (TokenKind::Punct, b")") => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(at(t.text) + 1);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rows.push((start, end?));
+        match tokens.peek() {
+            Some(t) if t.kind == TokenKind::Punct && t.text == b"," => {
+                tokens.next();
+            }
+            Some(t) => {
+                rest = at(t.text);
+                break;
+            }
+            None => break,
+        }
+    }
+    if rows.len() != groups.len() {
+        return None;
+    }
+    let mut order: Vec<usize> = groups.to_vec();
+    order.sort_unstable();
+    order.dedup();
+    let out = order
+        .into_iter()
+        .map(|g| {
+            let mut q = Vec::with_capacity(sql.len());
+            q.extend_from_slice(&sql[..values_end]);
+            q.push(b' ');
+            let mut first = true;
+            for (&(s, e), _) in rows.iter().zip(groups).filter(|(_, rg)| **rg == g) {
+                if !first {
+                    q.push(b',');
+                }
+                first = false;
+                q.extend_from_slice(&sql[s..e]);
+            }
+            if rest < sql.len() {
+                q.push(b' ');
+                q.extend_from_slice(&sql[rest..]);
+            }
+            (g, q)
+        })
+        .collect();
+    Some(out)
+}
+
 fn parseable(sql: &[u8]) -> &[u8] {
     const TAIL: &[u8] = b"lock in share mode";
     let t = sql.trim_ascii_end();

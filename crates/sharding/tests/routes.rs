@@ -26,6 +26,20 @@ fn show(r: &Router, route: &Route) -> String {
         Route::Scatter(s) => format!("scatter {}", names(*s)),
         Route::Broadcast(s) => format!("broadcast {}", names(*s)),
         Route::Refuse(why) => format!("refuse: {why}"),
+        Route::Write(w) if w.split.is_empty() => format!(
+            "write {}{}",
+            names(w.groups),
+            if w.copies { " (copies)" } else { "" }
+        ),
+        Route::Write(w) => format!(
+            "write {}: {}",
+            names(w.groups),
+            w.split
+                .iter()
+                .map(|(g, q)| format!("{} <- {}", r.group_name(*g), String::from_utf8_lossy(q)))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ),
         Route::Merge(m) => format!(
             "merge {} {}: {}",
             names(m.groups),

@@ -283,6 +283,7 @@ impl Session {
         };
         let set = match &route {
             Route::Merge(m) => m.groups,
+            Route::Write(w) => w.groups,
             Route::Scatter(set) | Route::Broadcast(set) => *set,
             _ => return self.shard_route(sh, route, &[], false).await,
         };
@@ -308,7 +309,7 @@ impl Session {
         };
         let c = sextant_sql::classify(&text);
         let route = match sh.router.route(db, &text, mode, &[], &c) {
-            r @ (Route::Merge(_) | Route::Scatter(_)) => r,
+            r @ (Route::Merge(_) | Route::Scatter(_) | Route::Write(_)) => r,
             _ => refuse("routes otherwise as text"),
         };
         let packet = self.text_command(&text);
@@ -317,7 +318,7 @@ impl Session {
 
     /// Where a COM_QUERY's text starts: after the command byte, and under
     /// query attributes after the attributes.
-    fn text_at(&self, packet: &[u8]) -> Result<usize, SessionError> {
+    pub(super) fn text_at(&self, packet: &[u8]) -> Result<usize, SessionError> {
         match self.flavor.caps & sextant_protocol::consts::cap::QUERY_ATTRIBUTES {
             0 => Ok(1),
             _ => sextant_protocol::packets::query_text_offset(packet, true)
@@ -372,6 +373,16 @@ impl Session {
         // transaction (or moves it to another group).
         let names_tables = !matches!(route, Route::Session);
         let (group, index) = match route {
+            Route::Write(w) => {
+                return match self.spread_write(sh, &w, packet).await {
+                    Ok(()) => Ok(Sharded::Done),
+                    Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_))) => Err(e),
+                    Err(e) => {
+                        self.reply_error(e).await?;
+                        Ok(Sharded::Done)
+                    }
+                };
+            }
             Route::Refuse(why) => {
                 self.reply_error(SessionError::ShardUnsupported(why))
                     .await?;

@@ -13,6 +13,7 @@ use super::Session;
 use crate::errors::SessionError;
 use crate::shared::Sharding;
 use sextant_backend::{BackendError, Binding, Lease};
+use sextant_protocol::codec::write_packet;
 use sextant_protocol::consts::status;
 use sextant_routing::Target;
 use sextant_sharding::analyze::GroupSet;
@@ -606,5 +607,171 @@ async fn drain(l: &mut Lease) -> bool {
             },
             Err(_) => return false,
         }
+    }
+}
+
+impl Session {
+    /// A write to several groups (`w`): each group's part runs on its
+    /// branch of the session's distributed transaction; outside a
+    /// transaction the write is one of its own, committed (or rolled back)
+    /// before the answer. `packet`: the client's command (its text is
+    /// replaced by each group's own when the rows are split).
+    pub(super) async fn spread_write(
+        &mut self,
+        sh: &Arc<Sharding>,
+        w: &sextant_sharding::route::WritePlan,
+        packet: &[u8],
+    ) -> Result<(), SessionError> {
+        let names = || {
+            w.groups
+                .iter()
+                .map(|i| sh.router.group_name(i))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let in_trx = self.in_dist()
+            || self.pinned()
+            || self.pending_begin.is_some()
+            || self.status & status::AUTOCOMMIT == 0;
+        if in_trx && !self.in_dist() {
+            if let Some(why) = self.dist_refusal() {
+                return Err(SessionError::ShardUnsupported(format!(
+                    "inside a transaction, a write to several groups ({}): {why}",
+                    names()
+                )));
+            }
+            self.pending_begin = None;
+            self.status |= status::IN_TRANS;
+        }
+        let implicit = !in_trx;
+        if !self.in_dist() {
+            self.release();
+            self.xa_open(sh, w.groups.first().unwrap_or_default())
+                .await?;
+        }
+        let at = self.text_at(packet)?;
+        let mut leases = self.xa_take(sh, w.groups).await?;
+        let mut sent = Ok(());
+        for (k, l) in leases.iter_mut().enumerate() {
+            let r = match w.split.get(k) {
+                None => l.conn_mut().send(0, packet).await,
+                Some((_, text)) => {
+                    let mut q = Vec::with_capacity(at + text.len());
+                    q.extend_from_slice(&packet[..at]);
+                    q.extend_from_slice(text);
+                    l.conn_mut().send(0, &q).await
+                }
+            };
+            if let Err(e) = r {
+                sent = Err(e);
+                break;
+            }
+        }
+        if let Err(e) = sent {
+            self.xa_put_back(sh, w.groups, leases, None).await;
+            if implicit {
+                let _ = self.xa_end(sh, false).await;
+            }
+            return Err(e.into());
+        }
+        let mut ok = sextant_protocol::packets::OkPacket::default();
+        let mut ran: Vec<&str> = Vec::new();
+        let mut failed: Option<(String, Vec<u8>)> = None;
+        let mut clean = true;
+        for (k, (l, g)) in leases.iter_mut().zip(w.groups.iter()).enumerate() {
+            let conn = l.conn_mut();
+            let pkt = match conn.read_packet().await {
+                Ok((_, p)) => p,
+                Err(e) => {
+                    clean = false;
+                    failed.get_or_insert((
+                        format!("group {}: {e}", sh.router.group_name(g)),
+                        Vec::new(),
+                    ));
+                    continue;
+                }
+            };
+            match pkt.first() {
+                Some(0x00) => match sextant_protocol::packets::parse_ok(&pkt, true) {
+                    Ok(o) => {
+                        conn.status = o.status;
+                        if k == 0 || !w.copies {
+                            ok.affected_rows += o.affected_rows;
+                        }
+                        if ok.last_insert_id == 0 {
+                            ok.last_insert_id = o.last_insert_id;
+                        }
+                        ok.warnings = ok.warnings.saturating_add(o.warnings);
+                        ran.push(sh.router.group_name(g));
+                    }
+                    Err(e) => {
+                        clean = false;
+                        failed.get_or_insert((
+                            format!("group {}: {e}", sh.router.group_name(g)),
+                            Vec::new(),
+                        ));
+                    }
+                },
+                Some(0xff) => {
+                    let msg = pkt
+                        .get(9..)
+                        .map_or(String::new(), |m| String::from_utf8_lossy(m).into_owned());
+                    failed
+                        .get_or_insert((format!("group {}: {msg}", sh.router.group_name(g)), pkt));
+                }
+                _ => {
+                    // Rows (RETURNING): not a write's answer sextant reads.
+                    clean = false;
+                    failed.get_or_insert((
+                        format!("group {} answered with rows (RETURNING is not supported on a write to several groups)", sh.router.group_name(g)),
+                        Vec::new(),
+                    ));
+                }
+            }
+        }
+        let n = leases.len();
+        self.xa_put_back(sh, w.groups, leases, clean.then(|| vec![true; n]))
+            .await;
+        if let Some((why, pkt)) = failed {
+            let nothing_ran = ran.is_empty() && clean;
+            if implicit || nothing_ran {
+                if implicit {
+                    // Nothing of the statement stays anywhere.
+                    let _ = self.xa_end(sh, false).await;
+                }
+                if !pkt.is_empty() {
+                    // The server's own error: the statement failed whole.
+                    self.client.out.clear();
+                    write_packet(&mut self.client.out, 1, &pkt);
+                    return self.client.flush().await;
+                }
+                return Err(SessionError::XaRolledBack(why));
+            }
+            // Part of the statement ran: the transaction can only roll
+            // back.
+            if let Some(d) = self.dist.as_mut() {
+                d.doomed.get_or_insert_with(|| {
+                    format!(
+                        "a write ran in groups {} and failed in {why}",
+                        ran.join(", ")
+                    )
+                });
+            }
+            return Err(SessionError::XaRolledBack(format!(
+                "the write ran in groups {} and failed in {why}; the transaction can only roll back: send ROLLBACK",
+                ran.join(", ")
+            )));
+        }
+        if implicit {
+            self.xa_end(sh, true).await?;
+        }
+        if ok.last_insert_id != 0 {
+            // LAST_INSERT_ID() returns it from now on, wherever it runs.
+            self.last_insert_id = ok.last_insert_id;
+            self.last_insert_conn = None;
+        }
+        ok.status = self.status;
+        sextant_protocol::packets::write_ok(&mut self.client.out, 1, &ok, false);
+        self.client.flush().await
     }
 }

@@ -130,3 +130,21 @@ SELECT w_name, COUNT(*) FROM warehouse GROUP BY w_name HAVING COUNT(*) > SUM(w_t
 SELECT w_id % 2, COUNT(*) FROM warehouse GROUP BY w_id % 2
 SELECT w_name, COUNT(*) FROM warehouse WHERE w_id = 3 GROUP BY w_name HAVING COUNT(*) > 1.5
 SELECT w_name, SUM(w_ytd) * 2 FROM warehouse GROUP BY w_name
+# Writes to several groups: one distributed transaction; an INSERT's rows
+# split by group (values with commas and parentheses stay whole).
+@layout part.json tpcc_shard global
+INSERT INTO warehouse (w_id, w_name) VALUES (1, 'a,(b)'), (2, CONCAT('x', 'y')), (5, 'c') ON DUPLICATE KEY UPDATE w_name = VALUES(w_name)
+insert into warehouse (w_id, w_name) values (3,'q'),(4,'r')
+INSERT INTO warehouse (w_id, w_name) VALUE (7, 'a'), (8, 'b')
+UPDATE warehouse SET w_ytd = 0 WHERE w_id IN (1, 2)
+DELETE FROM warehouse WHERE w_id > 2 LIMIT 10
+UPDATE customer c JOIN district d ON c.c_w_id = d.d_w_id SET c.c_balance = 0 WHERE d.d_w_id IN (1, 2)
+UPDATE customer c JOIN district d ON c.c_d_id = d.d_id SET c.c_balance = 0
+UPDATE item SET i_price = 1 WHERE i_id = 5
+INSERT INTO item (i_id, i_name) VALUES (1, 'a'), (2, 'b')
+DELETE FROM item
+# Row constructors: the shard key's place in each tuple.
+@layout part.json tpcc_shard default_group
+DELETE FROM new_orders WHERE (no_w_id, no_d_id, no_o_id) IN ((3, 1, 2101), (3, 2, 2101))
+UPDATE orders SET o_carrier_id = 5 WHERE (o_w_id, o_d_id, o_id) IN ((1, 1, 7), (2, 1, 7))
+SELECT o_d_id, o_c_id FROM orders WHERE (o_d_id, o_id) IN ((1, 7), (2, 7))
