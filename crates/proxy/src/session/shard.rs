@@ -251,6 +251,20 @@ impl Session {
         bulk: bool,
         cursor: bool,
     ) -> Result<Sharded, SessionError> {
+        if values.is_empty() && !cursor {
+            let c = sextant_sql::classify(sql);
+            if matches!(
+                c.kind,
+                Kind::Begin | Kind::Commit | Kind::Rollback | Kind::Savepoint | Kind::Xa
+            ) {
+                // Transaction control (sysbench prepares BEGIN and COMMIT):
+                // what its text does, for a transaction that may span
+                // groups. Its answer, an OK, is the execution's.
+                let q = self.text_command(sql);
+                Box::pin(self.query(&q)).await?;
+                return Ok(Sharded::Done);
+            }
+        }
         let db = self.vars.schema.as_deref();
         let mode = self.lex_mode();
         if !bulk && sh.router.needs_ids(db, sql, mode).is_some() {
