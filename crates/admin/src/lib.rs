@@ -56,6 +56,13 @@ pub struct Counters {
     pub client_connections_total: std::sync::atomic::AtomicU64,
     pub queries: std::sync::atomic::AtomicU64,
     pub client_errors: std::sync::atomic::AtomicU64,
+    /// Distributed transactions (a sharded layout's): committed in one
+    /// phase (one group touched), by two-phase commit, rolled back (by the
+    /// client or a failure), and branches recovery resolved.
+    pub xa_one_phase: std::sync::atomic::AtomicU64,
+    pub xa_two_phase: std::sync::atomic::AtomicU64,
+    pub xa_rolled_back: std::sync::atomic::AtomicU64,
+    pub xa_recovered_branches: std::sync::atomic::AtomicU64,
     /// Heap allocations since start, when counting is on
     /// (SEXTANT_COUNT_ALLOCATIONS=1).
     pub allocations: Option<&'static std::sync::atomic::AtomicU64>,
@@ -658,6 +665,19 @@ fn status(c: &Counters) -> Table {
             ),
             v("queries", c.queries.load(Ordering::Relaxed)),
             v("client_errors", c.client_errors.load(Ordering::Relaxed)),
+            v(
+                "xa_one_phase_commits",
+                c.xa_one_phase.load(Ordering::Relaxed),
+            ),
+            v(
+                "xa_two_phase_commits",
+                c.xa_two_phase.load(Ordering::Relaxed),
+            ),
+            v("xa_rollbacks", c.xa_rolled_back.load(Ordering::Relaxed)),
+            v(
+                "xa_recovered_branches",
+                c.xa_recovered_branches.load(Ordering::Relaxed),
+            ),
         ]
         .into_iter()
         .chain(

@@ -25,7 +25,11 @@ pub async fn run(shared: Arc<Shared>, coord: Arc<Coordinator>) {
     loop {
         let rt = shared.runtime.load_full();
         if let Some(sh) = rt.sharding.clone() {
-            pass(&rt, &sh, &coord).await;
+            let p = pass(&rt, &sh, &coord).await;
+            shared.counters.xa_recovered_branches.fetch_add(
+                (p.committed + p.rolled_back) as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
         }
         drop(rt);
         tokio::select! {

@@ -800,4 +800,18 @@ fn writes_to_several_groups_are_all_or_nothing() {
         (1003, 1003, 1003, 1000)
     );
     assert!(prepared_everywhere().is_empty());
+    // SHOW STATUS counts them: six two-phase commits above (the UPDATE
+    // over every group, the split INSERT, two global writes, the COMMIT,
+    // the prepared UPDATE), and the rollbacks (the failed INSERT, the
+    // failed global write, ROLLBACK, and the doomed transaction).
+    let status: Vec<(String, String)> = b.proxy.admin().query("SHOW STATUS").unwrap();
+    let get = |k: &str| -> u64 {
+        status
+            .iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or_else(|| panic!("{k} missing from SHOW STATUS"))
+    };
+    assert_eq!(get("xa_two_phase_commits"), 6);
+    assert_eq!(get("xa_rollbacks"), 4);
 }

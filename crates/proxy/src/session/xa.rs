@@ -18,6 +18,7 @@ use sextant_protocol::consts::status;
 use sextant_routing::Target;
 use sextant_sharding::analyze::GroupSet;
 use sextant_xa::{xid, Flying, Stage, Step};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A session's distributed transaction.
@@ -332,7 +333,9 @@ impl Session {
             )),
             (None, true) => None,
         };
+        let counters = &self.shared.counters;
         if !commit || doomed.is_some() {
+            counters.xa_rolled_back.fetch_add(1, Ordering::Relaxed);
             d.flying.set_stage(Stage::RollingBack);
             rollback(&d.flying.gtrid, sh, &mut branches, true).await;
             return match (commit, doomed) {
@@ -340,11 +343,26 @@ impl Session {
                 _ => Ok(()),
             };
         }
-        match branches.len() {
-            0 => Ok(()),
-            1 => self.one_phase(sh, &d, &mut branches[0]).await,
-            _ => self.two_phase(sh, &d, &mut branches).await,
-        }
+        let (r, counter) = match branches.len() {
+            0 => return Ok(()),
+            1 => (
+                self.one_phase(sh, &d, &mut branches[0]).await,
+                &self.shared.counters.xa_one_phase,
+            ),
+            _ => (
+                self.two_phase(sh, &d, &mut branches).await,
+                &self.shared.counters.xa_two_phase,
+            ),
+        };
+        match &r {
+            Ok(()) => counter.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self
+                .shared
+                .counters
+                .xa_rolled_back
+                .fetch_add(1, Ordering::Relaxed),
+        };
+        r
     }
 
     async fn one_phase(
