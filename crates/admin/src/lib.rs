@@ -410,6 +410,13 @@ fn shard_route(
                 format!("names no table of the layout: runs in {g}, the session's group"),
             )
         }
+        Route::AnyOf(set) => (
+            names(set),
+            format!(
+                "any one group of {} (each holds a copy of what it reads): the group of the session's transaction, else taking turns; the statement unchanged",
+                names(set)
+            ),
+        ),
         Route::One(i) => (
             r.group_name(i).to_string(),
             format!("one group: {}, the statement unchanged", r.group_name(i)),

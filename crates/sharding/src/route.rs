@@ -25,6 +25,10 @@ pub enum Route {
     Session,
     /// One group, by index in [`Layout::groups`].
     One(usize),
+    /// Any one of these groups: each holds a copy of everything the
+    /// statement reads (global tables). The caller picks: the group its
+    /// transaction is in, or [`Router::pick`] to spread the reads.
+    AnyOf(GroupSet),
     /// A read over several groups, their rows concatenated.
     Scatter(GroupSet),
     /// DDL, run on every group holding the table.
@@ -636,9 +640,9 @@ impl Router {
                     })),
                 };
             }
-            return match self.pick(copies) {
-                Some(g) => Route::One(g),
-                None => Route::Refuse(format!(
+            return match copies.len() {
+                1.. => Route::AnyOf(copies),
+                0 => Route::Refuse(format!(
                     "no group holds a copy of every global table named ({})",
                     names(&|p| matches!(p, Place::Global(_)))
                 )),
@@ -804,8 +808,8 @@ impl Router {
         sharded.iter().all(|(t, _)| reached.contains(t))
     }
 
-    /// One of `set`, taking turns.
-    fn pick(&self, set: GroupSet) -> Option<usize> {
+    /// One of `set`, taking turns (spreads reads of global tables).
+    pub fn pick(&self, set: GroupSet) -> Option<usize> {
         let n = set.len() as u64;
         if n == 0 {
             return None;

@@ -23,6 +23,7 @@ fn show(r: &Router, route: &Route) -> String {
     match route {
         Route::Session => "session".into(),
         Route::One(g) => format!("one {}", r.group_name(*g)),
+        Route::AnyOf(s) => format!("any of {}", names(*s)),
         Route::Scatter(s) => format!("scatter {}", names(*s)),
         Route::Broadcast(s) => format!("broadcast {}", names(*s)),
         Route::Refuse(why) => format!("refuse: {why}"),

@@ -415,6 +415,19 @@ impl Session {
                 let i = sh.groups.iter().position(|x| Arc::ptr_eq(x, &g));
                 (g, i)
             }
+            // A read of global tables: in a transaction, where it is (when
+            // that group holds them); else the groups take turns.
+            Route::AnyOf(set) => {
+                let here = sh.groups.iter().position(|x| Arc::ptr_eq(x, &self.group));
+                let stay = here.filter(|h| set.contains(*h) && (self.in_dist() || self.pinned()));
+                match stay
+                    .or_else(|| sh.router.pick(set))
+                    .and_then(|i| Some((sh.groups.get(i)?.clone(), i)))
+                {
+                    Some((g, i)) => (g, Some(i)),
+                    None => return Ok(Sharded::Continue),
+                }
+            }
             Route::One(i) => match sh.groups.get(i) {
                 Some(g) => (g.clone(), Some(i)),
                 None => return Ok(Sharded::Continue),

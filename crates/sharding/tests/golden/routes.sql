@@ -148,3 +148,6 @@ DELETE FROM item
 DELETE FROM new_orders WHERE (no_w_id, no_d_id, no_o_id) IN ((3, 1, 2101), (3, 2, 2101))
 UPDATE orders SET o_carrier_id = 5 WHERE (o_w_id, o_d_id, o_id) IN ((1, 1, 7), (2, 1, 7))
 SELECT o_d_id, o_c_id FROM orders WHERE (o_d_id, o_id) IN ((1, 7), (2, 7))
+@layout part.json tpcc_shard global
+SELECT i_price, i_name FROM item WHERE i_id = 5
+SELECT s_quantity, i_name FROM stock JOIN item ON s_i_id = i_id WHERE s_w_id = 2
