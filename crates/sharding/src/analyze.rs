@@ -119,6 +119,10 @@ pub struct Analysis {
     /// Pairs of sharded tables the statement joins on equal shard keys:
     /// their matching rows live in the same group.
     pub key_joins: Vec<(usize, usize)>,
+    /// The key joins every row of the result satisfies (WHERE, inner
+    /// joins' ON and USING): such tables' rows are in the same groups, so
+    /// a restriction of one restricts the other.
+    pub equal_keys: Vec<(usize, usize)>,
     /// Why the statement's results could not be concatenated from several
     /// groups (None: they could).
     pub merge: Option<&'static str>,
@@ -161,6 +165,7 @@ impl Analysis {
             kind,
             tables: Vec::new(),
             key_joins: Vec::new(),
+            equal_keys: Vec::new(),
             merge: None,
             rows: Vec::new(),
             insert_target: None,
@@ -527,7 +532,7 @@ impl Cx<'_> {
             match c {
                 JoinConstraint::On(e) => {
                     self.subqueries(e);
-                    self.key_joins(e, scope);
+                    self.key_joins(e, scope, inner);
                     if inner {
                         for st in scope.iter() {
                             let k = self.keys_of(e, st.idx, scope);
@@ -550,6 +555,9 @@ impl Cx<'_> {
                                 .collect();
                             for w in sharded.windows(2) {
                                 self.a.key_joins.push((w[0], w[1]));
+                                if inner {
+                                    self.a.equal_keys.push((w[0], w[1]));
+                                }
                             }
                         }
                     }
@@ -690,7 +698,7 @@ impl Cx<'_> {
     fn filter(&mut self, e: Option<&Expr>, scope: &[ScopeTable]) {
         let Some(e) = e else { return };
         self.subqueries(e);
-        self.key_joins(e, scope);
+        self.key_joins(e, scope, true);
         for st in scope {
             let k = self.keys_of(e, st.idx, scope);
             self.restrict(st.idx, k);
@@ -709,17 +717,19 @@ impl Cx<'_> {
     }
 
     /// `a.k = b.k` among the top-level conjuncts.
-    fn key_joins(&mut self, e: &Expr, scope: &[ScopeTable]) {
+    /// `inner`: every row of the result satisfies `e` (WHERE, an inner
+    /// join's ON).
+    fn key_joins(&mut self, e: &Expr, scope: &[ScopeTable], inner: bool) {
         match e {
             Expr::BinaryOp {
                 left,
                 op: BinaryOperator::And,
                 right,
             } => {
-                self.key_joins(left, scope);
-                self.key_joins(right, scope);
+                self.key_joins(left, scope, inner);
+                self.key_joins(right, scope, inner);
             }
-            Expr::Nested(e) => self.key_joins(e, scope),
+            Expr::Nested(e) => self.key_joins(e, scope, inner),
             Expr::BinaryOp {
                 left,
                 op: BinaryOperator::Eq,
@@ -728,6 +738,9 @@ impl Cx<'_> {
                 if let (Some(a), Some(b)) = (self.column(left, scope), self.column(right, scope)) {
                     if a != b {
                         self.a.key_joins.push((a.min(b), a.max(b)));
+                        if inner {
+                            self.a.equal_keys.push((a.min(b), a.max(b)));
+                        }
                     }
                 }
             }

@@ -583,14 +583,55 @@ impl Router {
         let mut copies = all;
         let mut sharded = Vec::new();
         let mut singles = false;
+        // Each sharded table's groups by its own keys, then narrowed by the
+        // tables whose keys equal its in every row (`c_w_id = w_id AND
+        // w_id = 3`: customer is read in warehouse 3's group only).
+        let mut sets: Vec<Option<GroupSet>> = a
+            .tables
+            .iter()
+            .map(|t| match &t.place {
+                Place::Sharded { vdb, .. } => {
+                    let v = &self.layout.vdbs[*vdb];
+                    Some(match a.kind {
+                        StmtKind::Ddl => self.vdb_groups(v),
+                        _ => self.keys_groups(v, &t.keys, &value),
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        if a.kind != StmtKind::Ddl {
+            let vdb_of = |i: usize| match a.tables.get(i).map(|t| &t.place) {
+                Some(Place::Sharded { vdb, .. }) => Some(*vdb),
+                _ => None,
+            };
+            loop {
+                let mut changed = false;
+                for &(x, y) in &a.equal_keys {
+                    if vdb_of(x).is_none() || vdb_of(x) != vdb_of(y) {
+                        continue;
+                    }
+                    if let (Some(Some(sx)), Some(Some(sy))) =
+                        (sets.get(x).copied(), sets.get(y).copied())
+                    {
+                        let both = sx.intersect(sy);
+                        if both != sx || both != sy {
+                            sets[x] = Some(both);
+                            sets[y] = Some(both);
+                            changed = true;
+                        }
+                    }
+                }
+                if !changed {
+                    break;
+                }
+            }
+        }
         for (i, t) in a.tables.iter().enumerate() {
             match &t.place {
                 Place::Sharded { vdb, .. } => {
                     let v = &self.layout.vdbs[*vdb];
-                    let mut set = match a.kind {
-                        StmtKind::Ddl => self.vdb_groups(v),
-                        _ => self.keys_groups(v, &t.keys, &value),
-                    };
+                    let mut set = sets[i].unwrap_or_default();
                     if set.is_empty() {
                         // No row can match: any one of its groups answers.
                         set = self

@@ -441,6 +441,9 @@ impl Session {
                 let in_trx = self.pinned()
                     || self.pending_begin.is_some()
                     || self.status & status::AUTOCOMMIT == 0;
+                if in_trx {
+                    tracing::debug!(parent: &self.span, groups = %names(sh, set), "a statement over several groups in a transaction: {:?}", String::from_utf8_lossy(&packet[packet.len().min(1)..packet.len().min(300)]));
+                }
                 if in_trx && !self.in_dist() {
                     let why = match &route {
                         Route::Broadcast(_) => Some(
@@ -501,6 +504,9 @@ impl Session {
                 ));
                 self.reply_error(e).await?;
                 return Ok(Sharded::Done);
+            }
+            if tracing::enabled!(tracing::Level::DEBUG) && !self.dist_has(i) {
+                tracing::debug!(parent: &self.span, group = %sh.router.group_name(i), "a transaction branch starts for {:?}", String::from_utf8_lossy(&packet[packet.len().min(1)..packet.len().min(300)]));
             }
             if let Err(e) = self.xa_enter(sh, i).await {
                 self.reply_error(e).await?;

@@ -60,6 +60,11 @@ impl Session {
         self.dist.is_some()
     }
 
+    /// Whether the distributed transaction has a branch in group `i`.
+    pub(super) fn dist_has(&self, i: usize) -> bool {
+        self.dist.as_ref().is_some_and(|d| d.started.contains(&i))
+    }
+
     /// How many groups the distributed transaction has branches in.
     pub(super) fn dist_groups(&self) -> usize {
         self.dist.as_ref().map_or(0, |d| d.started.len())

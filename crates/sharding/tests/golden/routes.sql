@@ -151,3 +151,12 @@ SELECT o_d_id, o_c_id FROM orders WHERE (o_d_id, o_id) IN ((1, 7), (2, 7))
 @layout part.json tpcc_shard global
 SELECT i_price, i_name FROM item WHERE i_id = 5
 SELECT s_quantity, i_name FROM stock JOIN item ON s_i_id = i_id WHERE s_w_id = 2
+# Keys equal to a restricted key: restricted too (inner joins and WHERE
+# only: a LEFT JOIN's right side does not narrow its left).
+@layout part.json tpcc_shard global
+SELECT c_discount, c_last, c_credit, w_tax FROM customer, warehouse WHERE w_id = 3 AND c_w_id = w_id AND c_d_id = 1 AND c_id = 7
+SELECT c.c_last FROM customer c JOIN district d ON c.c_w_id = d.d_w_id WHERE d.d_w_id = 2
+SELECT c.c_last FROM customer c JOIN district d USING (c_w_id) WHERE c.c_w_id = 5
+SELECT w.w_name, d.d_name FROM warehouse w LEFT JOIN district d ON d.d_w_id = w.w_id AND d.d_w_id = 1
+SELECT w.w_name FROM warehouse w LEFT JOIN district d ON d.d_w_id = w.w_id WHERE w.w_id = 1
+SELECT c.c_last FROM customer c JOIN district d ON c.c_w_id = d.d_w_id WHERE d.d_w_id = 2 AND c.c_w_id = 3
