@@ -17,18 +17,7 @@ const DB: &str = "sextant_shard";
 const GLOBALS: &str = "sextant_globals";
 
 fn layout_groups() -> String {
-    let mut g = String::new();
-    for (i, (primary, replicas)) in lab().shards.iter().enumerate() {
-        let reps: Vec<String> = replicas
-            .iter()
-            .map(|p| format!("\"127.0.0.1:{p}\""))
-            .collect();
-        g += &format!(
-            "[groups.data{}]\nprimary = \"127.0.0.1:{primary}\"\nreplicas = [{}]\n",
-            i + 1,
-            reps.join(", ")
-        );
-    }
+    let mut g = shard_groups("");
     g += &format!(
         r#"
 [xa]

@@ -18,18 +18,7 @@ const GLOBAL: &str = "sextant_xa_global";
 /// Accounts 1..=n, each holding `balance`, sharded by id over the four
 /// groups (id mod 4), and a log of transfers sharded by its own id.
 fn layout(log_dir: &std::path::Path) -> String {
-    let mut g = String::new();
-    for (i, (primary, replicas)) in lab().shards.iter().enumerate() {
-        let reps: Vec<String> = replicas
-            .iter()
-            .map(|p| format!("\"127.0.0.1:{p}\""))
-            .collect();
-        g += &format!(
-            "[groups.data{}]\nprimary = \"127.0.0.1:{primary}\"\nreplicas = [{}]\nprimary_wait_ms = 15000\n",
-            i + 1,
-            reps.join(", ")
-        );
-    }
+    let mut g = shard_groups("primary_wait_ms = 15000\n");
     g += &format!(
         r#"
 [xa]
@@ -215,6 +204,13 @@ fn until_no_prepared(within: Duration) -> Duration {
     }
 }
 
+/// Adds `delta` to account `id`'s balance (through sextant).
+fn add(c: &mut mysql::Conn, id: i64, delta: i64) -> mysql::Result<()> {
+    c.query_drop(format!(
+        "UPDATE acct SET balance = balance + {delta} WHERE id = {id}"
+    ))
+}
+
 fn code(e: mysql::Error) -> u16 {
     match e {
         mysql::Error::MySqlError(e) => e.code,
@@ -239,12 +235,8 @@ fn copies() -> Vec<Vec<(i64, i64)>> {
 /// transaction touching three or four groups.
 fn transfer(c: &mut mysql::Conn, id: i64, src: i64, dst: i64, amount: i64) -> mysql::Result<()> {
     c.query_drop("BEGIN")?;
-    c.query_drop(format!(
-        "UPDATE acct SET balance = balance - {amount} WHERE id = {src}"
-    ))?;
-    c.query_drop(format!(
-        "UPDATE acct SET balance = balance + {amount} WHERE id = {dst}"
-    ))?;
+    add(c, src, -amount)?;
+    add(c, dst, amount)?;
     c.query_drop(format!(
         "INSERT INTO transfers (id, src, dst, amount) VALUES ({id}, {src}, {dst}, {amount})"
     ))?;
@@ -263,10 +255,8 @@ fn commit_rollback_and_a_leaving_client_are_all_or_nothing() {
 
     // ROLLBACK undoes every group's part.
     c.query_drop("BEGIN").unwrap();
-    c.query_drop("UPDATE acct SET balance = balance - 5 WHERE id = 1")
-        .unwrap();
-    c.query_drop("UPDATE acct SET balance = balance + 5 WHERE id = 2")
-        .unwrap();
+    add(&mut c, 1, -5).unwrap();
+    add(&mut c, 2, 5).unwrap();
     // Inside the transaction, a read over every group sees its writes.
     let sum: i64 = c
         .query_first("SELECT SUM(balance) FROM acct")
@@ -296,15 +286,11 @@ fn commit_rollback_and_a_leaving_client_are_all_or_nothing() {
 
     // autocommit off: each transaction is one over the groups it touches.
     c.query_drop("SET autocommit = 0").unwrap();
-    c.query_drop("UPDATE acct SET balance = balance - 7 WHERE id = 5")
-        .unwrap();
-    c.query_drop("UPDATE acct SET balance = balance + 7 WHERE id = 6")
-        .unwrap();
+    add(&mut c, 5, -7).unwrap();
+    add(&mut c, 6, 7).unwrap();
     c.query_drop("ROLLBACK").unwrap();
-    c.query_drop("UPDATE acct SET balance = balance - 7 WHERE id = 5")
-        .unwrap();
-    c.query_drop("UPDATE acct SET balance = balance + 7 WHERE id = 6")
-        .unwrap();
+    add(&mut c, 5, -7).unwrap();
+    add(&mut c, 6, 7).unwrap();
     c.query_drop("COMMIT").unwrap();
     c.query_drop("SET autocommit = 1").unwrap();
     let bal = b.balances();
@@ -312,10 +298,8 @@ fn commit_rollback_and_a_leaving_client_are_all_or_nothing() {
 
     // BEGIN inside a transaction commits it, as the server does.
     c.query_drop("BEGIN").unwrap();
-    c.query_drop("UPDATE acct SET balance = balance + 1 WHERE id = 7")
-        .unwrap();
-    c.query_drop("UPDATE acct SET balance = balance - 1 WHERE id = 8")
-        .unwrap();
+    add(&mut c, 7, 1).unwrap();
+    add(&mut c, 8, -1).unwrap();
     c.query_drop("BEGIN").unwrap();
     c.query_drop("ROLLBACK").unwrap();
     let bal = b.balances();
@@ -324,10 +308,8 @@ fn commit_rollback_and_a_leaving_client_are_all_or_nothing() {
     // What cannot run in a transaction over several groups is refused,
     // and the transaction goes on.
     c.query_drop("BEGIN").unwrap();
-    c.query_drop("UPDATE acct SET balance = balance + 1 WHERE id = 1")
-        .unwrap();
-    c.query_drop("UPDATE acct SET balance = balance - 1 WHERE id = 2")
-        .unwrap();
+    add(&mut c, 1, 1).unwrap();
+    add(&mut c, 2, -1).unwrap();
     assert_eq!(code(c.query_drop("SAVEPOINT s").unwrap_err()), 1235);
     assert_eq!(code(c.query_drop("XA END 'x'").unwrap_err()), 1235);
     c.query_drop("COMMIT").unwrap();
@@ -348,10 +330,8 @@ fn a_branch_that_fails_before_the_decision_rolls_back_every_group() {
     let b = bank(8, &[]);
     let mut c = b.conn();
     c.query_drop("BEGIN").unwrap();
-    c.query_drop("UPDATE acct SET balance = balance - 50 WHERE id = 1")
-        .unwrap();
-    c.query_drop("UPDATE acct SET balance = balance + 50 WHERE id = 2")
-        .unwrap();
+    add(&mut c, 1, -50).unwrap();
+    add(&mut c, 2, 50).unwrap();
     // data3 holds account 2: kill the connection holding its branch.
     let port = lab().shards[2].0;
     let mut admin = direct(port);
@@ -396,9 +376,9 @@ fn a_crash_at_each_step_of_two_phase_commit_is_recovered() {
         let id = 4 * k as i64 + 7;
         let r = (|| -> mysql::Result<()> {
             c.query_drop("BEGIN")?;
-            c.query_drop("UPDATE acct SET balance = balance - 10 WHERE id = 1")?;
-            c.query_drop("UPDATE acct SET balance = balance + 5 WHERE id = 2")?;
-            c.query_drop("UPDATE acct SET balance = balance + 5 WHERE id = 4")?;
+            add(&mut c, 1, -10)?;
+            add(&mut c, 2, 5)?;
+            add(&mut c, 4, 5)?;
             c.query_drop(format!(
                 "INSERT INTO transfers (id, src, dst, amount) VALUES ({id}, 1, 2, 10)"
             ))?;
@@ -539,12 +519,8 @@ fn transfer_client(
         };
         let body = (|| -> mysql::Result<()> {
             c.query_drop("BEGIN")?;
-            c.query_drop(format!(
-                "UPDATE acct SET balance = balance + {d1} WHERE id = {id1}"
-            ))?;
-            c.query_drop(format!(
-                "UPDATE acct SET balance = balance + {d2} WHERE id = {id2}"
-            ))?;
+            add(c, id1, d1)?;
+            add(c, id2, d2)?;
             c.query_drop(format!(
                 "INSERT INTO transfers (id, src, dst, amount) VALUES ({id}, {a}, {b}, {amount})"
             ))
@@ -571,16 +547,24 @@ fn transfer_client(
     seen
 }
 
+/// What happens to the bank while its clients run.
+enum Trouble {
+    /// sextant killed with SIGKILL at these seconds into the run.
+    SextantKilled(&'static [u64]),
+    /// sextant stopped at each of these failpoints in turn.
+    Failpoints(&'static [&'static str]),
+    /// Group `i`'s primary killed with SIGKILL at `at` s, restarted 2 s
+    /// later.
+    PrimaryKilled { group: usize, at: u64 },
+}
+
 /// The bank: 1,000 accounts over four groups, 16 clients doing transfers
-/// (most touch three or four groups) for 60 s while sextant is killed
-/// with SIGKILL at random moments and stopped at each failpoint of its
-/// commit, and one group's primary is killed with SIGKILL and restarted.
-/// After recovery: the total is unchanged, every account's balance is what
-/// the logged transfers make it, every transfer a client saw committed is
+/// (most touch three or four groups) for 60 s through `trouble`. After
+/// recovery: the total is unchanged, every account's balance is what the
+/// logged transfers make it, every transfer a client saw committed is
 /// logged and none it saw fail is, and no server holds a prepared branch
 /// within 10 s.
-#[test]
-fn bank_transfers_stay_whole_through_crashes() {
+fn bank_run(trouble: Trouble) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let mut b = bank(1000, &[]);
@@ -601,38 +585,41 @@ fn bank_transfers_stay_whole_through_crashes() {
         }
     };
     let mut events = Vec::new();
-    at(6);
-    b.proxy.kill9();
-    events.push("sextant killed");
-    b.proxy.restart(&[]);
-    for point in [
-        "before_prepare@40",
-        "after_prepare:2@40",
-        "after_log@40",
-        "after_commit:1@40",
-        "after_commit:3@40",
-    ] {
-        b.proxy.restart(&[("SEXTANT_XA_FAILPOINT", point)]);
-        assert!(
-            b.proxy.exited_within(Duration::from_secs(30)),
-            "sextant did not reach failpoint {point} under load"
-        );
-        events.push(point);
-        b.proxy.restart(&[]);
-        std::thread::sleep(Duration::from_millis(500));
+    match trouble {
+        Trouble::SextantKilled(times) => {
+            for &t in times {
+                at(t);
+                // Not on a round second: anywhere in a transaction.
+                std::thread::sleep(Duration::from_millis(
+                    u64::from(std::process::id()).wrapping_mul(t + 7) % 1000,
+                ));
+                b.proxy.kill9();
+                events.push(format!("sextant killed at {:?}", start.elapsed()));
+                b.proxy.restart(&[]);
+            }
+        }
+        Trouble::Failpoints(points) => {
+            at(3);
+            for point in points {
+                b.proxy.restart(&[("SEXTANT_XA_FAILPOINT", point)]);
+                assert!(
+                    b.proxy.exited_within(Duration::from_secs(30)),
+                    "sextant did not reach failpoint {point} under load"
+                );
+                events.push(format!("{point} at {:?}", start.elapsed()));
+                b.proxy.restart(&[]);
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        }
+        Trouble::PrimaryKilled { group, at: t } => {
+            at(t);
+            let shard = lab().dir.join(format!("shard{}", group + 1));
+            kill_server_in(&shard, 0);
+            events.push(format!("data{}'s primary killed", group + 1));
+            std::thread::sleep(Duration::from_secs(2));
+            restart_server_in(&shard, 0);
+        }
     }
-    at(30);
-    // One group's primary crashes with transactions in every phase.
-    let shard = lab().dir.join("shard3");
-    kill_server_in(&shard, 0);
-    events.push("data3's primary killed");
-    std::thread::sleep(Duration::from_secs(2));
-    restart_server_in(&shard, 0);
-    at(45);
-    std::thread::sleep(Duration::from_millis(u64::from(std::process::id() % 1000)));
-    b.proxy.kill9();
-    events.push("sextant killed");
-    b.proxy.restart(&[]);
     at(60);
     stop.store(true, Ordering::Relaxed);
     let mut seen = Vec::new();
@@ -677,6 +664,28 @@ fn bank_transfers_stay_whole_through_crashes() {
     }
     let got: std::collections::BTreeMap<i64, i64> = b.balances().into_iter().collect();
     assert_eq!(got, want, "a transfer is there in part");
+}
+
+#[test]
+fn bank_survives_sextant_killed_at_random_times() {
+    bank_run(Trouble::SextantKilled(&[8, 23, 41]));
+}
+
+#[test]
+fn bank_survives_a_crash_at_each_failpoint() {
+    bank_run(Trouble::Failpoints(&[
+        "before_prepare@40",
+        "after_prepare:1@40",
+        "after_prepare:2@40",
+        "after_log@40",
+        "after_commit:1@40",
+        "after_commit:3@40",
+    ]));
+}
+
+#[test]
+fn bank_survives_a_primary_killed() {
+    bank_run(Trouble::PrimaryKilled { group: 2, at: 20 });
 }
 
 /// Writes to several groups (an UPDATE or DELETE over every group, an
@@ -771,8 +780,7 @@ fn writes_to_several_groups_are_all_or_nothing() {
         .query_drop(format!("INSERT INTO {DB}.transfers VALUES (7, 0, 0, 0)"))
         .unwrap();
     c.query_drop("BEGIN").unwrap();
-    c.query_drop("UPDATE acct SET balance = balance + 100 WHERE id = 1")
-        .unwrap();
+    add(&mut c, 1, 100).unwrap();
     let e = c
         .query_drop("INSERT INTO transfers (id, src, dst, amount) VALUES (4, 1, 2, 1), (5, 1, 2, 1), (7, 1, 2, 1)")
         .unwrap_err();
@@ -818,15 +826,13 @@ fn writes_to_several_groups_are_all_or_nothing() {
     // group's copy would do): the transaction commits in one phase.
     let one = get("xa_one_phase_commits");
     c.query_drop("BEGIN").unwrap();
-    c.query_drop("UPDATE acct SET balance = balance + 0 WHERE id = 1")
-        .unwrap();
+    add(&mut c, 1, 0).unwrap();
     for _ in 0..4 {
         let _: Vec<(i64, i64)> = c
             .query(format!("SELECT id, v FROM {GLOBAL}.rates"))
             .unwrap();
     }
-    c.query_drop("UPDATE acct SET balance = balance + 0 WHERE id = 5")
-        .unwrap();
+    add(&mut c, 5, 0).unwrap();
     c.query_drop("COMMIT").unwrap();
     assert_eq!(get("xa_one_phase_commits"), one + 1);
     assert_eq!(get("xa_two_phase_commits"), 6);

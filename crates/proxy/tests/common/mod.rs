@@ -468,6 +468,24 @@ impl Drop for Proxy {
     }
 }
 
+/// `[groups.data1]` .. `[groups.dataN]` for the lab's shards (started
+/// with `--shards N`): each its primary and replicas, and `extra` keys.
+pub fn shard_groups(extra: &str) -> String {
+    let mut g = String::new();
+    for (i, (primary, replicas)) in lab().shards.iter().enumerate() {
+        let reps: Vec<String> = replicas
+            .iter()
+            .map(|p| format!("\"127.0.0.1:{p}\""))
+            .collect();
+        g += &format!(
+            "[groups.data{}]\nprimary = \"127.0.0.1:{primary}\"\nreplicas = [{}]\n{extra}",
+            i + 1,
+            reps.join(", ")
+        );
+    }
+    g
+}
+
 /// A direct connection to a lab server.
 pub fn direct(port: u16) -> mysql::Conn {
     mysql::Conn::new(
