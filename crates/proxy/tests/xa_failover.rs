@@ -1,0 +1,154 @@
+//! A distributed transaction in doubt when a group's primary fails over:
+//! sextant stops after logging the commit (failpoint), the primary of one
+//! group dies with its branch prepared, its replica (which MariaDB gave the
+//! prepared branch) becomes the primary, and the restarted sextant's
+//! recovery commits the branch there. (Its own test binary, with its own
+//! lab: it kills and promotes servers.)
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+use std::time::{Duration, Instant};
+
+const DB: &str = "sextant_xa_failover";
+
+fn groups(primaries: [u16; 2]) -> String {
+    let log = std::env::temp_dir().join(format!("sextant-xa-failover-{}", std::process::id()));
+    let mut g = String::new();
+    for (i, p) in primaries.iter().enumerate() {
+        g += &format!(
+            "[groups.data{}]\nprimary = \"127.0.0.1:{p}\"\nprimary_wait_ms = 10000\n",
+            i + 1
+        );
+    }
+    g + &format!(
+        r#"
+[xa]
+log_dir = "{}"
+instance_id = "failover-test"
+recover_interval_ms = 300
+
+[sharding]
+unlisted = "default_group"
+
+[[sharding.vdb]]
+id = 1
+type = "int"
+method = "hash"
+num = 2
+partitions = {{ data1 = [0], data2 = [1] }}
+
+[sharding.default]
+{DB} = "data1"
+
+[[sharding.table]]
+vdb = 1
+db = "{DB}"
+table = "acct"
+pkey = "id"
+"#,
+        log.display()
+    )
+}
+
+fn prepared(port: u16) -> Vec<String> {
+    let rows: Vec<(i64, i64, i64, Vec<u8>)> = direct(port).query("XA RECOVER").unwrap();
+    rows.into_iter()
+        .map(|r| String::from_utf8_lossy(&r.3).into_owned())
+        .collect()
+}
+
+fn wait_for(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < within, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_branch_in_doubt_is_committed_on_the_promoted_replica() {
+    let _ = LAB_ARGS.set(&["--shards", "2", "--replicas", "1"]);
+    let lab = lab();
+    let (p1, _) = lab.shards[0];
+    let (p2, ref r2) = lab.shards[1];
+    let r2 = r2[0];
+    for p in [p1, p2] {
+        let mut c = direct(p);
+        c.query_drop(format!("CREATE DATABASE IF NOT EXISTS {DB}"))
+            .unwrap();
+        c.query_drop(format!(
+            "CREATE TABLE IF NOT EXISTS {DB}.acct (id INT PRIMARY KEY, balance INT NOT NULL)"
+        ))
+        .unwrap();
+    }
+    // id 2 lives in data1, id 1 in data2.
+    direct(p1)
+        .query_drop(format!("INSERT INTO {DB}.acct VALUES (2, 100)"))
+        .unwrap();
+    direct(p2)
+        .query_drop(format!("INSERT INTO {DB}.acct VALUES (1, 100)"))
+        .unwrap();
+    let mut p = Setup {
+        proxy: "default_group = \"data1\"",
+        groups: Some(groups([p1, p2])),
+        env: vec![("SEXTANT_XA_FAILPOINT", "after_log".into())],
+        ..Default::default()
+    }
+    .start();
+    let mut c = mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", DB)).unwrap())
+        .expect("connect through sextant");
+    let r = (|| -> mysql::Result<()> {
+        c.query_drop("BEGIN")?;
+        c.query_drop("UPDATE acct SET balance = balance - 30 WHERE id = 1")?;
+        c.query_drop("UPDATE acct SET balance = balance + 30 WHERE id = 2")?;
+        c.query_drop("COMMIT")
+    })();
+    assert!(r.is_err(), "the COMMIT must not be answered");
+    assert!(p.exited_within(Duration::from_secs(5)), "no failpoint stop");
+    // The decision is logged; both branches are prepared, and data2's
+    // replica has its primary's branch prepared too.
+    assert_eq!(prepared(p1).len(), 1);
+    assert_eq!(prepared(p2).len(), 1);
+    wait_for(
+        "the replica holds the prepared branch",
+        Duration::from_secs(10),
+        || prepared(r2).len() == 1,
+    );
+    // data2's primary dies; its replica is promoted.
+    kill_server_in(&lab.dir.join("shard2"), 0);
+    let mut r = direct(r2);
+    r.query_drop("STOP SLAVE").unwrap();
+    r.query_drop("SET GLOBAL read_only = 0").unwrap();
+    // sextant comes back with data2's new primary.
+    std::fs::write(
+        &p.config,
+        std::fs::read_to_string(&p.config)
+            .unwrap()
+            .replace(&format!("127.0.0.1:{p2}"), &format!("127.0.0.1:{r2}")),
+    )
+    .unwrap();
+    p.restart(&[]);
+    wait_for(
+        "recovery resolves every branch",
+        Duration::from_secs(10),
+        || prepared(p1).is_empty() && prepared(r2).is_empty(),
+    );
+    let b2: i64 = direct(p1)
+        .query_first(format!("SELECT balance FROM {DB}.acct WHERE id = 2"))
+        .unwrap()
+        .unwrap();
+    let b1: i64 = direct(r2)
+        .query_first(format!("SELECT balance FROM {DB}.acct WHERE id = 1"))
+        .unwrap()
+        .unwrap();
+    assert_eq!((b1, b2), (70, 130), "the logged commit, in both groups");
+    // And through sextant.
+    let mut c = mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", DB)).unwrap())
+        .expect("connect through sextant");
+    let total: i64 = c
+        .query_first("SELECT SUM(balance) FROM acct")
+        .unwrap()
+        .unwrap();
+    assert_eq!(total, 200);
+}
