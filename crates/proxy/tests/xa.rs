@@ -20,22 +20,13 @@ const GLOBAL: &str = "sextant_xa_global";
 fn layout(log_dir: &std::path::Path) -> String {
     let mut g = shard_groups("primary_wait_ms = 15000\n");
     g += &format!(
-        r#"
-[xa]
-log_dir = "{}"
-instance_id = "xa-test"
-recover_interval_ms = 500
-
-[sharding]
-unlisted = "default_group"
-
-[[sharding.vdb]]
-id = 1
-type = "int"
-method = "hash"
-num = 4
-partitions = {{ data1 = [0], data2 = [1], data3 = [2], data4 = [3] }}
-
+        "[xa]\nlog_dir = \"{}\"\ninstance_id = \"xa-test\"\nrecover_interval_ms = 500\n",
+        log_dir.display()
+    );
+    g + &hash_layout(
+        4,
+        &format!(
+            r#"
 [sharding.default]
 {DB} = "data1"
 
@@ -53,10 +44,9 @@ vdb = 1
 db = "{DB}"
 table = "transfers"
 pkey = "id"
-"#,
-        log_dir.display()
-    );
-    g
+"#
+        ),
+    )
 }
 
 /// The tests share the groups' tables: one at a time.

@@ -21,23 +21,14 @@ fn groups(primaries: [u16; 2]) -> String {
             i + 1
         );
     }
-    g + &format!(
-        r#"
-[xa]
-log_dir = "{}"
-instance_id = "failover-test"
-recover_interval_ms = 300
-
-[sharding]
-unlisted = "default_group"
-
-[[sharding.vdb]]
-id = 1
-type = "int"
-method = "hash"
-num = 2
-partitions = {{ data1 = [0], data2 = [1] }}
-
+    g += &format!(
+        "[xa]\nlog_dir = \"{}\"\ninstance_id = \"failover-test\"\nrecover_interval_ms = 300\n",
+        log.display()
+    );
+    g + &hash_layout(
+        2,
+        &format!(
+            r#"
 [sharding.default]
 {DB} = "data1"
 
@@ -46,8 +37,8 @@ vdb = 1
 db = "{DB}"
 table = "acct"
 pkey = "id"
-"#,
-        log.display()
+"#
+        ),
     )
 }
 

@@ -586,21 +586,23 @@ impl Router {
         // Each sharded table's groups by its own keys, then narrowed by the
         // tables whose keys equal its in every row (`c_w_id = w_id AND
         // w_id = 3`: customer is read in warehouse 3's group only).
-        let mut sets: Vec<Option<GroupSet>> = a
-            .tables
-            .iter()
-            .map(|t| match &t.place {
-                Place::Sharded { vdb, .. } => {
-                    let v = &self.layout.vdbs[*vdb];
-                    Some(match a.kind {
-                        StmtKind::Ddl => self.vdb_groups(v),
-                        _ => self.keys_groups(v, &t.keys, &value),
-                    })
-                }
-                _ => None,
-            })
-            .collect();
-        if a.kind != StmtKind::Ddl {
+        let own = |t: &crate::analyze::TableUse| match &t.place {
+            Place::Sharded { vdb, .. } => {
+                let v = &self.layout.vdbs[*vdb];
+                Some(match a.kind {
+                    StmtKind::Ddl => self.vdb_groups(v),
+                    _ => self.keys_groups(v, &t.keys, &value),
+                })
+            }
+            _ => None,
+        };
+        // (Only statements with such joins pay for the table of sets.)
+        let narrowed = !a.equal_keys.is_empty() && a.kind != StmtKind::Ddl;
+        let mut sets: Vec<Option<GroupSet>> = match narrowed {
+            true => a.tables.iter().map(own).collect(),
+            false => Vec::new(),
+        };
+        if narrowed {
             let vdb_of = |i: usize| match a.tables.get(i).map(|t| &t.place) {
                 Some(Place::Sharded { vdb, .. }) => Some(*vdb),
                 _ => None,
@@ -631,7 +633,11 @@ impl Router {
             match &t.place {
                 Place::Sharded { vdb, .. } => {
                     let v = &self.layout.vdbs[*vdb];
-                    let mut set = sets[i].unwrap_or_default();
+                    let mut set = match narrowed {
+                        true => sets[i],
+                        false => own(t),
+                    }
+                    .unwrap_or_default();
                     if set.is_empty() {
                         // No row can match: any one of its groups answers.
                         set = self

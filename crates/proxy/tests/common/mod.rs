@@ -486,6 +486,16 @@ pub fn shard_groups(extra: &str) -> String {
     g
 }
 
+/// `[sharding]` with one hash vdb (id 1, integer keys) spreading `n`
+/// slots over groups data1..dataN (slot i in data<i+1>), and `rest`.
+pub fn hash_layout(n: usize, rest: &str) -> String {
+    let parts: Vec<String> = (0..n).map(|i| format!("data{} = [{i}]", i + 1)).collect();
+    format!(
+        "[sharding]\nunlisted = \"default_group\"\n\n[[sharding.vdb]]\nid = 1\ntype = \"int\"\nmethod = \"hash\"\nnum = {n}\npartitions = {{ {} }}\n{rest}",
+        parts.join(", ")
+    )
+}
+
 /// A direct connection to a lab server.
 pub fn direct(port: u16) -> mysql::Conn {
     mysql::Conn::new(
