@@ -37,6 +37,8 @@ pub enum Answer {
         gtrid: String,
         commit: bool,
     },
+    /// `RELOAD CONFIG`: for the proxy to read its config file again.
+    Reload,
 }
 
 /// One client session, as SHOW SESSIONS lists it.
@@ -70,7 +72,7 @@ pub struct Counters {
 
 pub const COMMANDS: &str = "SHOW BACKENDS, SHOW STATUS, SHOW SESSIONS, KILL [QUERY] <session id>, \
      EXPLAIN ROUTE [FOR USER name] [IN DATABASE db] <statement>, SHOW SHARD SCHEMA DIFF db.table, \
-     SHOW XA, XA COMMIT '<gtrid>', XA ROLLBACK '<gtrid>', SELECT 1";
+     SHOW XA, XA COMMIT '<gtrid>', XA ROLLBACK '<gtrid>', RELOAD CONFIG, SELECT 1";
 
 /// What admin commands can see.
 pub struct Context<'a> {
@@ -143,6 +145,7 @@ pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
         ["KILL", rest @ ..] => kill(rest),
         ["SHOW", "STATUS"] => Answer::Table(status(counters)),
         ["SHOW", "XA"] => Answer::ShowXa,
+        ["RELOAD", "CONFIG"] => Answer::Reload,
         ["SELECT", "1"] => Answer::Table(Table {
             columns: vec!["1".into()],
             rows: vec![vec![Some("1".into())]],
@@ -301,7 +304,7 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
                 .filter(|&i| {
                     g.read_weight(i) > 0
                         && (g.members[i].role() == sextant_backend::Role::Replica
-                            || g.primary_weight > 0)
+                            || g.primary_weight() > 0)
                 })
                 .collect();
             // What a session would pick from now: servers in rotation
@@ -317,7 +320,7 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
                 v.push(format!("{primary} (no replica configured)"));
             } else if usable.is_empty() {
                 v.push(format!("{primary} (no replica in rotation)"));
-            } else if g.primary_weight == 0 {
+            } else if g.primary_weight() == 0 {
                 v.push(format!("else {primary}"));
             }
             if !out.is_empty() {
@@ -611,7 +614,7 @@ fn backends(pool: &Pool) -> Table {
             Some(s.group.to_string()),
             Some(s.role().to_string()),
             Some(s.addr.to_string()),
-            Some(s.weight.to_string()),
+            Some(s.weight().to_string()),
             Some(s.health.state_name().into()),
             Some(st.open.to_string()),
             Some(st.idle.to_string()),

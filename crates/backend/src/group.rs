@@ -22,8 +22,9 @@ pub struct GroupServers {
     /// Members taking writes (bit i: members[i]); more than one only in
     /// multi-writer clusters.
     writers: AtomicU64,
-    /// The primary's weight in read balancing (0: it takes no plain reads).
-    pub primary_weight: u32,
+    /// The primary's weight in read balancing (0: it takes no plain reads);
+    /// a reload may change it.
+    primary_weight: std::sync::atomic::AtomicU32,
     pub topology: Topology,
     /// Galera: every usable member takes writes, not just one.
     pub multi_writer: bool,
@@ -80,7 +81,7 @@ impl GroupServers {
             members,
             primary_idx: AtomicUsize::new(0),
             writers: AtomicU64::new(1),
-            primary_weight,
+            primary_weight: std::sync::atomic::AtomicU32::new(primary_weight),
             topology,
             multi_writer: false,
             follow_primary: topology != Topology::Static,
@@ -231,15 +232,24 @@ impl GroupServers {
     pub fn read_weight(&self, i: usize) -> u32 {
         let m = &self.members[i];
         if m.role() == Role::Primary {
-            self.primary_weight
+            self.primary_weight()
         } else {
-            m.weight
+            m.weight()
         }
+    }
+
+    #[inline]
+    pub fn primary_weight(&self) -> u32 {
+        self.primary_weight.load(Ordering::Relaxed)
+    }
+
+    pub fn set_primary_weight(&self, w: u32) {
+        self.primary_weight.store(w, Ordering::Relaxed);
     }
 
     /// Whether a connection to `s` may serve plain reads.
     pub fn takes_reads(&self, s: &Server) -> bool {
-        (s.role() == Role::Replica || self.primary_weight > 0) && s.load().is_some()
+        (s.role() == Role::Replica || self.primary_weight() > 0) && s.load().is_some()
     }
 }
 

@@ -8,7 +8,7 @@ use crate::health::{Health, Role};
 use crate::pipe::{Pipe, PipeCounters};
 use crate::state::SessionVars;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -54,7 +54,8 @@ pub struct PoolStats {
 pub struct Server {
     pub addr: Arc<str>,
     pub group: Arc<str>,
-    pub weight: u32,
+    /// Its share of reads; a reload or the admin port may change it.
+    weight: AtomicU32,
     pub settings: PoolSettings,
     pub health: Health,
     idle: Mutex<Vec<BackendConn>>,
@@ -104,7 +105,7 @@ impl Server {
         Server {
             addr: addr.into(),
             group: group.into(),
-            weight,
+            weight: AtomicU32::new(weight),
             settings,
             health: Health::new(role),
             idle: Mutex::new(Vec::new()),
@@ -120,6 +121,15 @@ impl Server {
             pipe_counters: Arc::default(),
             pipes_opening: AtomicUsize::new(0),
         }
+    }
+
+    #[inline]
+    pub fn weight(&self) -> u32 {
+        self.weight.load(Ordering::Relaxed)
+    }
+
+    pub fn set_weight(&self, w: u32) {
+        self.weight.store(w, Ordering::Relaxed);
     }
 
     #[inline]

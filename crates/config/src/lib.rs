@@ -90,7 +90,7 @@ pub struct Sharding {
 
 /// `[xa]`: the coordinator of transactions that write to several groups
 /// of a sharded layout.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Xa {
     /// The directory of the decision log (made if missing). A commit
@@ -154,7 +154,7 @@ pub enum UnlistedRule {
 }
 
 /// The topology monitor: one check per server every interval.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Monitor {
     #[serde(default = "yes")]
@@ -191,7 +191,7 @@ fn default_monitor_interval_ms() -> u64 {
     500
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Proxy {
     #[serde(default = "default_listen")]
@@ -303,7 +303,7 @@ impl Default for Proxy {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Admin {
     #[serde(default = "default_admin_listen")]

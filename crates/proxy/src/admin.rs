@@ -151,6 +151,25 @@ async fn session(
                             Err(m) => write_err(&mut client.out, 1, 1397, "XAE04", &m),
                         }
                     }
+                    Answer::Reload => {
+                        let r = crate::reload::reload(shared).await;
+                        crate::reload::log_outcome("admin port", &r);
+                        match r {
+                            Ok(done) => {
+                                let info = done.to_string();
+                                let ok = sextant_protocol::packets::OkPacket {
+                                    status: status::AUTOCOMMIT,
+                                    info: info.as_bytes(),
+                                    ..Default::default()
+                                };
+                                sextant_protocol::packets::write_ok(&mut client.out, 1, &ok, false);
+                            }
+                            Err(m) => {
+                                let (code, state, msg) = SessionError::ReloadRefused(m).mysql();
+                                write_err(&mut client.out, 1, code, state, &msg);
+                            }
+                        }
+                    }
                     Answer::Error(m) => write_err(&mut client.out, 1, 1064, "42000", &m),
                 }
             }

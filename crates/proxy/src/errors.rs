@@ -18,6 +18,8 @@ pub const ER_SEXTANT_BACKEND_LOST: u16 = 9003;
 pub const ER_SEXTANT_NO_PRIMARY: u16 = 9004;
 /// A statement sent to several groups ran on some and failed on another.
 pub const ER_SEXTANT_SHARD_PARTIAL: u16 = 9005;
+/// RELOAD CONFIG found the file invalid; the running config stays.
+pub const ER_SEXTANT_CONFIG: u16 = 9006;
 
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
 pub const ER_HANDSHAKE_ERROR: u16 = 1043;
@@ -111,6 +113,9 @@ pub enum SessionError {
     /// connection lost before its answer).
     #[error("sextant: the commit's outcome is unknown: {0}; check the data before retrying")]
     XaUnknown(String),
+    /// The admin port's RELOAD CONFIG, refused: the file's problems.
+    #[error("sextant: config not reloaded, the running config stays: {0}")]
+    ReloadRefused(String),
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error("sextant lost its connection to server {addr} during the statement ({reason}); it may or may not have run, and was not retried")]
@@ -143,6 +148,7 @@ impl SessionError {
             UnknownStatement { .. } => (ER_UNKNOWN_STMT_HANDLER, "HY000", msg),
             BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
             NoPrimary { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
+            ReloadRefused(_) => (ER_SEXTANT_CONFIG, "HY000", msg),
             // The codes a client gets from a server that refuses a write:
             // applications already treat them as "nothing was written".
             WriteOnReplica(Refusal::WriteInReplicaTransaction) => {

@@ -89,8 +89,9 @@ pub struct AuthSetup {
     /// Users that passed caching_sha2 full authentication since start (the
     /// "first" policy asks for it once per user, as MySQL does).
     pub sha2_cache: Mutex<HashSet<String>>,
-    /// Failed logins by source address.
-    pub guard: LoginGuard,
+    /// Failed logins by source address (kept across reloads that do not
+    /// change its settings).
+    pub guard: Arc<LoginGuard>,
 }
 
 /// Failed logins in a row per source address, and the addresses locked
@@ -117,6 +118,10 @@ impl LoginGuard {
             lockout,
             by_addr: Mutex::new(HashMap::new()),
         }
+    }
+
+    pub fn same_settings(&self, max_failures: u32, lockout: Duration) -> bool {
+        self.max_failures == max_failures && self.lockout == lockout
     }
 
     /// Whether logins from `addr` are refused now.
@@ -184,7 +189,7 @@ impl AuthSetup {
             full_auth: FullAuth::Never,
             rsa: None,
             sha2_cache: Mutex::new(HashSet::new()),
-            guard: LoginGuard::new(0, Duration::ZERO),
+            guard: Arc::new(LoginGuard::new(0, Duration::ZERO)),
         }
     }
 }

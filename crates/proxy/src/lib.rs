@@ -17,6 +17,7 @@ mod inflight;
 mod kill;
 mod memory;
 mod relay;
+mod reload;
 mod session;
 mod shared;
 mod start;

@@ -95,7 +95,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = rt.block_on(sextant_proxy::run(config, threads)) {
+    if let Err(e) = rt.block_on(sextant_proxy::run(config, Some(path), threads)) {
         eprintln!("sextant: {e}");
         std::process::exit(1);
     }

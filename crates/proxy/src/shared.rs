@@ -96,7 +96,11 @@ impl Runtime {
         let mut pool = Pool::default();
         for (name, g) in &config.groups {
             let kept = previous.and_then(|p| {
-                let same = p.config.groups.get(name) == Some(g);
+                let same = p
+                    .config
+                    .groups
+                    .get(name)
+                    .is_some_and(|o| same_but_weights(o, g));
                 same.then(|| p.pool.groups.get(name).cloned()).flatten()
             });
             let group = match kept {
@@ -181,6 +185,37 @@ impl Runtime {
             sharding,
         })
     }
+}
+
+impl Runtime {
+    /// Gives the servers of every group the read weights the config says
+    /// (a kept group may have had other weights: they change in place,
+    /// for every session at its next read).
+    pub fn apply_weights(&self) {
+        for (name, g) in &self.config.groups {
+            let Some(group) = self.pool.groups.get(name) else {
+                continue;
+            };
+            group.set_primary_weight(g.primary_weight);
+            for (m, r) in group.members.iter().skip(1).zip(&g.replicas) {
+                m.set_weight(r.weight);
+            }
+        }
+    }
+}
+
+/// Whether two group settings differ at most in read weights, which a
+/// running group can take on without new servers.
+fn same_but_weights(a: &sextant_config::Group, b: &sextant_config::Group) -> bool {
+    if a.replicas.len() != b.replicas.len() {
+        return false;
+    }
+    let mut b = b.clone();
+    b.primary_weight = a.primary_weight;
+    for (rb, ra) in b.replicas.iter_mut().zip(&a.replicas) {
+        rb.weight = ra.weight;
+    }
+    *a == b
 }
 
 fn build_group(name: &str, g: &sextant_config::Group) -> Result<Group, StartError> {
@@ -271,7 +306,12 @@ pub struct Shared {
     pub counters: Counters,
     pub server_version: String,
     pub next_conn_id: AtomicU32,
-    pub auth: crate::frontend::AuthSetup,
+    /// How clients log in; a reload swaps it (TLS certificates).
+    pub auth: ArcSwap<crate::frontend::AuthSetup>,
+    /// The file the config came from (what a reload reads).
+    pub config_path: Option<std::path::PathBuf>,
+    /// The monitor tasks of each group, for a reload to follow.
+    pub monitors: crate::reload::Monitors,
     pub admin_auth: crate::frontend::AuthSetup,
     /// Logged-in sessions by connection id, for KILL.
     pub sessions: crate::kill::Sessions,
@@ -350,5 +390,22 @@ primary = "127.0.0.1:23317"
         let newer = Runtime::build(config(&changed), Some(&new)).expect("rebuild");
         assert!(!Arc::ptr_eq(&new.users["app"], &newer.users["app"]));
         assert!(Arc::ptr_eq(&new.pool.groups["a"], &newer.pool.groups["a"]));
+        // Weights change in place: the group is kept, its servers take the
+        // new weights once applied (not before: a refused reload changes
+        // nothing).
+        let weighted = BASE.replace(
+            "replicas = [\"127.0.0.1:23308\"]",
+            "replicas = [{ addr = \"127.0.0.1:23308\", weight = 7 }]\nprimary_weight = 2",
+        );
+        let w = Runtime::build(config(&weighted), Some(&newer)).expect("rebuild");
+        assert!(Arc::ptr_eq(&newer.pool.groups["a"], &w.pool.groups["a"]));
+        assert_eq!(w.pool.groups["a"].members[1].weight(), 1);
+        w.apply_weights();
+        assert_eq!(w.pool.groups["a"].members[1].weight(), 7);
+        assert_eq!(w.pool.groups["a"].primary_weight(), 2);
+        // Another replica is another group.
+        let more = weighted.replace("weight = 7 }]", "weight = 7 }, \"127.0.0.1:23309\"]");
+        let m = Runtime::build(config(&more), Some(&w)).expect("rebuild");
+        assert!(!Arc::ptr_eq(&w.pool.groups["a"], &m.pool.groups["a"]));
     }
 }

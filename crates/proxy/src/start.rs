@@ -38,8 +38,17 @@ pub enum StartError {
     },
 }
 
-fn build_auth(config: &Config) -> Result<frontend::AuthSetup, StartError> {
+/// How clients log in under `config`. With the `previous` set-up (a
+/// reload), what was made at start rather than read from a file (a
+/// self-signed certificate, a generated RSA key) and the failed-login
+/// counts are kept; certificate and key files are read again, so a reload
+/// picks up renewed certificates.
+pub(crate) fn build_auth(
+    config: &Config,
+    previous: Option<(&frontend::AuthSetup, &Config)>,
+) -> Result<frontend::AuthSetup, StartError> {
     let p = &config.proxy;
+    let prev_proxy = previous.map(|(a, c)| (a, &c.proxy));
     let tls = match (&p.tls_cert, &p.tls_key) {
         (Some(cert), Some(key)) => Some(sextant_net::tls::server_config(cert, key).map_err(
             |e| StartError::Tls {
@@ -47,6 +56,13 @@ fn build_auth(config: &Config) -> Result<frontend::AuthSetup, StartError> {
                 source: e,
             },
         )?),
+        _ if p.tls_self_signed
+            && prev_proxy.is_some_and(|(a, pp)| {
+                a.tls.is_some() && pp.tls_self_signed && pp.tls_cert.is_none()
+            }) =>
+        {
+            prev_proxy.and_then(|(a, _)| a.tls.clone())
+        }
         _ if p.tls_self_signed => {
             tracing::info!("TLS to clients with a self-signed certificate made at start (set [proxy] tls_cert and tls_key for clients that verify it)");
             Some(
@@ -83,6 +99,9 @@ fn build_auth(config: &Config) -> Result<frontend::AuthSetup, StartError> {
             ))
         }
         (None, sextant_config::FullAuth::Never) => None,
+        (None, _) if prev_proxy.is_some_and(|(a, pp)| a.rsa.is_some() && pp.rsa_key.is_none()) => {
+            prev_proxy.and_then(|(a, _)| a.rsa.clone())
+        }
         (None, _) => {
             tracing::info!("generating a 2048-bit RSA key for caching_sha2_password (set [proxy] rsa_key to use your own)");
             Some(Arc::new(
@@ -100,7 +119,17 @@ fn build_auth(config: &Config) -> Result<frontend::AuthSetup, StartError> {
         full_auth: p.sha2_full_auth,
         rsa,
         sha2_cache: Default::default(),
-        guard: guard(p),
+        guard: match previous {
+            Some((a, _))
+                if a.guard.same_settings(
+                    p.max_failed_logins,
+                    Duration::from_millis(p.failed_login_lockout_ms),
+                ) =>
+            {
+                a.guard.clone()
+            }
+            _ => Arc::new(guard(p)),
+        },
     })
 }
 
@@ -145,8 +174,14 @@ fn guard(p: &sextant_config::Proxy) -> frontend::LoginGuard {
 
 /// Serves the config's listeners with `threads` worker threads (0 or 1:
 /// the sessions run on the calling runtime) until interrupted.
-pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
-    let auth = build_auth(&config)?;
+/// `config_path`: the file `config` was read from, which SIGHUP and
+/// `RELOAD CONFIG` read again.
+pub async fn run(
+    config: Config,
+    config_path: Option<std::path::PathBuf>,
+    threads: usize,
+) -> Result<(), StartError> {
+    let auth = build_auth(&config, None)?;
     let runtime = Runtime::build(config, None)?;
     let config = &runtime.config;
     let server_version = match &config.proxy.server_version {
@@ -189,9 +224,11 @@ pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
         },
         server_version,
         next_conn_id: AtomicU32::new(1),
-        auth,
+        auth: ArcSwap::from_pointee(auth),
+        config_path,
+        monitors: Default::default(),
         admin_auth: frontend::AuthSetup {
-            guard: admin_guard,
+            guard: Arc::new(admin_guard),
             ..frontend::AuthSetup::plain()
         },
         sessions: Default::default(),
@@ -209,23 +246,30 @@ pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
     }
     let monitor_on = shared.runtime().config.monitor.enabled;
     if monitor_on {
-        start_monitors(&shared);
+        warn_monitor_account(&shared.runtime());
     }
+    shared.monitors.follow(&shared.runtime(), false);
     {
         let shared = shared.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tick.tick().await;
-                for s in shared.runtime().pool.servers() {
+                let rt = shared.runtime();
+                // Without the monitor, a TCP probe is what brings a
+                // failed server back.
+                let monitor_on = rt.config.monitor.enabled;
+                let upkeep = |s: &Arc<sextant_backend::Server>| {
                     s.reap();
-                    // Without the monitor, a TCP probe is what brings a
-                    // failed server back.
                     if !monitor_on && !s.health.reachable() {
                         let s = s.clone();
                         tokio::spawn(async move { s.probe().await });
                     }
-                }
+                };
+                rt.pool.servers().for_each(upkeep);
+                shared
+                    .monitors
+                    .upkeep_retired(|g| g.members.iter().for_each(upkeep));
             }
         });
     }
@@ -271,8 +315,23 @@ pub async fn run(config: Config, threads: usize) -> Result<(), StartError> {
             }
         }
     };
+    let reloads = {
+        let shared = shared.clone();
+        async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                tracing::warn!("cannot catch SIGHUP: reload with RELOAD CONFIG on the admin port");
+                return std::future::pending().await;
+            };
+            while hup.recv().await.is_some() {
+                let r = crate::reload::reload(&shared).await;
+                crate::reload::log_outcome("SIGHUP", &r);
+            }
+        }
+    };
     tokio::select! {
         _ = accept => Ok(()),
+        _ = reloads => Ok(()),
         _ = tokio::signal::ctrl_c() => {
             tracing::info!("interrupted, shutting down");
             Ok(())
@@ -402,44 +461,16 @@ fn client_limit(rt: &Runtime) -> usize {
     configured
 }
 
-fn start_monitors(shared: &Shared) {
-    let rt = shared.runtime();
+/// The monitor without an account of its own logs in as the first user.
+fn warn_monitor_account(rt: &Runtime) {
     let m = &rt.config.monitor;
-    let (user, password) = match (&m.user, &m.password, rt.config.users.first()) {
-        (Some(u), Some(p), _) => (u.clone(), p.clone()),
-        (_, _, Some(u)) => {
-            tracing::warn!(
-                "the monitor logs in as {:?}, the first user's server account: a server-side \
-                 KILL of that account's connections stops the monitor too; give [monitor] a \
-                 user and password of its own",
-                u.backend_user()
-            );
-            (
-                u.backend_user().to_string(),
-                u.backend_password().to_string(),
-            )
-        }
-        _ => return,
-    };
-    let instance_id = sextant_monitor::instance_id();
-    for (name, g) in &rt.pool.groups {
-        let max_lag_ms = rt
-            .config
-            .groups
-            .get(name)
-            .map(|c| c.max_replica_lag_ms)
-            .unwrap_or(0);
-        for s in &g.members {
-            let settings = sextant_monitor::Settings {
-                interval: Duration::from_millis(m.interval_ms),
-                user: user.clone(),
-                password: password.clone(),
-                heartbeat: m.heartbeat,
-                max_lag_ms,
-                instance_id,
-            };
-            tokio::spawn(sextant_monitor::watch(s.clone(), g.clone(), settings));
-        }
+    if let (None, Some(u)) = (&m.user, rt.config.users.first()) {
+        tracing::warn!(
+            "the monitor logs in as {:?}, the first user's server account: a server-side \
+             KILL of that account's connections stops the monitor too; give [monitor] a \
+             user and password of its own",
+            u.backend_user()
+        );
     }
 }
 

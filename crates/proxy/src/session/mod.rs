@@ -186,7 +186,7 @@ impl Session {
             Box::pin(frontend::login(
                 &mut client,
                 &*rt,
-                &shared.auth,
+                &shared.auth.load_full(),
                 &shared.server_version,
                 conn_id,
             )),

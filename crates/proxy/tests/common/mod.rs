@@ -465,6 +465,19 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failing test shows what sextant logged (CI keeps nothing else).
+        if std::thread::panicking() {
+            let logs = self.logs();
+            let lines: Vec<&str> = logs.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(80)..];
+            eprintln!(
+                "--- sextant on port {} ({} lines; the last {}):\n{}",
+                self.port,
+                lines.len(),
+                tail.len(),
+                tail.join("\n")
+            );
+        }
     }
 }
 
@@ -1172,7 +1185,7 @@ pub fn in_process(text: &str, port: u16) -> u16 {
             .enable_all()
             .build()
             .expect("runtime");
-        if let Err(e) = rt.block_on(sextant_proxy::run(config, 1)) {
+        if let Err(e) = rt.block_on(sextant_proxy::run(config, None, 1)) {
             panic!("sextant: {e}");
         }
     });
