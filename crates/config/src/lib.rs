@@ -209,6 +209,10 @@ pub struct Proxy {
     /// A client that has not finished its handshake by then is dropped.
     #[serde(default = "default_handshake_timeout_ms")]
     pub handshake_timeout_ms: u64,
+    /// At SIGTERM/SIGINT, how long running statements and open
+    /// transactions may take to finish before sextant exits anyway.
+    #[serde(default = "default_shutdown_timeout_ms")]
+    pub shutdown_timeout_ms: u64,
     /// Failed logins in a row from one address before it is locked out
     /// (every login from it refused with 1129, as MySQL's
     /// max_connect_errors does) for `failed_login_lockout_ms`. A successful
@@ -286,6 +290,7 @@ impl Default for Proxy {
             max_connections: default_max_connections(),
             max_allowed_packet: default_max_allowed_packet(),
             handshake_timeout_ms: default_handshake_timeout_ms(),
+            shutdown_timeout_ms: default_shutdown_timeout_ms(),
             max_failed_logins: default_max_failed_logins(),
             failed_login_lockout_ms: default_failed_login_lockout_ms(),
             max_prepared_statements: default_max_prepared_statements(),
@@ -779,6 +784,9 @@ fn default_max_allowed_packet() -> usize {
 }
 fn default_max_prepared_statements() -> usize {
     16_382
+}
+fn default_shutdown_timeout_ms() -> u64 {
+    30_000
 }
 fn default_handshake_timeout_ms() -> u64 {
     10_000

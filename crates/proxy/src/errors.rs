@@ -22,6 +22,7 @@ pub const ER_SEXTANT_SHARD_PARTIAL: u16 = 9005;
 pub const ER_SEXTANT_CONFIG: u16 = 9006;
 
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
+pub const ER_SERVER_SHUTDOWN: u16 = 1053;
 pub const ER_HANDSHAKE_ERROR: u16 = 1043;
 pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
 pub const ER_HOST_IS_BLOCKED: u16 = 1129;
@@ -113,6 +114,8 @@ pub enum SessionError {
     /// connection lost before its answer).
     #[error("sextant: the commit's outcome is unknown: {0}; check the data before retrying")]
     XaUnknown(String),
+    #[error("Server shutdown in progress (sextant is shutting down; the statement did not run)")]
+    ServerShutdown,
     /// The admin port's RELOAD CONFIG, refused: the file's problems.
     #[error("sextant: config not reloaded, the running config stays: {0}")]
     ReloadRefused(String),
@@ -149,6 +152,7 @@ impl SessionError {
             BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
             NoPrimary { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
             ReloadRefused(_) => (ER_SEXTANT_CONFIG, "HY000", msg),
+            ServerShutdown => (ER_SERVER_SHUTDOWN, "08S01", msg),
             // The codes a client gets from a server that refuses a write:
             // applications already treat them as "nothing was written".
             WriteOnReplica(Refusal::WriteInReplicaTransaction) => {

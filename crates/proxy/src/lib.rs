@@ -20,6 +20,7 @@ mod relay;
 mod reload;
 mod session;
 mod shared;
+mod shutdown;
 mod start;
 mod xa_recovery;
 

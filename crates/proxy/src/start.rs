@@ -307,7 +307,7 @@ pub async fn run(
             next_worker = (next_worker + 1) % workers.len();
             match stream.into_std() {
                 Ok(s) => {
-                    if workers[next_worker].send((s, peer)).is_err() {
+                    if workers[next_worker].send(Work::Client(s, peer)).is_err() {
                         tracing::error!("worker thread {next_worker} is gone");
                     }
                 }
@@ -329,27 +329,77 @@ pub async fn run(
             }
         }
     };
-    tokio::select! {
-        _ = accept => Ok(()),
-        _ = reloads => Ok(()),
-        _ = tokio::signal::ctrl_c() => {
-            tracing::info!("interrupted, shutting down");
-            Ok(())
+    let stop = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+            },
+            Err(e) => {
+                tracing::warn!("cannot catch SIGTERM ({e}): it will end sextant at once");
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
         }
+    };
+    let why = tokio::select! {
+        _ = accept => "the listener failed",
+        _ = reloads => "the reload task ended",
+        s = stop => s,
+    };
+    drop(listener);
+    drain(&shared, &workers, why).await;
+    Ok(())
+}
+
+/// Stops the sessions (see shutdown.rs) and waits until they have ended,
+/// up to shutdown_timeout_ms.
+async fn drain(shared: &Shared, workers: &[tokio::sync::mpsc::UnboundedSender<Work>], why: &str) {
+    let limit = Duration::from_millis(shared.runtime().config.proxy.shutdown_timeout_ms);
+    let open = shared.counters.client_connections.load(Ordering::Relaxed);
+    tracing::info!(
+        "{why}: shutting down; no new clients; {open} session(s) end when their statement or transaction does (up to {} ms)",
+        limit.as_millis()
+    );
+    crate::shutdown::request_here();
+    for w in workers {
+        let _ = w.send(Work::Shutdown);
+    }
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let open = shared.counters.client_connections.load(Ordering::Relaxed);
+        if open == 0 {
+            tracing::info!("every session ended: sextant stopped");
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                "{open} session(s) still open after shutdown_timeout_ms ({} ms): closing them (their open transactions roll back); sextant stopped",
+                limit.as_millis()
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-type Handoff = (std::net::TcpStream, std::net::SocketAddr);
+/// What the accepting thread hands a worker thread.
+enum Work {
+    Client(std::net::TcpStream, std::net::SocketAddr),
+    /// Tell the thread's sessions to end (shutdown.rs).
+    Shutdown,
+}
 
 /// Starts `n` worker threads, each with a current-thread runtime serving
 /// the client connections it is handed.
 fn start_workers(
     shared: &Arc<Shared>,
     n: usize,
-) -> Result<Vec<tokio::sync::mpsc::UnboundedSender<Handoff>>, StartError> {
+) -> Result<Vec<tokio::sync::mpsc::UnboundedSender<Work>>, StartError> {
     let mut senders = Vec::with_capacity(n);
     for i in 0..n {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Handoff>();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Work>();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -362,7 +412,14 @@ fn start_workers(
             .name(format!("sextant-w{i}"))
             .spawn(move || {
                 rt.block_on(async move {
-                    while let Some((s, peer)) = rx.recv().await {
+                    while let Some(work) = rx.recv().await {
+                        let (s, peer) = match work {
+                            Work::Client(s, peer) => (s, peer),
+                            Work::Shutdown => {
+                                crate::shutdown::request_here();
+                                continue;
+                            }
+                        };
                         match tokio::net::TcpStream::from_std(s) {
                             Ok(stream) => {
                                 tokio::spawn(serve_client(shared.clone(), stream, peer));

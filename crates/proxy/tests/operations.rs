@@ -1,5 +1,6 @@
 //! Operating sextant while it serves: config reloads (SIGHUP and the admin
-//! port's RELOAD CONFIG) under sysbench load, and a refused reload.
+//! port's RELOAD CONFIG) under sysbench load, a refused reload, and
+//! graceful shutdown (SIGTERM) under load.
 
 mod common;
 use common::*;
@@ -9,9 +10,7 @@ use std::time::{Duration, Instant};
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn sighup(p: &Proxy) {
-    // SAFETY: kill() with a pid this test started.
-    let r = unsafe { libc::kill(p.pid() as i32, libc::SIGHUP) };
-    assert_eq!(r, 0, "kill -HUP");
+    p.signal(libc::SIGHUP);
 }
 
 /// Waits until sextant's log holds `needle` `n` times.
@@ -192,4 +191,209 @@ fn reloads_under_load_change_weights_users_and_groups_without_an_error() {
     );
     // SIGHUP no longer ends the process.
     assert!(!p.logs().contains("panicked"));
+}
+
+/// One client running transfers-like transactions until an error: every
+/// COMMIT it sent and what came back, and the error that ended it with
+/// the statement that got it.
+struct TrxClient {
+    commits_ok: u64,
+    commit_errors: Vec<String>,
+    /// (statement, errno or None for a lost connection)
+    ended_by: Option<(String, Option<u16>)>,
+}
+
+fn trx_client(url: String, id: u32) -> TrxClient {
+    let mut r = TrxClient {
+        commits_ok: 0,
+        commit_errors: Vec::new(),
+        ended_by: None,
+    };
+    let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).expect("connect");
+    let code = |e: &mysql::Error| match e {
+        mysql::Error::MySqlError(e) => Some(e.code),
+        _ => None,
+    };
+    for n in 0u64.. {
+        let steps = [
+            "BEGIN".to_string(),
+            format!("UPDATE shutdown_t SET n = n + 1 WHERE id = {id}"),
+            format!("SELECT n FROM shutdown_t WHERE id = {id}"),
+            "COMMIT".to_string(),
+        ];
+        for (i, sql) in steps.iter().enumerate() {
+            if let Err(e) = c.query_drop(sql) {
+                if i == 3 {
+                    r.commit_errors.push(format!("{e}"));
+                }
+                r.ended_by = Some((sql.clone(), code(&e)));
+                return r;
+            }
+        }
+        r.commits_ok += 1;
+        if n > 1_000_000 {
+            break;
+        }
+    }
+    r
+}
+
+#[test]
+fn sigterm_lets_transactions_finish_and_tells_idle_clients() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab();
+    let mut p = Setup {
+        proxy: "shutdown_timeout_ms = 5000",
+        ..Default::default()
+    }
+    .start();
+    let mut d = direct(lab.primary);
+    d.query_drop("DROP TABLE IF EXISTS sextant_test.shutdown_t")
+        .unwrap();
+    d.query_drop("CREATE TABLE sextant_test.shutdown_t (id INT PRIMARY KEY, n INT NOT NULL)")
+        .unwrap();
+    d.query_drop(
+        "INSERT INTO sextant_test.shutdown_t VALUES (1,0),(2,0),(3,0),(4,0),(5,0),(6,0),(7,0),(8,0),(9,0)",
+    )
+    .unwrap();
+
+    // An idle client, logged in before.
+    let mut idle = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+    // A client in a transaction when the signal comes, committing after.
+    let mut open_trx = p.conn();
+    open_trx.query_drop("BEGIN").unwrap();
+    open_trx
+        .query_drop("UPDATE shutdown_t SET n = n + 100 WHERE id = 9")
+        .unwrap();
+    // Eight clients running transactions back to back.
+    let url = p.url("app", "apppass", "sextant_test");
+    let busy: Vec<_> = (1..=8)
+        .map(|id| {
+            let url = url.clone();
+            std::thread::spawn(move || trx_client(url, id))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let sent_at = Instant::now();
+    p.signal(libc::SIGTERM);
+
+    // The idle client is told: error 1053, unasked (sequence 0).
+    let (seq, packet) = idle.read().expect("an error packet for the idle client");
+    let (code, msg) = err_of(&packet);
+    assert_eq!((seq, code), (0, 1053), "{msg}");
+    assert!(idle.read().is_none(), "then the connection closes");
+    eprintln!("idle client told after {:?}: {msg}", sent_at.elapsed());
+
+    // New clients are refused: the listener is closed.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", p.port)).is_err(),
+        "sextant still accepts connections after SIGTERM"
+    );
+
+    // The open transaction finishes: its COMMIT succeeds, and its next
+    // statement gets 1053.
+    open_trx
+        .query_drop("UPDATE shutdown_t SET n = n + 1 WHERE id = 9")
+        .expect("a statement of an open transaction runs");
+    open_trx
+        .query_drop("COMMIT")
+        .expect("the open transaction commits");
+    match open_trx.query_drop("SELECT 1") {
+        Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1053, "{e:?}"),
+        other => panic!("after its transaction the session ends with 1053: {other:?}"),
+    }
+
+    let mut committed = 0;
+    for b in busy {
+        let r = b.join().expect("a client thread");
+        assert!(
+            r.commit_errors.is_empty(),
+            "a COMMIT failed: {:?}",
+            r.commit_errors
+        );
+        let (sql, code) = r.ended_by.expect("the client was ended");
+        assert_eq!(
+            (sql.as_str(), code),
+            ("BEGIN", Some(1053)),
+            "a client was ended outside a transaction, with 1053"
+        );
+        committed += r.commits_ok;
+    }
+    let st = p
+        .exit_status(Duration::from_secs(6))
+        .expect("sextant exits once its sessions ended");
+    assert!(st.success(), "exit status {st}");
+    let logs = p.logs();
+    assert!(logs.contains("SIGTERM: shutting down"), "{logs}");
+    assert!(
+        logs.contains("every session ended: sextant stopped"),
+        "{logs}"
+    );
+    // Every COMMIT answered OK is in the table, and nothing else.
+    let total: Option<i64> = d
+        .query_first("SELECT SUM(n) FROM sextant_test.shutdown_t WHERE id <= 8")
+        .unwrap();
+    assert_eq!(
+        total,
+        Some(committed as i64),
+        "commits answered OK = rows changed"
+    );
+    let nine: Option<i64> = d
+        .query_first("SELECT n FROM sextant_test.shutdown_t WHERE id = 9")
+        .unwrap();
+    assert_eq!(nine, Some(101));
+    eprintln!(
+        "{committed} transactions committed; sextant exited 0 after {:?}",
+        sent_at.elapsed()
+    );
+}
+
+#[test]
+fn sigterm_under_sysbench_fails_no_commit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab();
+    let mut p = Setup::default().start();
+    sysbench_prepare(lab.primary, 2, 2000);
+    let port = p.port;
+    let load = std::thread::spawn(move || {
+        sysbench_cmd(port, 2, 2000)
+            .args([
+                "--threads=8",
+                "--time=30",
+                // (Deadlocks between its own threads are sysbench's: they
+                // roll back and retry.)
+                "--mysql-ignore-errors=1213,1205",
+                "oltp_read_write",
+                "run",
+            ])
+            .output()
+            .expect("sysbench")
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    p.signal(libc::SIGTERM);
+    let out = load.join().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // sysbench stops at the first error: a thread told 1053 between two
+    // transactions. No error may name a COMMIT or another statement of
+    // a transaction, nor be a lost connection (2013).
+    let errors: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("returned error"))
+        .collect();
+    assert!(!errors.is_empty(), "sysbench saw no error:\n{text}");
+    for e in &errors {
+        assert!(
+            e.contains("error 1053") && e.contains("for query 'BEGIN'"),
+            "a thread failed other than at BEGIN with 1053: {e}\n{text}"
+        );
+    }
+    let st = p
+        .exit_status(Duration::from_secs(10))
+        .expect("sextant exits");
+    assert!(st.success(), "exit status {st}");
 }

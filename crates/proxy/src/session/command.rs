@@ -32,8 +32,44 @@ impl Session {
         v.parse::<u64>().ok().map(Duration::from_secs)
     }
 
+    /// Whether the session may end now for a shutdown: no transaction
+    /// open (nor one the client started that no server has seen yet).
+    fn may_end(&self) -> bool {
+        !self.in_transaction() && self.pending_begin.is_none() && self.dist.is_none()
+    }
+
+    /// Ends the session for a shutdown with error 1053: as the answer to
+    /// the client's next command if it comes within a moment (a busy
+    /// client, e.g. one that just committed, sends it at once, and gets a
+    /// well-formed answer it can retry elsewhere), else unasked (sequence
+    /// 0, as MySQL's own disconnect errors).
+    async fn end_for_shutdown(&mut self) {
+        const GRACE: Duration = Duration::from_millis(200);
+        let e = SessionError::ServerShutdown;
+        tracing::debug!(parent: &self.span, "ending the session: shutting down");
+        if self.client.rbuf.is_empty()
+            && !matches!(
+                tokio::time::timeout(GRACE, self.client.fill()).await,
+                Ok(Ok(()))
+            )
+        {
+            let _ = self.client.send_error(0, &e).await;
+            return;
+        }
+        let mut payload = std::mem::take(&mut self.payload);
+        if self.client.read_packet(&mut payload).await.is_ok()
+            && payload.first() != Some(&sextant_protocol::consts::com::QUIT)
+        {
+            let _ = self.client.send_error(1, &e).await;
+        }
+    }
+
     pub(super) async fn serve(&mut self) {
         loop {
+            if crate::shutdown::requested() && self.may_end() {
+                self.end_for_shutdown().await;
+                return;
+            }
             if let Some(limit) = self.idle_trx.filter(|_| self.in_transaction()) {
                 if self.client.rbuf.is_empty() {
                     // fill() is cancel-safe: what arrives stays buffered.
@@ -74,15 +110,25 @@ impl Session {
                     }
                 }
             }
-            if let Some(limit) = self.client_wait_timeout() {
-                if self.client.rbuf.is_empty() {
-                    match tokio::time::timeout(limit, self.client.fill()).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(_)) => return,
-                        Err(_) => {
-                            // As the server does: the connection closes,
-                            // and the client learns it on its next read.
-                            tracing::info!(parent: &self.span, "idle past the wait_timeout the client set ({} s): closing", limit.as_secs());
+            if self.client.rbuf.is_empty() {
+                // Waiting for the next command: a shutdown ends the wait
+                // (outside a transaction), and so does the wait_timeout
+                // the client set, as the server's would.
+                let limit = self.client_wait_timeout();
+                let may_end = self.may_end();
+                if may_end || limit.is_some() {
+                    const NEVER: Duration = Duration::from_secs(365 * 86_400);
+                    tokio::select! {
+                        r = self.client.fill() => {
+                            if r.is_err() {
+                                return;
+                            }
+                        }
+                        _ = crate::shutdown::wait(), if may_end => continue,
+                        _ = tokio::time::sleep(limit.unwrap_or(NEVER)), if limit.is_some() => {
+                            // The connection closes; the client learns it on
+                            // its next read.
+                            tracing::info!(parent: &self.span, "idle past the wait_timeout the client set ({} s): closing", limit.unwrap_or(NEVER).as_secs());
                             return;
                         }
                     }

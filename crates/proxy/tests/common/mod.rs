@@ -349,6 +349,28 @@ backend_password = "apppass"
         }
     }
 
+    /// The exit status, once the process has exited, waiting up to
+    /// `within`.
+    pub fn exit_status(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some(st);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends the process a signal.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill() with the pid of a child this test started.
+        let r = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(r, 0, "kill -{sig}");
+    }
+
     /// Stops the process as a crash would (SIGKILL), and waits for it.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
