@@ -47,6 +47,8 @@ pub struct Config {
     pub sharding: Option<Sharding>,
     #[serde(default)]
     pub xa: Xa,
+    #[serde(default)]
+    pub log: Log,
     /// The sharding layout `[sharding]` describes, read and checked with
     /// the rest.
     #[serde(skip)]
@@ -151,6 +153,47 @@ pub enum UnlistedRule {
     #[default]
     DefaultGroup,
     Global,
+}
+
+/// `[log]`: what sextant logs and how. RUST_LOG, when set, overrides
+/// `level`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Log {
+    /// "text" (colours only on a terminal) or "json" (one object a line).
+    #[serde(default)]
+    pub format: LogFormat,
+    /// Levels, as RUST_LOG takes them: "info", or per module, e.g.
+    /// "info,sextant_monitor=debug". A reload applies a change.
+    #[serde(default = "default_log_level")]
+    pub level: String,
+    /// Statements that take longer than this many milliseconds are
+    /// logged (target `sextant::slow`, level warn) with their digest
+    /// (values replaced by `?`), user, database and time. 0: off.
+    #[serde(default)]
+    pub slow_query_ms: u64,
+}
+
+impl Default for Log {
+    fn default() -> Self {
+        Log {
+            format: LogFormat::Text,
+            level: default_log_level(),
+            slow_query_ms: 0,
+        }
+    }
+}
+
+fn default_log_level() -> String {
+    "info".into()
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 /// The topology monitor: one check per server every interval.
@@ -948,6 +991,29 @@ impl Sharding {
     }
 }
 
+/// A `[log] level` is a list of `level` or `target=level` directives
+/// (RUST_LOG's form, without its span filters).
+fn check_log_level(v: &str) -> Result<(), String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    for d in v.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let (target, level) = match d.split_once('=') {
+            Some((t, l)) => (Some(t.trim()), l.trim()),
+            None => (None, d),
+        };
+        let target_ok = target.is_none_or(|t| {
+            !t.is_empty()
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+        });
+        if !target_ok || !LEVELS.contains(&level.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "{d:?}: give a level (off, error, warn, info, debug, trace) or module=level, separated by commas, e.g. \"info,sextant_monitor=debug\""
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A value of the TOML section as JSON, for the reader of Cetus's format.
 fn to_json<T: serde::Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
@@ -966,10 +1032,10 @@ impl Config {
     /// Parses and validates `text`; `path` is only used in messages (and
     /// to find a Cetus sharding file named relative to it).
     pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
-        let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let mut cfg: Config = match toml::from_str(text) {
+            Ok(c) => c,
+            Err(e) => return Err(Self::every_parse_error(text, path, e)),
+        };
         cfg.validate(text, path)?;
         if let Some(sh) = &cfg.sharding {
             let layout = sh.layout(text, path)?;
@@ -989,6 +1055,63 @@ impl Config {
             cfg.layout = Some(layout);
         }
         Ok(cfg)
+    }
+
+    /// Every problem of a file that does not parse, not just the first:
+    /// the line of each error is blanked out and the rest parsed again
+    /// (an unknown key or a bad value is one line), then what parses is
+    /// checked too. Stops where blanking cannot help (a broken table
+    /// header, a value over several lines, a key that is then missing).
+    fn every_parse_error(text: &str, path: &str, first: toml::de::Error) -> ConfigError {
+        let parse_error = |e: &toml::de::Error| ConfigError::Parse {
+            path: path.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        };
+        let mut errors = vec![parse_error(&first)];
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let mut blanked: Vec<String> = Vec::new();
+        let mut next = first;
+        // The text `next` came from (spans are offsets into it).
+        let mut current = text.to_string();
+        for _ in 0..50 {
+            let Some(span) = next.span() else { break };
+            let line = current[..span.start.min(current.len())]
+                .matches('\n')
+                .count();
+            let Some(l) = lines.get_mut(line) else { break };
+            let t = l.trim_start();
+            if t.is_empty() || t.starts_with('[') || t.starts_with('#') {
+                break;
+            }
+            if let Some((key, _)) = t.split_once('=') {
+                blanked.push(key.trim().trim_matches('"').to_string());
+            }
+            *l = String::new();
+            let rest = lines.join("\n");
+            match toml::from_str::<Config>(&rest) {
+                Ok(cfg) => {
+                    let mut more = Vec::new();
+                    cfg.check(&rest, path, &mut more);
+                    errors.extend(more);
+                    break;
+                }
+                Err(e) => {
+                    let consequence = blanked
+                        .iter()
+                        .any(|k| e.message().contains(&format!("missing field `{k}`")));
+                    if consequence {
+                        break;
+                    }
+                    errors.push(parse_error(&e));
+                    next = e;
+                    current = rest;
+                }
+            }
+        }
+        match errors.len() {
+            1 => errors.remove(0),
+            _ => ConfigError::Several(errors),
+        }
     }
 
     fn validate(&self, text: &str, path: &str) -> Result<(), ConfigError> {
@@ -1097,8 +1220,18 @@ impl Config {
                     .into(),
             ));
         }
-        let listens = std::iter::once(("proxy", &self.proxy.listen))
-            .chain(self.admin.iter().map(|a| ("admin", &a.listen)));
+        let listens: Vec<(&str, &Addr)> = std::iter::once(("proxy", &self.proxy.listen))
+            .chain(self.admin.iter().map(|a| ("admin", &a.listen)))
+            .collect();
+        if let [(_, p), (_, a)] = listens.as_slice() {
+            if p == a {
+                errors.push(err(
+                    "admin",
+                    "listen",
+                    format!("{a} is also [proxy] listen; give each listener its own address"),
+                ));
+            }
+        }
         for (table, a) in listens {
             if a.is_unix_path() {
                 errors.push(err(
@@ -1248,6 +1381,9 @@ impl Config {
                     "tls_ca is set but tls is not; add tls = true".into(),
                 ));
             }
+        }
+        if let Err(m) = check_log_level(&self.log.level) {
+            errors.push(err("log", "level", m));
         }
         if self.monitor.interval_ms < 50 {
             errors.push(err("monitor", "interval_ms", "must be at least 50".into()));
@@ -1492,6 +1628,43 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
             assert!(msg.contains(want), "{want} missing from:\n{msg}");
         }
         assert_eq!(msg.lines().count(), 3, "{msg}");
+    }
+
+    #[test]
+    fn every_parse_error_is_reported_at_once() {
+        let t = ISSUE_EXAMPLE
+            .replace("[proxy]", "[proxy]\nlisten_typo = 1\nthreads = \"four\"")
+            .replace("[groups.main]", "[groups.main]\npool_mx = 3\npool_max = 0");
+        let msg = err_of(&t);
+        for want in ["listen_typo", "threads", "pool_mx", "pool_max"] {
+            assert!(msg.contains(want), "{want} missing from:\n{msg}");
+        }
+        // A bad value of a required key: reported once, not as missing too.
+        let t = ISSUE_EXAMPLE.replace("primary  = \"127.0.0.1:3307\"", "primary = 3307");
+        let msg = err_of(&t);
+        assert!(!msg.contains("missing field"), "{msg}");
+    }
+
+    #[test]
+    fn two_listeners_on_one_address_are_refused() {
+        let t = ISSUE_EXAMPLE.replace("127.0.0.1:6032", "127.0.0.1:6033");
+        let msg = err_of(&t);
+        assert!(
+            msg.contains("admin.listen") && msg.contains("also [proxy] listen"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn log_levels_are_checked() {
+        let ok = format!(
+            "{ISSUE_EXAMPLE}\n[log]\nlevel = \"info, sextant_monitor=debug\"\nformat = \"json\"\n"
+        );
+        assert!(Config::parse(&ok, "x.toml").is_ok());
+        let bad = format!("{ISSUE_EXAMPLE}\n[log]\nlevel = \"loud\"\n");
+        assert!(err_of(&bad).contains("log.level"));
+        let bad = format!("{ISSUE_EXAMPLE}\n[log]\nlevel = \"info,sextant monitor=debug\"\n");
+        assert!(err_of(&bad).contains("log.level"));
     }
 
     #[test]

@@ -61,6 +61,7 @@ async fn session(
             return Err(e);
         }
     };
+    tracing::info!(peer = %client.peer, user = %login.user, "admin login");
     client.max_packet = 1 << 20;
     frontend::send_ok(client, login.seq);
     client.flush().await?;
@@ -76,6 +77,13 @@ async fn session(
             }
             Some(&com::QUERY) => {
                 let sql = String::from_utf8_lossy(&payload[1..]);
+                let first = sql.split_whitespace().next().unwrap_or("");
+                let reads = ["SHOW", "SELECT", "SET", "EXPLAIN", "HELP"];
+                if !reads.iter().any(|w| first.eq_ignore_ascii_case(w))
+                    || sql.to_ascii_uppercase().contains("MAINTENANCE")
+                {
+                    tracing::info!(peer = %client.peer, user = %login.user, "admin command: {}", sql.trim());
+                }
                 let answer = {
                     let rt = shared.runtime();
                     let list = || {

@@ -24,6 +24,7 @@ mod shutdown;
 mod start;
 mod xa_recovery;
 
+pub use reload::on_log_level_change;
 pub use shared::{Runtime, Shared, UserEntry};
 pub use start::{run, StartError};
 

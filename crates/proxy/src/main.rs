@@ -14,7 +14,7 @@ static ALLOCATOR: sextant_proxy::alloc_count::Counting = sextant_proxy::alloc_co
 #[command(
     name = "sextant",
     version,
-    after_help = "Logging: RUST_LOG=info (default), debug, trace; or per module, e.g. RUST_LOG=sextant_proxy=debug."
+    after_help = "Logging: [log] in the config; RUST_LOG (info, debug, trace, or per module, e.g. RUST_LOG=sextant_proxy=debug) overrides its level."
 )]
 struct Cli {
     /// The config file to run with.
@@ -63,12 +63,7 @@ fn main() {
         return;
     }
     raise_fd_limit();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    init_logging(&config.log);
     let threads = if config.proxy.threads == 0 {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -98,6 +93,41 @@ fn main() {
     if let Err(e) = rt.block_on(sextant_proxy::run(config, Some(path), threads)) {
         eprintln!("sextant: {e}");
         std::process::exit(1);
+    }
+}
+
+/// Logs to stdout as `[log]` says: text (colours only on a terminal) or
+/// JSON lines; the level from RUST_LOG if set, else `[log] level`, which a
+/// reload may change (RUST_LOG then still wins).
+fn init_logging(log: &sextant_config::Log) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, EnvFilter};
+    let from_env = std::env::var("RUST_LOG").ok().filter(|v| !v.is_empty());
+    let filter = match &from_env {
+        Some(v) => EnvFilter::new(v),
+        None => EnvFilter::new(&log.level),
+    };
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    let registry = tracing_subscriber::registry().with(filter);
+    match log.format {
+        sextant_config::LogFormat::Text => registry
+            .with(tracing_subscriber::fmt::layer().with_ansi(std::io::stdout().is_terminal()))
+            .init(),
+        sextant_config::LogFormat::Json => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_current_span(false)
+                    .with_span_list(true),
+            )
+            .init(),
+    }
+    if from_env.is_none() {
+        sextant_proxy::on_log_level_change(Box::new(move |level: &str| {
+            handle
+                .reload(EnvFilter::new(level))
+                .map_err(|e| e.to_string())
+        }));
     }
 }
 

@@ -171,6 +171,16 @@ impl std::fmt::Display for Reloaded {
     }
 }
 
+/// Applies a new `[log] level` (set by the binary, which owns the log
+/// subscriber; unset when RUST_LOG decides the level).
+type LevelHook = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+static LOG_LEVEL: std::sync::OnceLock<LevelHook> = std::sync::OnceLock::new();
+
+/// Registers what applies a reloaded `[log] level`.
+pub fn on_log_level_change(hook: LevelHook) {
+    let _ = LOG_LEVEL.set(hook);
+}
+
 /// Serialises reloads (SIGHUP and the admin port may ask at once).
 static RELOADING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -207,6 +217,11 @@ pub async fn reload(shared: &Shared) -> Result<Reloaded, String> {
         users: rt.users.len(),
         need_restart,
     };
+    if rt.config.log.level != old.config.log.level {
+        if let Some(hook) = LOG_LEVEL.get() {
+            hook(&rt.config.log.level).map_err(|e| format!("[log] level: {e}"))?;
+        }
+    }
     let rt = Arc::new(rt);
     shared.runtime.store(rt.clone());
     shared.auth.store(Arc::new(auth));
@@ -234,6 +249,9 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     }
     if old.xa != new.xa {
         v.push("[xa]");
+    }
+    if old.log.format != new.log.format {
+        v.push("[log] format");
     }
     v
 }

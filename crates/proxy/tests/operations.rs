@@ -397,3 +397,122 @@ fn sigterm_under_sysbench_fails_no_commit() {
         .expect("sextant exits");
     assert!(st.success(), "exit status {st}");
 }
+
+#[test]
+fn logs_have_no_colours_no_passwords_and_a_slow_statement_log() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Setup {
+        group: "[log]\nslow_query_ms = 200\n",
+        ..Default::default()
+    }
+    .start();
+    let mut c = p.conn();
+    let v: Option<(i32, String)> = c
+        .query_first("SELECT SLEEP(0.3), 'topsecret-literal'")
+        .unwrap();
+    assert_eq!(v.map(|v| v.0), Some(0));
+    c.query_drop("SELECT 'fast-literal'").unwrap();
+    let stmt = c.prep("SELECT SLEEP(?), ?").unwrap();
+    let _: Vec<(i32, String)> = c.exec(&stmt, (0.25, "prepared-secret")).unwrap();
+    // A failed login, an admin login and commands, a reload.
+    assert!(mysql::Conn::new(
+        mysql::Opts::from_url(&p.url("app", "wrongpass-xyz", "sextant_test")).unwrap()
+    )
+    .is_err());
+    let mut admin = p.admin();
+    admin.query_drop("RELOAD CONFIG").unwrap();
+    let _: Vec<mysql::Row> = admin.query("SHOW BACKENDS").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+
+    let logs = p.logs();
+    assert!(
+        !logs.contains('\x1b'),
+        "colour codes in a log file:\n{logs}"
+    );
+    for secret in [
+        "apppass",
+        "adminpass",
+        "otherpass",
+        "wrongpass",
+        "topsecret",
+        "prepared-secret",
+    ] {
+        assert!(!logs.contains(secret), "{secret:?} in the log:\n{logs}");
+    }
+    let slow: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("slow statement"))
+        .collect();
+    assert_eq!(slow.len(), 2, "two slow statements:\n{logs}");
+    assert!(
+        slow[0].contains("sextant::slow") && slow[0].contains("slow statement: SELECT SLEEP(?), ?")
+    );
+    assert!(
+        slow[0].contains("user=\"app\"") && slow[0].contains("db=\"sextant_test\""),
+        "{}",
+        slow[0]
+    );
+    assert!(
+        slow[1].contains("prepared=true") && slow[1].contains("SELECT SLEEP(?), ?"),
+        "{}",
+        slow[1]
+    );
+    assert!(!logs.contains("fast"), "a fast statement in the slow log");
+    assert!(logs.contains("admin login"), "{logs}");
+    assert!(logs.contains("admin command: RELOAD CONFIG"), "{logs}");
+    assert!(logs.contains("config reloaded"), "{logs}");
+    assert!(
+        !logs.contains("admin command: SHOW"),
+        "reads are not logged as changes"
+    );
+}
+
+#[test]
+fn json_logs_and_levels_per_module_from_the_config() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Setup {
+        group: "[log]\nformat = \"json\"\nlevel = \"warn,sextant_proxy::start=info\"\n",
+        env: vec![("RUST_LOG", String::new())],
+        ..Default::default()
+    }
+    .start();
+    drop(p.conn());
+    std::thread::sleep(Duration::from_millis(300));
+    let out = std::fs::read_to_string(&p.log).unwrap();
+    let mut messages = Vec::new();
+    for line in out.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        let level = v["level"].as_str().expect("a level").to_string();
+        let target = v["target"].as_str().expect("a target").to_string();
+        let msg = v["fields"]["message"]
+            .as_str()
+            .expect("a message")
+            .to_string();
+        messages.push((level, target, msg));
+    }
+    assert!(
+        messages.iter().any(|(l, t, m)| l == "INFO"
+            && t == "sextant_proxy::start"
+            && m.contains("listening on")),
+        "{out}"
+    );
+    // Other modules log warnings only: the monitor's info line is not there.
+    assert!(
+        !messages
+            .iter()
+            .any(|(l, t, _)| l == "INFO" && t != "sextant_proxy::start"),
+        "{out}"
+    );
+
+    // A reload changes the level: the session's debug events appear.
+    let text = std::fs::read_to_string(&p.config).unwrap().replace(
+        "level = \"warn,sextant_proxy::start=info\"",
+        "level = \"warn,sextant_proxy::start=info,sextant_proxy::session=debug,sextant_proxy::reload=info\"",
+    );
+    std::fs::write(&p.config, text).unwrap();
+    p.signal(libc::SIGHUP);
+    wait_log(&p, "config reloaded", 1);
+    drop(p.conn());
+    wait_log(&p, "client logged in", 1);
+}

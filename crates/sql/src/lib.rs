@@ -10,6 +10,7 @@
 pub mod builtin;
 mod catalogue;
 mod classify;
+pub mod digest;
 mod hints;
 mod lexer;
 pub mod session_info;

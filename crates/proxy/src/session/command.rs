@@ -64,6 +64,32 @@ impl Session {
         }
     }
 
+    /// The slow-statement log: a statement's digest (no values), who ran
+    /// it and how long it took.
+    fn log_slow(&self, payload: &[u8], took: Duration) {
+        let sql: &[u8] = match payload.first() {
+            Some(&com::QUERY) => &payload[1..],
+            Some(&com::STMT_EXECUTE) => match payload.get(1..5).and_then(|b| {
+                self.stmts
+                    .get(&u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            }) {
+                Some(st) => st.sql(),
+                None => return,
+            },
+            _ => return,
+        };
+        let mut digest = String::new();
+        sextant_sql::digest::digest(sql, self.lex_mode(), &mut digest);
+        tracing::warn!(
+            target: "sextant::slow",
+            parent: &self.span,
+            ms = took.as_secs_f64() * 1000.0,
+            db = self.vars.schema.as_deref().unwrap_or(""),
+            prepared = payload.first() == Some(&com::STMT_EXECUTE),
+            "slow statement: {digest}"
+        );
+    }
+
     pub(super) async fn serve(&mut self) {
         loop {
             if crate::shutdown::requested() && self.may_end() {
@@ -137,7 +163,18 @@ impl Session {
             let mut payload = std::mem::take(&mut self.payload);
             let r = self.client.read_packet(&mut payload).await;
             let flow = match r {
-                Ok(0) => self.command(&payload).await,
+                Ok(0) => match self.slow {
+                    None => self.command(&payload).await,
+                    Some(limit) => {
+                        let started = std::time::Instant::now();
+                        let flow = self.command(&payload).await;
+                        let took = started.elapsed();
+                        if took > limit {
+                            self.log_slow(&payload, took);
+                        }
+                        flow
+                    }
+                },
                 Ok(seq) => Err(SessionError::OutOfOrder {
                     expected: 0,
                     got: seq,

@@ -109,6 +109,8 @@ pub struct Session {
     primary_reads_until: Option<Instant>,
     pins: Pins,
     stmts: HashMap<u32, prepared::ClientStmt>,
+    /// `[log] slow_query_ms`, when on.
+    slow: Option<Duration>,
     next_stmt_id: u32,
     cursor: Cursor,
     /// xorshift state for weighted random picks (per session: no lock).
@@ -237,6 +239,7 @@ impl Session {
         client.max_packet = rt.config.proxy.max_allowed_packet;
         let max_stmts = rt.config.proxy.max_prepared_statements;
         let idle_trx = rt.config.proxy.idle_in_transaction_timeout_ms;
+        let slow_ms = rt.config.log.slow_query_ms;
         let sharding = rt.sharding.clone();
         drop(rt);
         let mut s = Session::new(shared, client, user, &login, hold, span);
@@ -244,6 +247,7 @@ impl Session {
         s.sharding = sharding;
         s.max_stmts = max_stmts;
         s.idle_trx = (idle_trx > 0).then(|| Duration::from_millis(idle_trx));
+        s.slow = (slow_ms > 0).then(|| Duration::from_millis(slow_ms));
         if let Some(db) = login.database.clone() {
             s.vars.schema = Some(db.into());
             // Check the database now, as a server would at login.
@@ -308,6 +312,7 @@ impl Session {
             primary_reads_until: None,
             pins: Pins::empty(),
             stmts: HashMap::new(),
+            slow: None,
             next_stmt_id: 1,
             cursor: Cursor {
                 rr: rand::random::<u32>() as u64,

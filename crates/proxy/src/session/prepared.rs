@@ -27,6 +27,12 @@ pub(super) struct ClientStmt {
     types_n: usize,
 }
 
+impl ClientStmt {
+    pub(super) fn sql(&self) -> &[u8] {
+        &self.sql
+    }
+}
+
 /// Where the parts of a COM_STMT_EXECUTE are: cmd, id(4), flags(1),
 /// iterations(4), [parameter count, with query attributes], null bitmap,
 /// bind flag, types (each 2 bytes, and a name with query attributes),

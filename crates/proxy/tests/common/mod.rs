@@ -294,7 +294,11 @@ backend_password = "apppass"
             )
             .env(
                 "RUST_LOG",
-                std::env::var("SEXTANT_TEST_LOG").unwrap_or_else(|_| "info".into()),
+                match s.env.iter().find(|(k, _)| *k == "RUST_LOG") {
+                    // (Empty: sextant takes [log] level.)
+                    Some((_, v)) => v.clone(),
+                    None => std::env::var("SEXTANT_TEST_LOG").unwrap_or_else(|_| "info".into()),
+                },
             )
             .stdout(std::fs::File::create(&log).expect("log"))
             .stderr(std::fs::File::create(log.with_extension("err")).expect("log"))
