@@ -210,7 +210,7 @@ pub struct Monitor {
     /// the `sextant` database of the primary.
     #[serde(default)]
     pub user: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_secret")]
     pub password: Option<String>,
     /// Measure lag with a heartbeat row written on the primary every
     /// interval (millisecond precision); without it, Seconds_Behind_Master.
@@ -357,6 +357,8 @@ pub struct Admin {
     #[serde(default = "default_admin_listen")]
     pub listen: Addr,
     pub user: String,
+    /// A password (see [`secret`] for the forms it may take).
+    #[serde(deserialize_with = "secret")]
     pub password: String,
 }
 
@@ -364,12 +366,15 @@ pub struct Admin {
 #[serde(deny_unknown_fields)]
 pub struct User {
     pub name: String,
-    #[serde(default)]
+    /// What clients log in with: clear, a mysql_native_password hash
+    /// (`*` and 40 hex digits, as in mysql.user), or a reference to an
+    /// environment variable or a file (see [`secret`]).
+    #[serde(default, deserialize_with = "secret")]
     pub password: String,
     /// What the proxy presents to the servers (default: the same).
     #[serde(default)]
     pub backend_user: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_secret")]
     pub backend_password: Option<String>,
     #[serde(default)]
     pub default_group: Option<String>,
@@ -991,6 +996,69 @@ impl Sharding {
     }
 }
 
+/// A password as the config may give it: a string, or
+/// `{ env = "NAME" }` (the environment variable's value) or
+/// `{ file = "/path" }` (the file's contents, without a trailing newline),
+/// so that the file itself need not hold it. Read when the config is
+/// loaded (and again at each reload).
+fn secret<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        Clear(String),
+        Ref(Reference),
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Reference {
+        env: Option<String>,
+        file: Option<String>,
+    }
+    use serde::de::Error;
+    let form = Form::deserialize(d).map_err(|_| {
+        D::Error::custom(
+            "a password is a string, { env = \"VARIABLE\" } or { file = \"/path/to/file\" }",
+        )
+    })?;
+    match form {
+        Form::Clear(s) => Ok(s),
+        Form::Ref(Reference {
+            env: Some(name),
+            file: None,
+        }) => std::env::var(&name).map_err(|_| {
+            D::Error::custom(format!(
+                "environment variable {name:?} (named for this password) is not set"
+            ))
+        }),
+        Form::Ref(Reference {
+            env: None,
+            file: Some(path),
+        }) => match std::fs::read_to_string(&path) {
+            Ok(s) => Ok(s
+                .strip_suffix('\n')
+                .unwrap_or(&s)
+                .trim_end_matches('\r')
+                .to_string()),
+            Err(e) => Err(D::Error::custom(format!(
+                "cannot read the password file {path:?}: {e}"
+            ))),
+        },
+        Form::Ref(_) => Err(D::Error::custom(
+            "give either env or file, not both (or neither)",
+        )),
+    }
+}
+
+fn optional_secret<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    secret(d).map(Some)
+}
+
+/// Whether `p` is a mysql_native_password hash (`*` and 40 hex digits,
+/// SHA1(SHA1(password)) as mysql.user stores it) rather than a password.
+pub fn is_native_hash(p: &str) -> bool {
+    p.len() == 41 && p.starts_with('*') && p[1..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// A `[log] level` is a list of `level` or `target=level` directives
 /// (RUST_LOG's form, without its span filters).
 fn check_log_level(v: &str) -> Result<(), String> {
@@ -1203,6 +1271,41 @@ impl Config {
                     ));
                 }
             }
+        }
+        for (i, u) in self.users.iter().enumerate() {
+            if !is_native_hash(&u.password) {
+                continue;
+            }
+            if u.backend_password.is_none() {
+                errors.push(err_at(
+                    "users",
+                    i,
+                    "password",
+                    format!("user {:?}: a mysql_native_password hash checks clients' logins, but sextant cannot log in to the servers with it; give backend_password (clear, {{ env = ... }} or {{ file = ... }})", u.name),
+                ));
+            } else if u.backend_password.as_deref().is_some_and(is_native_hash) {
+                errors.push(err_at(
+                    "users",
+                    i,
+                    "backend_password",
+                    format!("user {:?}: sextant logs in to the servers with backend_password, so it must be the password itself, not its hash", u.name),
+                ));
+            }
+            if u.auth_plugin.is_some() {
+                errors.push(err_at(
+                    "users",
+                    i,
+                    "auth_plugin",
+                    format!("user {:?}: client_ed25519 needs the clear password, not a mysql_native_password hash", u.name),
+                ));
+            }
+        }
+        if self.monitor.password.as_deref().is_some_and(is_native_hash) {
+            errors.push(err(
+                "monitor",
+                "password",
+                "the monitor logs in to the servers: give its password, not a hash".into(),
+            ));
         }
         if let Some(g) = &self.proxy.default_group {
             if !self.groups.contains_key(g) {
@@ -1665,6 +1768,52 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
         assert!(err_of(&bad).contains("log.level"));
         let bad = format!("{ISSUE_EXAMPLE}\n[log]\nlevel = \"info,sextant monitor=debug\"\n");
         assert!(err_of(&bad).contains("log.level"));
+    }
+
+    #[test]
+    fn passwords_from_the_environment_files_and_hashes() {
+        let dir = std::env::temp_dir().join(format!("sextant-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pw");
+        std::fs::write(&file, "from-a-file\n").unwrap();
+        std::env::set_var("SEXTANT_TEST_SECRET_PW", "from-the-env");
+        let t = ISSUE_EXAMPLE
+            .replace(
+                "password = \"apppass\"",
+                &format!(
+                    "password = \"*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19\"\nbackend_password = {{ file = {:?} }}",
+                    file.display().to_string()
+                ),
+            )
+            .replace(
+                "password = \"adminpass\"",
+                "password = { env = \"SEXTANT_TEST_SECRET_PW\" }",
+            );
+        let c = Config::parse(&t, "x.toml").unwrap();
+        assert_eq!(
+            c.users[0].password,
+            "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19"
+        );
+        assert_eq!(c.users[0].backend_password(), "from-a-file");
+        assert_eq!(c.admin.as_ref().unwrap().password, "from-the-env");
+        // A missing variable or file is an error at its line.
+        let missing = t.replace("SEXTANT_TEST_SECRET_PW", "SEXTANT_TEST_NO_SUCH_VAR");
+        let msg = err_of(&missing);
+        assert!(
+            msg.contains("SEXTANT_TEST_NO_SUCH_VAR") && msg.contains("not set"),
+            "{msg}"
+        );
+        let gone = t.replace(&file.display().to_string(), "/nonexistent/pw");
+        assert!(err_of(&gone).contains("cannot read the password file"));
+        // A hash alone cannot log in to the servers.
+        let hash_only = ISSUE_EXAMPLE.replace(
+            "password = \"apppass\"",
+            "password = \"*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19\"",
+        );
+        assert!(err_of(&hash_only).contains("backend_password"));
+        assert!(is_native_hash("*2470c0c06dee42fd1618bb99005adca2ec9d1e19"));
+        assert!(!is_native_hash("*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E1"));
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

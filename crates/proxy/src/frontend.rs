@@ -328,15 +328,19 @@ async fn login_checked(
         }
         return Ok(Login::new(resp, caps, mariadb_caps, nonce, seq));
     }
-    if plugin != NATIVE_PASSWORD && plugin != CACHING_SHA2_PASSWORD {
+    // A user known by a mysql_native_password hash can only be checked
+    // with that plugin.
+    let hashed = known.is_some_and(sextant_config::is_native_hash);
+    let wanted = if hashed { NATIVE_PASSWORD } else { auth.plugin };
+    if plugin != NATIVE_PASSWORD && (plugin != CACHING_SHA2_PASSWORD || hashed) {
         // Any other plugin: ask the client to switch to ours.
         let mut sw = Vec::new();
-        encode_auth_switch(&mut sw, auth.plugin, &nonce);
+        encode_auth_switch(&mut sw, wanted, &nonce);
         write_packet(&mut client.out, seq, &sw);
         client.flush().await?;
         client.read_packet(&mut payload).await?;
         seq = client.last_seq.wrapping_add(1);
-        plugin = auth.plugin;
+        plugin = wanted;
         response = payload.clone();
     }
     let ok = if plugin == CACHING_SHA2_PASSWORD {
@@ -436,6 +440,9 @@ async fn sha2_login(
 }
 
 fn check_native(password: &str, nonce: &[u8], response: &[u8]) -> bool {
+    if sextant_config::is_native_hash(password) {
+        return auth::verify_native_hash(password, nonce, response);
+    }
     if password.is_empty() {
         return response.is_empty();
     }

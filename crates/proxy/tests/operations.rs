@@ -516,3 +516,72 @@ fn json_logs_and_levels_per_module_from_the_config() {
     drop(p.conn());
     wait_log(&p, "client logged in", 1);
 }
+
+#[test]
+fn passwords_as_native_hashes_environment_variables_and_files() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab();
+    let hash: Option<String> = direct(lab.primary)
+        .query_first("SELECT PASSWORD('hashed-pass')")
+        .unwrap();
+    let hash = hash.expect("a hash");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("secrets");
+    std::fs::create_dir_all(&dir).unwrap();
+    let admin_file = dir.join("admin-password");
+    std::fs::write(&admin_file, "admin-from-file\n").unwrap();
+    for listener_plugin in ["mysql_native_password", "caching_sha2_password"] {
+        let p = Setup {
+            proxy: &format!("auth_plugin = \"{listener_plugin}\"\nsha2_full_auth = \"never\""),
+            users: &format!(
+                "[[users]]\nname = \"hashed\"\npassword = \"{hash}\"\nbackend_user = \"app\"\nbackend_password = {{ env = \"SEXTANT_TEST_BACKEND_PW\" }}\n"
+            ),
+            env: vec![("SEXTANT_TEST_BACKEND_PW", "apppass".to_string())],
+            ..Default::default()
+        }
+        .start();
+        let cfg = std::fs::read_to_string(&p.config).unwrap().replace(
+            "password = \"adminpass\"",
+            &format!(
+                "password = {{ file = {:?} }}",
+                admin_file.display().to_string()
+            ),
+        );
+        std::fs::write(&p.config, cfg).unwrap();
+        let url = |pw: &str| p.url("hashed", pw, "sextant_test");
+        let mut c = mysql::Conn::new(mysql::Opts::from_url(&url("hashed-pass")).unwrap())
+            .unwrap_or_else(|e| panic!("{listener_plugin}: login by hash: {e}"));
+        let who: Option<String> = c.query_first("SELECT CURRENT_USER()").unwrap();
+        assert!(
+            who.unwrap().starts_with("app@"),
+            "the backend account from the environment"
+        );
+        match mysql::Conn::new(mysql::Opts::from_url(&url("wrong-pass")).unwrap()) {
+            Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1045),
+            other => panic!("a wrong password is refused: {:?}", other.map(|_| ())),
+        }
+        // The admin password from a file: a reload reports that [admin]
+        // changes at a restart; after one, the file's password is it.
+        p.admin().query_drop("RELOAD CONFIG").unwrap();
+        assert!(p
+            .logs()
+            .contains("[admin] changed but take(s) effect only at a restart"));
+        let mut p = p;
+        p.restart(&[("SEXTANT_TEST_BACKEND_PW", "apppass")]);
+        let admin = |pw: &str| {
+            mysql::Conn::new(
+                mysql::OptsBuilder::new()
+                    .ip_or_hostname(Some("127.0.0.1"))
+                    .tcp_port(p.admin_port)
+                    .user(Some("admin"))
+                    .pass(Some(pw))
+                    .prefer_socket(false),
+            )
+        };
+        admin("admin-from-file").expect("the admin password from the file");
+        assert!(
+            admin("adminpass").is_err(),
+            "the old admin password still works"
+        );
+        assert!(!p.logs().contains("hashed-pass") && !p.logs().contains("admin-from-file"));
+    }
+}
