@@ -1,6 +1,8 @@
 //! Admin commands. Each answers with a table (or an error message); the
 //! server binary speaks the protocol around them.
 
+pub mod metrics;
+
 use sextant_backend::Pool;
 use sextant_config::RoutingPolicy;
 use sextant_routing::{plan, Command, Cursor, Rule, SessionFacts, Target};
@@ -70,7 +72,8 @@ pub struct Counters {
     pub allocations: Option<&'static std::sync::atomic::AtomicU64>,
 }
 
-pub const COMMANDS: &str = "SHOW BACKENDS, SHOW STATUS, SHOW SESSIONS, KILL [QUERY] <session id>, \
+pub const COMMANDS: &str =
+    "SHOW BACKENDS, SHOW STATUS, SHOW STATS, SHOW SESSIONS, KILL [QUERY] <session id>, \
      EXPLAIN ROUTE [FOR USER name] [IN DATABASE db] <statement>, SHOW SHARD SCHEMA DIFF db.table, \
      SHOW XA, XA COMMIT '<gtrid>', XA ROLLBACK '<gtrid>', RELOAD CONFIG, SELECT 1";
 
@@ -84,6 +87,8 @@ pub struct Context<'a> {
     pub sessions: &'a dyn Fn() -> Vec<SessionRow>,
     /// The sharding layout's router, if the config has one.
     pub sharding: Option<&'a sextant_sharding::Router>,
+    /// Each user's sessions open now.
+    pub user_sessions: Vec<(&'a str, usize)>,
 }
 
 pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
@@ -144,6 +149,7 @@ pub fn execute(sql: &str, ctx: &Context<'_>) -> Answer {
         ["SHOW", "SESSIONS"] | ["SHOW", "PROCESSLIST"] => Answer::Table(sessions(ctx)),
         ["KILL", rest @ ..] => kill(rest),
         ["SHOW", "STATUS"] => Answer::Table(status(counters)),
+        ["SHOW", "STATS"] => Answer::Table(metrics::table(&metrics::collect(ctx))),
         ["SHOW", "XA"] => Answer::ShowXa,
         ["RELOAD", "CONFIG"] => Answer::Reload,
         ["SELECT", "1"] => Answer::Table(Table {
@@ -630,6 +636,11 @@ fn backends(pool: &Pool) -> Table {
             Some(s.health.lag_ms().to_string()),
             s.health.last_error(),
             s.health.member_state(),
+            Some(s.health.stats.per_second().to_string()),
+            Some(s.health.stats.read().statements.to_string()),
+            Some(s.health.outstanding().to_string()),
+            Some(s.health.stats.read().errors.to_string()),
+            Some(s.health.applied_list()).filter(|a| !a.is_empty()),
         ]);
     }
     Table {
@@ -653,6 +664,11 @@ fn backends(pool: &Pool) -> Table {
             "lag_ms",
             "last_error",
             "member_state",
+            "statements_per_s",
+            "statements",
+            "in_flight",
+            "errors",
+            "applied_gtid",
         ]
         .map(String::from)
         .to_vec(),
@@ -752,6 +768,7 @@ mod tests {
                 }]
             },
             sharding: None,
+            user_sessions: vec![("app", 1)],
         };
         match execute("show sessions", &ctx) {
             Answer::Table(t) => assert_eq!(

@@ -61,6 +61,8 @@ pub struct Health {
     /// Moving average of statement response time, microseconds
     /// (least_latency balancing); 0 until the first sample.
     latency_us: AtomicU64,
+    /// Statements relayed for clients, errors, response times.
+    pub stats: crate::stats::StatementStats,
     last_error: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
     /// The cluster state the monitor last saw when the member is not
@@ -84,6 +86,7 @@ impl Health {
             stmt_limit: AtomicU32::new(0),
             outstanding: AtomicU32::new(0),
             latency_us: AtomicU64::new(0),
+            stats: Default::default(),
             last_error: Mutex::new(None),
             version: Mutex::new(None),
             member_state: Mutex::new(None),
@@ -239,6 +242,19 @@ impl Health {
         })
     }
 
+    /// The applied positions as last seen, `domain-sequence` each (the
+    /// server id is not kept).
+    pub fn applied_list(&self) -> String {
+        let v: Vec<String> = self
+            .applied
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .filter(|&v| v > 1)
+            .map(|v| format!("{}-{}", crate::gtid::domain(v), crate::gtid::seq(v)))
+            .collect();
+        v.join(",")
+    }
+
     /// Records the positions the monitor read (e.g. @@gtid_slave_pos).
     pub fn set_applied(&self, list: &str) {
         let mut slot = 0;
@@ -260,16 +276,25 @@ impl Health {
         self.heartbeat_applied_us.store(us, Ordering::Relaxed);
     }
 
+    /// Statements running on the server now.
+    pub fn outstanding(&self) -> u32 {
+        self.outstanding.load(Ordering::Relaxed)
+    }
+
     #[inline]
     pub fn statement_started(&self) {
         self.outstanding.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// `elapsed_us` is None when the statement failed (no latency sample).
+    /// A statement's end: how long it took, whether the server answered
+    /// it with an error, and whether the time feeds the moving average
+    /// (least_latency balancing; not for a statement that failed).
     #[inline]
-    pub fn statement_finished(&self, elapsed_us: Option<u64>) {
+    pub fn statement_finished(&self, elapsed_us: u64, error: bool, sample: bool) {
         self.outstanding.fetch_sub(1, Ordering::Relaxed);
-        if let Some(us) = elapsed_us {
+        self.stats.record(elapsed_us, error);
+        if sample {
+            let us = elapsed_us;
             // EWMA with alpha 1/8. Concurrent updates may lose a sample,
             // which a moving average does not mind; no lock is taken.
             let old = self.latency_us.load(Ordering::Relaxed);

@@ -12,6 +12,7 @@ mod health;
 pub mod pipe;
 mod pool;
 mod state;
+pub mod stats;
 
 pub use binding::{Binding, Lease};
 pub use conn::{

@@ -356,6 +356,10 @@ impl Default for Proxy {
 pub struct Admin {
     #[serde(default = "default_admin_listen")]
     pub listen: Addr,
+    /// HTTP: /metrics (Prometheus), /healthz, /readyz, /api/..., and the
+    /// status page at /. Off unless set.
+    #[serde(default)]
+    pub http_listen: Option<Addr>,
     pub user: String,
     /// A password (see [`secret`] for the forms it may take).
     #[serde(deserialize_with = "secret")]
@@ -1323,18 +1327,25 @@ impl Config {
                     .into(),
             ));
         }
-        let listens: Vec<(&str, &Addr)> = std::iter::once(("proxy", &self.proxy.listen))
-            .chain(self.admin.iter().map(|a| ("admin", &a.listen)))
-            .collect();
-        if let [(_, p), (_, a)] = listens.as_slice() {
-            if p == a {
+        let listens: Vec<(&str, &str, &Addr)> =
+            std::iter::once(("proxy", "listen", &self.proxy.listen))
+                .chain(self.admin.iter().map(|a| ("admin", "listen", &a.listen)))
+                .chain(
+                    self.admin
+                        .iter()
+                        .filter_map(|a| Some(("admin", "http_listen", a.http_listen.as_ref()?))),
+                )
+                .collect();
+        for (i, (table, key, a)) in listens.iter().enumerate() {
+            if let Some((t0, k0, _)) = listens[..i].iter().find(|(_, _, b)| b == a) {
                 errors.push(err(
-                    "admin",
-                    "listen",
-                    format!("{a} is also [proxy] listen; give each listener its own address"),
+                    table,
+                    key,
+                    format!("{a} is also [{t0}] {k0}; give each listener its own address"),
                 ));
             }
         }
+        let listens: Vec<(&str, &Addr)> = listens.iter().map(|(t, _, a)| (*t, *a)).collect();
         for (table, a) in listens {
             if a.is_unix_path() {
                 errors.push(err(

@@ -13,6 +13,7 @@ pub mod alloc_count;
 mod client;
 pub mod errors;
 mod frontend;
+mod http;
 mod inflight;
 mod kill;
 mod memory;

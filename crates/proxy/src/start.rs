@@ -209,6 +209,17 @@ pub async fn run(
         )),
         None => None,
     };
+    let http =
+        match config.admin.as_ref().and_then(|a| a.http_listen.as_ref()) {
+            Some(addr) => Some(tokio::net::TcpListener::bind(&addr.0).await.map_err(|e| {
+                StartError::Listen {
+                    addr: addr.to_string(),
+                    which: " (http)",
+                    source: e,
+                }
+            })?),
+            None => None,
+        };
     let max_connections = client_limit(&runtime);
     let admin_guard = guard(&config.proxy);
     let xa = match &runtime.sharding {
@@ -241,6 +252,13 @@ pub async fn run(
         );
         tokio::spawn(admin::serve(l, shared.clone(), users));
     }
+    if let Some(l) = http {
+        tracing::info!(
+            "http port listening on {} (/metrics, /healthz, /readyz, /api, status page at /)",
+            l.local_addr().map(|a| a.to_string()).unwrap_or_default()
+        );
+        tokio::spawn(crate::http::serve(l, shared.clone()));
+    }
     if let Some(c) = &shared.xa {
         tokio::spawn(crate::xa_recovery::run(shared.clone(), c.clone()));
     }
@@ -261,6 +279,7 @@ pub async fn run(
                 let monitor_on = rt.config.monitor.enabled;
                 let upkeep = |s: &Arc<sextant_backend::Server>| {
                     s.reap();
+                    s.health.stats.tick();
                     if !monitor_on && !s.health.reachable() {
                         let s = s.clone();
                         tokio::spawn(async move { s.probe().await });

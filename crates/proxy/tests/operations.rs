@@ -585,3 +585,282 @@ fn passwords_as_native_hashes_environment_variables_and_files() {
         assert!(!p.logs().contains("hashed-pass") && !p.logs().contains("admin-from-file"));
     }
 }
+
+/// `text` parsed by Prometheus's own Python parser (a ValueError on any
+/// line that is not valid exposition): every sample as
+/// (name, labels, value).
+fn prometheus_samples(
+    text: &str,
+) -> Vec<(String, std::collections::BTreeMap<String, String>, f64)> {
+    use std::io::Write;
+    let script = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    for s in fam.samples:
+        out.append([s.name, s.labels, s.value])
+print(json.dumps(out))
+"#;
+    let mut child = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/deps installs python3-prometheus-client)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "not valid Prometheus exposition: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Vec<(String, std::collections::BTreeMap<String, String>, f64)> =
+        serde_json::from_slice(&out.stdout).expect("json");
+    v
+}
+
+fn server_statements(p: &Proxy) -> std::collections::HashMap<String, f64> {
+    let (code, text) = p.http_get("/metrics");
+    assert_eq!(code, 200);
+    prometheus_samples(&text)
+        .into_iter()
+        .filter(|(n, _, _)| n == "sextant_server_statements_total")
+        .map(|(_, l, v)| (l["server"].clone(), v))
+        .collect()
+}
+
+fn com_select(c: &mut mysql::Conn) -> u64 {
+    let row: Option<(String, String)> = c
+        .query_first("SHOW GLOBAL STATUS LIKE 'Com_select'")
+        .unwrap();
+    row.and_then(|(_, v)| v.parse().ok()).expect("Com_select")
+}
+
+#[test]
+fn metrics_are_valid_prometheus_and_agree_with_the_servers() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab();
+    // The monitor checks once at start, then not for a minute: the
+    // replicas' Com_select then counts only what sextant relayed.
+    let p = Setup {
+        http: true,
+        group: "[routing]\nhold_ms = 0\n[monitor]\ninterval_ms = 60000\n",
+        ..Default::default()
+    }
+    .start();
+    let mut c = p.conn();
+    for i in 0..50 {
+        let _: Option<i32> = c.query_first(format!("SELECT {i}")).unwrap();
+    }
+    let mut direct: Vec<(u16, mysql::Conn)> =
+        lab.replicas.iter().map(|&r| (r, super_direct(r))).collect();
+    let before_servers: Vec<u64> = direct.iter_mut().map(|(_, d)| com_select(d)).collect();
+    let before = server_statements(&p);
+    for i in 0..400 {
+        let v: Option<i32> = c.query_first(format!("SELECT {i}")).unwrap();
+        assert_eq!(v, Some(i));
+    }
+    let after = server_statements(&p);
+    let mut total = 0.0;
+    for ((port, d), b) in direct.iter_mut().zip(before_servers) {
+        let server_delta = com_select(d) - b;
+        let key = format!("127.0.0.1:{port}");
+        let ours = after[&key] - before[&key];
+        total += ours;
+        assert_eq!(
+            ours as u64, server_delta,
+            "{key}: sextant counted {ours} statements, the server's Com_select grew by {server_delta}"
+        );
+    }
+    assert_eq!(total, 400.0, "the reads went to the replicas");
+
+    // The rest of the exposition: histograms, pools, health.
+    let (_, text) = p.http_get("/metrics");
+    let samples = prometheus_samples(&text);
+    let find = |name: &'static str| samples.iter().filter(move |(n, _, _)| n == name);
+    assert!(find("sextant_server_statement_duration_seconds_bucket")
+        .any(|(_, l, v)| l["le"] == "+Inf" && *v >= 400.0 / 2.0));
+    assert_eq!(find("sextant_server_up").count(), 3);
+    assert!(find("sextant_server_up").all(|(_, _, v)| *v == 1.0));
+    assert!(find("sextant_pool_connections").any(|(_, l, _)| l["state"] == "idle"));
+    assert!(find("sextant_client_connections").any(|(_, _, v)| *v >= 1.0));
+    // SHOW STATS reads the same figures.
+    let rows: Vec<(String, String, String)> = p.admin().query("SHOW STATS").unwrap();
+    assert!(rows
+        .iter()
+        .any(|(m, l, _)| m == "sextant_server_statements_total" && l.contains("role=replica")));
+    // SHOW BACKENDS: statements, in flight, errors, applied GTID.
+    let rows: Vec<mysql::Row> = p.admin().query("SHOW BACKENDS").unwrap();
+    for r in &rows {
+        for col in [
+            "statements_per_s",
+            "statements",
+            "in_flight",
+            "errors",
+            "applied_gtid",
+        ] {
+            assert!(
+                r.columns_ref().iter().any(|c| c.name_str() == col),
+                "no {col}"
+            );
+        }
+    }
+}
+
+/// A direct connection that stays open (one login, counted before).
+fn super_direct(port: u16) -> mysql::Conn {
+    direct(port)
+}
+
+#[test]
+fn health_readiness_and_the_json_api() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab();
+    let p = Setup {
+        http: true,
+        ..Default::default()
+    }
+    .start();
+    assert_eq!(p.http_get("/healthz"), (200, "ok\n".into()));
+    assert_eq!(p.http_get("/readyz").0, 200);
+    let primary = format!("127.0.0.1:{}", lab.primary);
+    p.admin()
+        .query_drop(format!("SET MAINTENANCE ON '{primary}'"))
+        .unwrap();
+    let (code, body) = p.http_get("/readyz");
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("no reachable primary in group(s) main"),
+        "{body}"
+    );
+    p.admin()
+        .query_drop(format!("SET MAINTENANCE OFF '{primary}'"))
+        .unwrap();
+    assert_eq!(p.http_get("/readyz").0, 200);
+    let _c = p.conn();
+    let (code, body) = p.http_get("/api/backends");
+    assert_eq!(code, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let addrs: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["address"].as_str().unwrap())
+        .collect();
+    assert!(addrs.contains(&primary.as_str()), "{body}");
+    assert_eq!(addrs.len(), 3);
+    let (_, body) = p.http_get("/api/sessions");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1, "one session: {body}");
+    assert_eq!(p.http_get("/nope").0, 404);
+    let (_, page) = p.http_get("/");
+    assert!(
+        page.contains("<title>sextant status</title>")
+            && !page.contains("http://")
+            && !page.contains("https://"),
+        "the status page is self-contained"
+    );
+}
+
+/// Headless Chromium (Debian's package) loads the status page: it lists
+/// the lab's servers, and its numbers move under load. Leaves a
+/// screenshot in target/ (docs/status-page.png is one).
+#[test]
+fn status_page_in_headless_chromium() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab();
+    let p = Setup {
+        http: true,
+        group: "[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    }
+    .start();
+    let url = format!("http://127.0.0.1:{}/", p.http_port.unwrap());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, stop) = (p.url("app", "apppass", "sextant_test"), stop.clone());
+            std::thread::spawn(move || {
+                let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < deadline
+                {
+                    let _: Option<i32> = c.query_first("SELECT 1").unwrap();
+                }
+            })
+        })
+        .collect();
+    let profile = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("chromium-profile");
+    let dump = |extra: &[&str]| -> String {
+        let out = std::process::Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--virtual-time-budget=4000",
+                "--window-size=1280,800",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(extra)
+            .arg(&url)
+            .output()
+            .expect("chromium (scripts/deps installs it)");
+        assert!(
+            out.status.success(),
+            "chromium: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The number in the element with this id.
+    let figure = |dom: &str, id: &str| -> f64 {
+        let at = dom
+            .find(&format!("id=\"{id}\""))
+            .unwrap_or_else(|| panic!("no #{id}:\n{dom}"));
+        let rest = &dom[at..];
+        let text = &rest[rest.find('>').unwrap() + 1..rest.find('<').unwrap()];
+        text.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("#{id} is {text:?}"))
+    };
+    // (Rates are per whole second: let one pass under load.)
+    std::thread::sleep(Duration::from_millis(1500));
+    let first = dump(&["--dump-dom"]);
+    for port in std::iter::once(lab.primary).chain(lab.replicas.iter().copied()) {
+        assert!(
+            first.contains(&format!("data-server=\"127.0.0.1:{port}\"")),
+            "the page lists server {port}:\n{first}"
+        );
+    }
+    assert!(
+        figure(&first, "qps") > 0.0,
+        "statements per second under load:\n{first}"
+    );
+    assert!(figure(&first, "sessions") >= 4.0);
+    std::thread::sleep(Duration::from_secs(1));
+    let second = dump(&["--dump-dom"]);
+    assert!(
+        figure(&second, "total") > figure(&first, "total"),
+        "the statement count moves"
+    );
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
+    dump(&[&format!("--screenshot={}", shot.display())]);
+    assert!(
+        std::fs::metadata(&shot)
+            .map(|m| m.len() > 10_000)
+            .unwrap_or(false),
+        "a screenshot"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for l in load {
+        l.join().unwrap();
+    }
+}

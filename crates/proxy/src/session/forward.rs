@@ -385,9 +385,9 @@ impl Session {
     }
 }
 
-/// Relays one answer, counting the statement in flight on its server
-/// and, when `timed`, timing it. Response times feed only least_latency
-/// balancing: no clock reads per statement otherwise.
+/// Relays one answer, counting the statement in flight on its server and
+/// timing it (the server's statement stats; with `timed`, the moving
+/// average least_latency balancing uses).
 async fn relay_counted(
     client: &mut Client,
     conn: &mut BackendConn,
@@ -396,7 +396,7 @@ async fn relay_counted(
     expect: Expect,
     opts: &RelayOpts,
 ) -> Result<RelayResult, RelayError> {
-    let started = timed.then(std::time::Instant::now);
+    let started = std::time::Instant::now();
     server.health.statement_started();
     let relayed = match server.settings.query_timeout {
         None => {
@@ -426,10 +426,11 @@ async fn relay_counted(
             }
         }
     };
-    let elapsed_us = started
-        .filter(|_| relayed.is_ok())
-        .map(|t| t.elapsed().as_micros() as u64);
-    server.health.statement_finished(elapsed_us);
+    let elapsed_us = started.elapsed().as_micros() as u64;
+    let error = relayed.as_ref().map_or(true, |r| r.error);
+    server
+        .health
+        .statement_finished(elapsed_us, error, timed && relayed.is_ok());
     relayed
 }
 

@@ -153,6 +153,8 @@ pub struct Setup<'a> {
     pub groups: Option<String>,
     /// Environment variables for the sextant process.
     pub env: Vec<(&'static str, String)>,
+    /// Open the HTTP port ([admin] http_listen) on a free port.
+    pub http: bool,
 }
 
 impl Setup<'_> {
@@ -183,6 +185,8 @@ pub struct Proxy {
     child: Child,
     pub port: u16,
     pub admin_port: u16,
+    /// The HTTP port, when the setup asked for one.
+    pub http_port: Option<u16>,
     pub log: PathBuf,
     /// The config file it runs with.
     pub config: PathBuf,
@@ -195,6 +199,7 @@ impl Proxy {
         let lab = lab();
         let port = free_port();
         let admin_port = free_port();
+        let http_port = s.http.then(free_port);
         let ports = s
             .replicas_override
             .clone()
@@ -234,6 +239,7 @@ listen = "127.0.0.1:{port}"
 listen = "127.0.0.1:{admin_port}"
 user = "admin"
 password = "adminpass"
+{http}
 
 [[users]]
 name = "app"
@@ -249,6 +255,10 @@ backend_password = "apppass"
 {groups}
 {extra}
 "#,
+            http = match http_port {
+                Some(p) => format!("http_listen = \"127.0.0.1:{p}\""),
+                None => String::new(),
+            },
             groups = match &s.groups {
                 Some(g) => g.clone(),
                 None => format!(
@@ -308,6 +318,7 @@ backend_password = "apppass"
             child,
             port,
             admin_port,
+            http_port,
             log,
             config: path,
         };
@@ -455,6 +466,29 @@ backend_password = "apppass"
                     .expect("a number")
             })
             .sum()
+    }
+
+    /// GET `path` from the HTTP port: (status code, body).
+    pub fn http_get(&self, path: &str) -> (u16, String) {
+        let port = self.http_port.expect("Setup { http: true, .. }");
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the http port");
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).expect("read the answer");
+        let (head, body) = raw.split_once("\r\n\r\n").expect("headers and body");
+        let code = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .expect("a status line");
+        // Chunked bodies are not used: hyper sends Content-Length for a
+        // full body.
+        (code, body.to_string())
     }
 
     pub fn admin(&self) -> mysql::Conn {

@@ -1,0 +1,154 @@
+//! The HTTP port (`[admin] http_listen`): what monitoring systems and a
+//! browser read. Everything is a GET and nothing changes state (changes go
+//! through the admin port, which has a login):
+//!
+//! - `/metrics`: Prometheus text exposition (`sextant_admin::metrics`);
+//! - `/healthz`: 200 while the process serves;
+//! - `/readyz`: 200 when every group has a reachable primary and sextant
+//!   is not shutting down, else 503 with the reason;
+//! - `/api/backends`, `/api/sessions`, `/api/status`, `/api/stats`: the
+//!   admin port's tables as JSON;
+//! - `/`: the status page (one self-contained HTML file).
+
+use crate::shared::Shared;
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Request, Response, StatusCode};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+const STATUS_PAGE: &str = include_str!("status.html");
+
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!("http accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, std::convert::Infallible>(answer(&shared, &req)) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, svc)
+                .await
+            {
+                tracing::debug!(%peer, "http connection ended: {e}");
+            }
+        });
+    }
+}
+
+fn answer<B>(shared: &Shared, req: &Request<B>) -> Response<Full<Bytes>> {
+    if req.method() != hyper::Method::GET && req.method() != hyper::Method::HEAD {
+        return reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "only GET: changes go through the admin port\n".into(),
+        );
+    }
+    match req.uri().path() {
+        "/metrics" => {
+            let text = crate::admin::with_context(shared, |ctx| {
+                sextant_admin::metrics::exposition(&sextant_admin::metrics::collect(ctx))
+            });
+            reply(StatusCode::OK, "text/plain; version=0.0.4", text)
+        }
+        "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/readyz" => match not_ready(shared) {
+            None => reply(StatusCode::OK, "text/plain", "ready\n".into()),
+            Some(why) => reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("not ready: {why}\n"),
+            ),
+        },
+        "/" | "/index.html" => reply(StatusCode::OK, "text/html; charset=utf-8", STATUS_PAGE.into()),
+        path => match path.strip_prefix("/api/").and_then(|p| api(shared, p)) {
+            Some(json) => reply(StatusCode::OK, "application/json", json),
+            None => reply(
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                "not found; try /metrics, /healthz, /readyz, /api/backends, /api/sessions, /api/status, /api/stats or /\n".into(),
+            ),
+        },
+    }
+}
+
+/// Why sextant should not be given traffic now, if so.
+fn not_ready(shared: &Shared) -> Option<String> {
+    if crate::shutdown::requested() {
+        return Some("shutting down".into());
+    }
+    let rt = shared.runtime();
+    let missing: Vec<&str> = rt
+        .pool
+        .groups
+        .iter()
+        .filter(|(_, g)| {
+            !g.primary()
+                .is_some_and(|p| p.health.reachable() && !p.health.in_maintenance())
+        })
+        .map(|(name, _)| name.as_str())
+        .collect();
+    (!missing.is_empty())
+        .then(|| format!("no reachable primary in group(s) {}", missing.join(", ")))
+}
+
+fn api(shared: &Shared, what: &str) -> Option<String> {
+    let command = match what {
+        "backends" => "SHOW BACKENDS",
+        "sessions" => "SHOW SESSIONS",
+        "status" => "SHOW STATUS",
+        "stats" => "SHOW STATS",
+        _ => return None,
+    };
+    crate::admin::with_context(shared, |ctx| match sextant_admin::execute(command, ctx) {
+        sextant_admin::Answer::Table(t) => Some(table_json(&t)),
+        _ => None,
+    })
+}
+
+/// A table as a JSON array of objects keyed by column.
+fn table_json(t: &sextant_admin::Table) -> String {
+    let rows: Vec<serde_json::Value> = t
+        .rows
+        .iter()
+        .map(|r| {
+            let m: serde_json::Map<String, serde_json::Value> = t
+                .columns
+                .iter()
+                .zip(r)
+                .map(|(c, v)| {
+                    let v = match v {
+                        Some(v) => serde_json::Value::String(v.clone()),
+                        None => serde_json::Value::Null,
+                    };
+                    (c.clone(), v)
+                })
+                .collect();
+            serde_json::Value::Object(m)
+        })
+        .collect();
+    serde_json::Value::Array(rows).to_string()
+}
+
+fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    r.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-store"),
+    );
+    r
+}
