@@ -188,6 +188,26 @@ static RELOADING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// config stays, and the error says why (as check-config would).
 pub async fn reload(shared: &Shared) -> Result<Reloaded, String> {
     let _one = RELOADING.lock().await;
+    // systemd waits for READY=1 after RELOADING=1 (with the monotonic
+    // time, which newer systemd versions require) before it reports the
+    // reload done, whatever its outcome.
+    let mut reloading = vec![sd_notify::NotifyState::Reloading];
+    if let Ok(now) = sd_notify::NotifyState::monotonic_usec_now() {
+        reloading.push(now);
+    }
+    crate::start::notify_systemd(&reloading);
+    let r = apply(shared).await;
+    crate::start::notify_systemd(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(match r {
+            Ok(_) => "serving (config reloaded)",
+            Err(_) => "serving (a config reload was refused: see the log)",
+        }),
+    ]);
+    r
+}
+
+async fn apply(shared: &Shared) -> Result<Reloaded, String> {
     let Some(path) = shared.config_path.as_deref() else {
         return Err("sextant was started without a config file; nothing to reload".into());
     };

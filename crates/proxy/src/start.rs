@@ -306,6 +306,10 @@ pub async fn run(
     } else {
         Vec::new()
     };
+    notify_systemd(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status("serving"),
+    ]);
     let mut next_worker = 0;
     let accept = async {
         loop {
@@ -381,6 +385,10 @@ async fn drain(shared: &Shared, workers: &[tokio::sync::mpsc::UnboundedSender<Wo
         "{why}: shutting down; no new clients; {open} session(s) end when their statement or transaction does (up to {} ms)",
         limit.as_millis()
     );
+    notify_systemd(&[
+        sd_notify::NotifyState::Stopping,
+        sd_notify::NotifyState::Status("shutting down: sessions finishing"),
+    ]);
     crate::shutdown::request_here();
     for w in workers {
         let _ = w.send(Work::Shutdown);
@@ -400,6 +408,14 @@ async fn drain(shared: &Shared, workers: &[tokio::sync::mpsc::UnboundedSender<Wo
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Tells systemd (Type=notify units: NOTIFY_SOCKET set) how sextant is
+/// doing; nothing without it.
+pub(crate) fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::warn!("cannot notify systemd: {e}");
     }
 }
 

@@ -691,6 +691,35 @@ fn metrics_are_valid_prometheus_and_agree_with_the_servers() {
     assert!(find("sextant_server_up").all(|(_, _, v)| *v == 1.0));
     assert!(find("sextant_pool_connections").any(|(_, l, _)| l["state"] == "idle"));
     assert!(find("sextant_client_connections").any(|(_, _, v)| *v >= 1.0));
+    // The Grafana dashboard asks only for metrics sextant exposes.
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("packaging/grafana-dashboard.json")).unwrap(),
+    )
+    .expect("the dashboard is JSON");
+    let families: std::collections::HashSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let mut asked = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap();
+            for (i, _) in expr.match_indices("sextant_") {
+                let name: String = expr[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let base = name.strip_suffix("_bucket").unwrap_or(&name);
+                assert!(
+                    families.contains(base),
+                    "the dashboard asks for {name}, which /metrics lacks"
+                );
+                asked += 1;
+            }
+        }
+    }
+    assert!(asked >= 10);
     // SHOW STATS reads the same figures.
     let rows: Vec<(String, String, String)> = p.admin().query("SHOW STATS").unwrap();
     assert!(rows
@@ -863,4 +892,66 @@ fn status_page_in_headless_chromium() {
     for l in load {
         l.join().unwrap();
     }
+}
+
+/// systemd's side of Type=notify, simulated: the notification socket the
+/// unit gets (NOTIFY_SOCKET), read here. sextant says READY=1 once it
+/// listens, RELOADING=1 (with MONOTONIC_USEC) then READY=1 around a
+/// SIGHUP reload, and STOPPING=1 at SIGTERM. The unit and the example
+/// config of packaging/ are checked as well.
+#[test]
+fn systemd_notifications_and_the_packaged_unit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sock_path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("notify.sock");
+    let _ = std::fs::remove_file(&sock_path);
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).expect("notify socket");
+    sock.set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let next = || {
+        let mut buf = [0u8; 4096];
+        let n = sock.recv(&mut buf).expect("a notification from sextant");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let mut p = Setup {
+        env: vec![("NOTIFY_SOCKET", sock_path.display().to_string())],
+        ..Default::default()
+    }
+    .start();
+    let ready = next();
+    assert!(ready.lines().any(|l| l == "READY=1"), "{ready}");
+    p.signal(libc::SIGHUP);
+    let reloading = next();
+    assert!(reloading.lines().any(|l| l == "RELOADING=1"), "{reloading}");
+    assert!(reloading.contains("MONOTONIC_USEC="), "{reloading}");
+    let again = next();
+    assert!(again.lines().any(|l| l == "READY=1"), "{again}");
+    p.signal(libc::SIGTERM);
+    let stopping = next();
+    assert!(stopping.lines().any(|l| l == "STOPPING=1"), "{stopping}");
+    assert!(p
+        .exit_status(Duration::from_secs(10))
+        .expect("exits")
+        .success());
+
+    // The unit runs what this test ran, the way it was run.
+    let unit = std::fs::read_to_string(repo_root().join("packaging/sextant.service")).unwrap();
+    for line in [
+        "Type=notify",
+        "ExecStart=/usr/bin/sextant --config /etc/sextant/sextant.toml",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+        "KillSignal=SIGTERM",
+    ] {
+        assert!(unit.lines().any(|l| l == line), "the unit lacks {line:?}");
+    }
+    // The packaged example config is valid.
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_sextant"))
+        .arg("check-config")
+        .arg(repo_root().join("packaging/sextant.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
 }
