@@ -155,6 +155,19 @@ impl Server {
         }
     }
 
+    /// Closes every idle connection and pipe (a server taken offline);
+    /// connections sessions hold stay theirs until they give them back.
+    pub fn close_idle(&self) {
+        let idle: Vec<BackendConn> = std::mem::take(&mut *self.idle.lock());
+        for c in idle {
+            self.discard(c);
+        }
+        let pipes: Vec<Arc<Pipe>> = std::mem::take(&mut *self.pipes.lock());
+        for p in pipes {
+            self.close_pipe(&p, None);
+        }
+    }
+
     /// A pipe for plain reads of `user` with session state `vars`: one with
     /// room (fewer than pipeline_depth reads in flight), or a new one if
     /// the server has fewer than pipeline_connections. None: pipelining is

@@ -537,7 +537,7 @@ impl<'de> Deserialize<'de> for Replica {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Routing {
     /// How long a session keeps its server connection after a statement
@@ -613,6 +613,99 @@ pub enum ConsistencyScope {
     Session,
     #[default]
     User,
+}
+
+impl Routing {
+    /// Every key of [routing], as SHOW VARIABLES lists them.
+    pub const KEYS: [&'static str; 8] = [
+        "hold_ms",
+        "primary_preferred",
+        "read_primary_percent",
+        "balance",
+        "read_only_transactions_on_replicas",
+        "consistency",
+        "consistency_scope",
+        "causal_wait_ms",
+    ];
+
+    /// Sets one key from its text (as the admin port's `SET key = value`
+    /// gives it: `true`/`false`/`on`/`off`/`1`/`0`, numbers, names quoted
+    /// or not), checked as the file's value would be. Cetus's names
+    /// (master-preferred, read-master-percentage) are accepted.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let key = Config::routing_key(key);
+        if !Self::KEYS.contains(&key.as_str()) {
+            return Err(format!(
+                "unknown routing key {key:?}; the keys are {}",
+                Self::KEYS.join(", ")
+            ));
+        }
+        let v = value.trim();
+        let unquoted = v.trim_matches(|c| c == '\'' || c == '"');
+        let candidates = [
+            v.to_string(),
+            format!("\"{unquoted}\""),
+            match unquoted.to_ascii_lowercase().as_str() {
+                "on" | "1" => "true".into(),
+                "off" | "0" => "false".into(),
+                other => other.to_string(),
+            },
+        ];
+        let mut last = String::new();
+        for c in candidates {
+            match toml::from_str::<Routing>(&format!("{key} = {c}")) {
+                Ok(r) => {
+                    match key.as_str() {
+                        "hold_ms" => self.hold_ms = r.hold_ms,
+                        "primary_preferred" => self.primary_preferred = r.primary_preferred,
+                        "read_primary_percent" => {
+                            self.read_primary_percent = r.read_primary_percent
+                        }
+                        "balance" => self.balance = r.balance,
+                        "read_only_transactions_on_replicas" => {
+                            self.read_only_transactions_on_replicas =
+                                r.read_only_transactions_on_replicas
+                        }
+                        "consistency" => self.consistency = r.consistency,
+                        "consistency_scope" => self.consistency_scope = r.consistency_scope,
+                        _ => self.causal_wait_ms = r.causal_wait_ms,
+                    }
+                    return Ok(());
+                }
+                Err(e) => last = e.message().to_string(),
+            }
+        }
+        Err(format!("{key} = {value}: {last}"))
+    }
+
+    /// A key's value as the config file would write it.
+    pub fn get(&self, key: &str) -> Option<String> {
+        let name = |v: &dyn std::fmt::Debug| {
+            // The enums' file names are their variants in snake_case.
+            let d = format!("{v:?}");
+            let mut out = String::new();
+            for (i, ch) in d.chars().enumerate() {
+                if ch.is_ascii_uppercase() && i > 0 {
+                    out.push('_');
+                }
+                out.push(ch.to_ascii_lowercase());
+            }
+            out
+        };
+        Some(match key {
+            "hold_ms" => self.hold_ms.to_string(),
+            "primary_preferred" => self.primary_preferred.to_string(),
+            "read_primary_percent" => self.read_primary_percent.to_string(),
+            "balance" => name(&self.balance),
+            "read_only_transactions_on_replicas" => {
+                self.read_only_transactions_on_replicas.to_string()
+            }
+            "consistency" => name(&self.consistency),
+            "consistency_scope" => name(&self.consistency_scope),
+            "causal_wait_ms" => self.causal_wait_ms.to_string(),
+            _ => return None,
+        })
+    }
 }
 
 impl Default for Routing {
@@ -1184,6 +1277,22 @@ impl Config {
             1 => errors.remove(0),
             _ => ConfigError::Several(errors),
         }
+    }
+
+    /// A routing key's name in the file (Cetus's names mapped to
+    /// sextant's).
+    pub fn routing_key(key: &str) -> String {
+        match key.to_ascii_lowercase().as_str() {
+            "master-preferred" | "master_preferred" => "primary_preferred".into(),
+            "read-master-percentage" | "read_master_percentage" => "read_primary_percent".into(),
+            k => k.to_string(),
+        }
+    }
+
+    /// Checks a config changed in memory (the admin port's SET), as a
+    /// file is checked (without line numbers: there is no file).
+    pub fn recheck(&self) -> Result<(), ConfigError> {
+        self.validate("", "(running config)")
     }
 
     fn validate(&self, text: &str, path: &str) -> Result<(), ConfigError> {
@@ -1825,6 +1934,31 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
         assert!(is_native_hash("*2470c0c06dee42fd1618bb99005adca2ec9d1e19"));
         assert!(!is_native_hash("*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E1"));
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn routing_keys_are_set_from_admin_text() {
+        let mut r = Routing::default();
+        r.set("balance", "least_latency").unwrap();
+        assert_eq!(r.get("balance").as_deref(), Some("least_latency"));
+        r.set("balance", "'weighted'").unwrap();
+        assert_eq!(r.balance, Balance::Weighted);
+        r.set("master-preferred", "ON").unwrap();
+        assert!(r.primary_preferred);
+        r.set("primary_preferred", "0").unwrap();
+        assert!(!r.primary_preferred);
+        r.set("read-master-percentage", "30").unwrap();
+        assert_eq!(r.read_primary_percent, 30);
+        assert!(r.set("read_primary_percent", "130").is_err());
+        assert!(r.set("balance", "fastest").unwrap_err().contains("balance"));
+        assert!(r
+            .set("no_such", "1")
+            .unwrap_err()
+            .contains("unknown routing key"));
+        r.set("consistency", "\"strong\"").unwrap();
+        assert_eq!(r.get("consistency").as_deref(), Some("strong"));
+        assert_eq!(r.get("consistency_scope").as_deref(), Some("user"));
+        assert_eq!(r.get("causal_wait_ms").as_deref(), Some("0"));
     }
 
     #[test]

@@ -79,8 +79,12 @@ async fn session(
                 let sql = String::from_utf8_lossy(&payload[1..]);
                 let first = sql.split_whitespace().next().unwrap_or("");
                 let reads = ["SHOW", "SELECT", "SET", "EXPLAIN", "HELP"];
+                let upper = sql.to_ascii_uppercase();
+                // (SET is mostly client libraries' noise; a routing SET is
+                // logged with its outcome below.)
                 if !reads.iter().any(|w| first.eq_ignore_ascii_case(w))
-                    || sql.to_ascii_uppercase().contains("MAINTENANCE")
+                    || upper.contains("MAINTENANCE")
+                    || upper.contains("BACKEND")
                 {
                     tracing::info!(peer = %client.peer, user = %login.user, "admin command: {}", sql.trim());
                 }
@@ -143,6 +147,20 @@ async fn session(
                             }
                         }
                     }
+                    Answer::SetRouting { key, value } => {
+                        match crate::reload::set_routing(shared, &key, &value).await {
+                            Ok(info) => {
+                                tracing::info!(peer = %client.peer, "admin: {info}");
+                                let ok = sextant_protocol::packets::OkPacket {
+                                    status: status::AUTOCOMMIT,
+                                    info: info.as_bytes(),
+                                    ..Default::default()
+                                };
+                                sextant_protocol::packets::write_ok(&mut client.out, 1, &ok, false);
+                            }
+                            Err(m) => write_err(&mut client.out, 1, 1231, "42000", &m),
+                        }
+                    }
                     Answer::Error(m) => write_err(&mut client.out, 1, 1064, "42000", &m),
                 }
             }
@@ -181,6 +199,7 @@ pub(crate) fn with_context<R>(
             .collect()
     };
     let ctx = sextant_admin::Context {
+        config: &rt.config,
         sessions: &list,
         sharding: rt.sharding.as_ref().map(|s| &s.router),
         pool: &rt.pool,
@@ -191,7 +210,7 @@ pub(crate) fn with_context<R>(
             .iter()
             .filter_map(|u| {
                 let e = rt.users.get(&u.name)?;
-                Some((u.name.as_str(), e.policy, &*e.group.name))
+                Some((u.name.as_str(), e.policy(), &*e.group.name))
             })
             .collect(),
         user_sessions: rt

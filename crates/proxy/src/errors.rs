@@ -95,6 +95,12 @@ pub enum SessionError {
     UnknownStatement { id: u32, command: &'static str },
     #[error("sextant: group {group} has no primary to write to (none is writable, or several are: split brain), after waiting {waited_ms} ms")]
     NoPrimary { group: String, waited_ms: u64 },
+    #[error("sextant: the primary {addr} of group {group} is in maintenance (the admin port's SET BACKEND '{addr}' STATE online ends it), after waiting {waited_ms} ms; the statement did not run")]
+    PrimaryInMaintenance {
+        group: String,
+        addr: String,
+        waited_ms: u64,
+    },
     #[error("{}", match .0 {
         Refusal::WriteInReplicaTransaction => "Cannot execute statement in a READ ONLY transaction (sextant: the transaction runs on a replica, and this statement may write)",
         Refusal::WriteOnReplicaState => "sextant: this session's state (reported by the server after a read) lives on a replica connection, so a statement that may write cannot run; reset the connection (COM_RESET_CONNECTION) first",
@@ -150,7 +156,7 @@ impl SessionError {
             UnknownCommand(_) => (ER_UNKNOWN_COM_ERROR, "08S01", msg),
             UnknownStatement { .. } => (ER_UNKNOWN_STMT_HANDLER, "HY000", msg),
             BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
-            NoPrimary { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
+            NoPrimary { .. } | PrimaryInMaintenance { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
             ReloadRefused(_) => (ER_SEXTANT_CONFIG, "HY000", msg),
             ServerShutdown => (ER_SERVER_SHUTDOWN, "08S01", msg),
             // The codes a client gets from a server that refuses a write:

@@ -225,6 +225,7 @@ async fn apply(shared: &Shared) -> Result<Reloaded, String> {
         );
     }
     rt.apply_weights();
+    rt.apply_policies();
     let groups_kept = rt
         .pool
         .groups
@@ -247,6 +248,29 @@ async fn apply(shared: &Shared) -> Result<Reloaded, String> {
     shared.auth.store(Arc::new(auth));
     shared.monitors.follow(&rt, monitor_changed);
     Ok(r)
+}
+
+/// The admin port's `SET <routing key> = <value>`: the running config's
+/// [routing] changed and applied as a reload applies it (open sessions
+/// follow at their next statement; hold_ms applies to new sessions). The
+/// file is not written: the next reload from the file replaces it.
+pub async fn set_routing(shared: &Shared, key: &str, value: &str) -> Result<String, String> {
+    let _one = RELOADING.lock().await;
+    let old = shared.runtime.load_full();
+    let mut config = old.config.clone();
+    config.routing.set(key, value)?;
+    config.recheck().map_err(|e| e.to_string())?;
+    let canonical = Config::routing_key(key);
+    let now = config.routing.get(&canonical).unwrap_or_default();
+    let rt = Runtime::build(config, Some(&old)).map_err(|e| e.to_string())?;
+    rt.apply_weights();
+    rt.apply_policies();
+    let rt = Arc::new(rt);
+    shared.runtime.store(rt.clone());
+    shared.monitors.follow(&rt, false);
+    Ok(format!(
+        "routing.{canonical} = {now} (running config; the file is unchanged until you edit it)"
+    ))
 }
 
 /// What `new` changes that a running process cannot take on.

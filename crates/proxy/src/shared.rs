@@ -24,8 +24,9 @@ pub struct UserEntry {
     pub ed25519: bool,
     /// May KILL any user's sessions.
     pub connection_admin: bool,
-    /// [routing] with this user's overrides.
-    pub policy: sextant_config::RoutingPolicy,
+    /// [routing] with this user's overrides; a reload or the admin
+    /// port's SET changes it in place, for the user's open sessions too.
+    pub policy: PolicyCell,
     pub backend_user: String,
     pub backend_password: String,
     pub group: Arc<Group>,
@@ -124,7 +125,6 @@ impl Runtime {
             let ed25519 = u.auth_plugin == Some(sextant_config::UserAuthPlugin::Ed25519);
             let kept = previous.and_then(|p| p.users.get(&u.name)).filter(|e| {
                 Arc::ptr_eq(&e.group, &group)
-                    && e.policy == policy
                     && e.password == u.password
                     && e.require_tls == u.require_tls
                     && e.backend_user == u.backend_user()
@@ -141,7 +141,7 @@ impl Runtime {
                     require_tls: u.require_tls,
                     ed25519,
                     connection_admin: u.connection_admin,
-                    policy,
+                    policy: PolicyCell::new(policy),
                     latest_write: Default::default(),
                     latest_write_server: Default::default(),
                     latest_write_uuid: Default::default(),
@@ -187,7 +187,94 @@ impl Runtime {
     }
 }
 
+/// A routing policy that can change while sessions read it: packed into
+/// two atomics, read with two relaxed loads per statement (no lock).
+pub struct PolicyCell {
+    flags: std::sync::atomic::AtomicU64,
+    causal_wait_ms: std::sync::atomic::AtomicU64,
+}
+
+const BALANCES: [sextant_config::Balance; 4] = [
+    sextant_config::Balance::RoundRobin,
+    sextant_config::Balance::Weighted,
+    sextant_config::Balance::LeastOutstanding,
+    sextant_config::Balance::LeastLatency,
+];
+const CONSISTENCIES: [sextant_config::Consistency; 4] = [
+    sextant_config::Consistency::Eventual,
+    sextant_config::Consistency::ReadYourWrites,
+    sextant_config::Consistency::Monotonic,
+    sextant_config::Consistency::Strong,
+];
+const SCOPES: [sextant_config::ConsistencyScope; 2] = [
+    sextant_config::ConsistencyScope::Session,
+    sextant_config::ConsistencyScope::User,
+];
+
+impl PolicyCell {
+    pub fn new(p: sextant_config::RoutingPolicy) -> PolicyCell {
+        let c = PolicyCell {
+            flags: Default::default(),
+            causal_wait_ms: Default::default(),
+        };
+        c.store(p);
+        c
+    }
+
+    fn pack(p: &sextant_config::RoutingPolicy) -> u64 {
+        let index = |i: Option<usize>| i.unwrap_or(0) as u64;
+        (p.primary_preferred as u64)
+            | (p.read_primary_percent as u64) << 8
+            | index(BALANCES.iter().position(|b| *b == p.balance)) << 16
+            | (p.read_only_transactions_on_replicas as u64) << 24
+            | index(CONSISTENCIES.iter().position(|c| *c == p.consistency)) << 32
+            | index(SCOPES.iter().position(|c| *c == p.consistency_scope)) << 40
+    }
+
+    pub fn store(&self, p: sextant_config::RoutingPolicy) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.causal_wait_ms.store(p.causal_wait_ms, Relaxed);
+        self.flags.store(Self::pack(&p), Relaxed);
+    }
+
+    #[inline]
+    pub fn load(&self) -> sextant_config::RoutingPolicy {
+        use std::sync::atomic::Ordering::Relaxed;
+        let f = self.flags.load(Relaxed);
+        let byte = |shift: u32| ((f >> shift) & 0xff) as usize;
+        sextant_config::RoutingPolicy {
+            primary_preferred: f & 1 != 0,
+            read_primary_percent: byte(8) as u8,
+            balance: BALANCES[byte(16) % BALANCES.len()],
+            read_only_transactions_on_replicas: byte(24) != 0,
+            consistency: CONSISTENCIES[byte(32) % CONSISTENCIES.len()],
+            consistency_scope: SCOPES[byte(40) % SCOPES.len()],
+            causal_wait_ms: self.causal_wait_ms.load(Relaxed),
+        }
+    }
+}
+
+impl UserEntry {
+    /// The user's routing policy now.
+    #[inline]
+    pub fn policy(&self) -> sextant_config::RoutingPolicy {
+        self.policy.load()
+    }
+}
+
 impl Runtime {
+    /// Gives every user entry the routing policy the config says (a kept
+    /// entry may have had another: its sessions follow at their next
+    /// statement).
+    pub fn apply_policies(&self) {
+        for u in &self.config.users {
+            if let Some(e) = self.users.get(&u.name) {
+                e.policy
+                    .store(self.config.routing.policy().with(&u.routing));
+            }
+        }
+    }
+
     /// Gives the servers of every group the read weights the config says
     /// (a kept group may have had other weights: they change in place,
     /// for every session at its next read).
@@ -367,6 +454,27 @@ primary = "127.0.0.1:23317"
 
     fn config(text: &str) -> Config {
         Config::parse(text, "test.toml").expect("config")
+    }
+
+    #[test]
+    fn a_policy_cell_gives_back_what_it_was_given() {
+        use sextant_config::*;
+        for balance in BALANCES {
+            for consistency in CONSISTENCIES {
+                for scope in SCOPES {
+                    let p = RoutingPolicy {
+                        primary_preferred: balance == Balance::Weighted,
+                        read_primary_percent: 37,
+                        balance,
+                        read_only_transactions_on_replicas: scope == ConsistencyScope::User,
+                        consistency,
+                        consistency_scope: scope,
+                        causal_wait_ms: 1234,
+                    };
+                    assert_eq!(PolicyCell::new(p).load(), p);
+                }
+            }
+        }
     }
 
     #[test]

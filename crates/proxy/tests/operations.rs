@@ -955,3 +955,166 @@ fn systemd_notifications_and_the_packaged_unit() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+#[test]
+fn admin_changes_routing_keys_and_backend_states_live() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab();
+    let p = Setup {
+        group: "primary_wait_ms = 300\n[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    }
+    .start();
+    let mut admin = p.admin();
+    // Writes from `c` (user app), reads from `r` (user other): app's
+    // writes do not pull other's reads to the primary (read-your-writes).
+    let mut c = p.conn();
+    let mut r = mysql::Conn::new(
+        mysql::Opts::from_url(&p.url("other", "otherpass", "sextant_test")).unwrap(),
+    )
+    .unwrap();
+    direct(lab.primary)
+        .query_drop("CREATE TABLE IF NOT EXISTS sextant_test.live_t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+        .unwrap();
+    sync_replicas();
+    let port = |c: &mut mysql::Conn| -> u16 { c.query_first("SELECT @@port").unwrap().unwrap() };
+    assert!(
+        lab.replicas.contains(&port(&mut r)),
+        "a plain read goes to a replica"
+    );
+
+    // A routing key, live: the open session follows at its next statement.
+    admin.query_drop("SET `master-preferred` = ON").unwrap();
+    assert_eq!(
+        port(&mut r),
+        lab.primary,
+        "primary_preferred sends reads to the primary"
+    );
+    let vars: Vec<(String, String)> = admin.query("SHOW VARIABLES").unwrap();
+    assert!(
+        vars.contains(&("primary_preferred".into(), "true".into())),
+        "{vars:?}"
+    );
+    admin.query_drop("SET primary_preferred = 0").unwrap();
+    assert!(lab.replicas.contains(&port(&mut r)));
+    match admin.query_drop("SET balance = 'fastest'") {
+        Err(mysql::Error::MySqlError(e)) => {
+            assert_eq!(e.code, 1231);
+            assert!(e.message.contains("balance"), "{}", e.message);
+        }
+        other => panic!("a bad value is refused: {other:?}"),
+    }
+    assert!(p.logs().contains("routing.primary_preferred = false"));
+
+    // A primary in maintenance: an open transaction on it finishes, new
+    // writes wait primary_wait_ms and fail saying why, reads go on.
+    let primary = format!("127.0.0.1:{}", lab.primary);
+    let mut t = p.conn();
+    t.query_drop("BEGIN").unwrap();
+    t.query_drop("INSERT INTO live_t (v) VALUES (1)").unwrap();
+    admin
+        .query_drop(format!("SET BACKEND '{primary}' STATE maintenance"))
+        .unwrap();
+    t.query_drop("INSERT INTO live_t (v) VALUES (2)")
+        .expect("the open transaction goes on");
+    t.query_drop("COMMIT").expect("and commits");
+    let started = Instant::now();
+    match c.query_drop("INSERT INTO live_t (v) VALUES (3)") {
+        Err(mysql::Error::MySqlError(e)) => {
+            assert_eq!(e.code, 9004, "{e:?}");
+            assert!(
+                e.message.contains("in maintenance") && e.message.contains(&primary),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("a write to a primary in maintenance fails: {other:?}"),
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "it waited primary_wait_ms"
+    );
+    assert!(lab.replicas.contains(&port(&mut r)), "reads go on");
+    // Back online within the wait: the write waits and runs.
+    let back = {
+        let admin_port = p.admin_port;
+        let primary = primary.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            let mut a = mysql::Conn::new(
+                mysql::OptsBuilder::new()
+                    .ip_or_hostname(Some("127.0.0.1"))
+                    .tcp_port(admin_port)
+                    .user(Some("admin"))
+                    .pass(Some("adminpass"))
+                    .prefer_socket(false),
+            )
+            .unwrap();
+            a.query_drop(format!("SET BACKEND '{primary}' STATE online"))
+                .unwrap();
+        })
+    };
+    c.query_drop("INSERT INTO live_t (v) VALUES (4)")
+        .expect("the write waits for the primary to come back");
+    back.join().unwrap();
+    let values: Vec<i32> = direct(lab.primary)
+        .query("SELECT v FROM sextant_test.live_t ORDER BY id")
+        .unwrap();
+    assert_eq!(
+        values,
+        vec![1, 2, 4],
+        "nothing refused ran, nothing ran twice"
+    );
+
+    // Offline: a replica leaves rotation and its idle connections close.
+    let replica = format!("127.0.0.1:{}", lab.replicas[0]);
+    for _ in 0..20 {
+        port(&mut r);
+    }
+    admin
+        .query_drop(format!("SET BACKEND '{replica}' STATE offline"))
+        .unwrap();
+    let rows: Vec<mysql::Row> = admin.query("SHOW BACKENDS").unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r.get::<String, _>("address").as_deref() == Some(replica.as_str()))
+        .unwrap();
+    assert_eq!(
+        row.get::<String, _>("state").as_deref(),
+        Some("maintenance")
+    );
+    assert_eq!(row.get::<String, _>("conn_idle").as_deref(), Some("0"));
+    for _ in 0..10 {
+        assert_eq!(
+            port(&mut r),
+            lab.replicas[1],
+            "reads avoid the offline replica"
+        );
+    }
+    admin
+        .query_drop(format!("SET BACKEND '{replica}' STATE online"))
+        .unwrap();
+    assert!(p.logs().contains(&format!(
+        "admin command: SET BACKEND '{replica}' STATE offline"
+    )));
+
+    // SHOW CONFIG hides passwords; HELP lists the commands.
+    let config: Vec<(String, String)> = admin.query("SHOW CONFIG").unwrap();
+    assert!(
+        config.contains(&("routing.hold_ms".into(), "0".into())),
+        "{config:?}"
+    );
+    assert!(
+        config
+            .iter()
+            .all(|(_, v)| !["apppass", "adminpass", "otherpass"]
+                .iter()
+                .any(|pw| v.contains(pw))),
+        "{config:?}"
+    );
+    let help: Vec<(String, String)> = admin.query("HELP").unwrap();
+    assert!(help.len() >= 15, "{help:?}");
+    direct(lab.primary)
+        .query_drop("DROP TABLE sextant_test.live_t")
+        .unwrap();
+}

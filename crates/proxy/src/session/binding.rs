@@ -61,6 +61,7 @@ impl Session {
                 || match target {
                     Target::Primary => {
                         a.server.role() == Role::Primary
+                            && !a.server.health.in_maintenance()
                             && (self.group.writer_count() <= 1
                                 || self.group.is_writer_for(
                                     &a.server,
@@ -90,7 +91,7 @@ impl Session {
             Target::Primary => self.primary_of(&group).await?,
             Target::Replica => match (self.pick_reader(), self.need) {
                 (Some(s), _) => s,
-                (None, Some(g)) if self.user.policy.causal_wait_ms > 0 => {
+                (None, Some(g)) if self.user.policy().causal_wait_ms > 0 => {
                     if Box::pin(self.wait_on_replica(&group, g)).await {
                         return Ok(());
                     }
@@ -141,7 +142,7 @@ impl Session {
         let sticky = if mono { self.sticky.as_ref() } else { None };
         let (weights, n) = read_weights(group);
         let i = pick(
-            self.user.policy.balance,
+            self.user.policy().balance,
             &weights[..n],
             |i| {
                 let s = &group.members[i];
@@ -166,7 +167,7 @@ impl Session {
     ) -> bool {
         let (weights, n) = read_weights(group);
         let Some(i) = pick(
-            self.user.policy.balance,
+            self.user.policy().balance,
             &weights[..n],
             |i| {
                 group.members[i]
@@ -191,7 +192,7 @@ impl Session {
         };
         // Returned to the pool on any path that does not keep it.
         let mut lease = Lease::new(server, conn);
-        let secs = self.user.policy.causal_wait_ms as f64 / 1000.0;
+        let secs = self.user.policy().causal_wait_ms as f64 / 1000.0;
         let sql = g.wait_sql(secs);
         let caught_up = matches!(
             lease.conn_mut().query_internal(&sql).await.as_deref(),
@@ -206,22 +207,38 @@ impl Session {
 
     /// The group's primary, waiting up to its primary_wait_ms when none is
     /// known (switchover in progress, split brain).
+    /// A primary an operator put in maintenance takes nothing new (its
+    /// open transactions finish): a write waits for it to come back or for
+    /// another primary as it would for a switchover, then fails saying so.
     pub(super) async fn primary_of(&self, group: &Arc<Group>) -> Result<Arc<Server>, SessionError> {
         let schema = self.vars.schema.as_deref().unwrap_or("").as_bytes();
-        if let Some(p) = group.writer_for(schema) {
+        let usable = || {
+            group
+                .writer_for(schema)
+                .filter(|p| !p.health.in_maintenance())
+        };
+        if let Some(p) = usable() {
             return Ok(p.clone());
         }
         let deadline = Instant::now() + group.primary_wait;
         while Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            if let Some(p) = group.writer_for(schema) {
+            if let Some(p) = usable() {
                 return Ok(p.clone());
             }
         }
-        Err(SessionError::NoPrimary {
-            group: group.name.to_string(),
-            waited_ms: group.primary_wait.as_millis() as u64,
-        })
+        let waited_ms = group.primary_wait.as_millis() as u64;
+        match group.writer_for(schema) {
+            Some(p) => Err(SessionError::PrimaryInMaintenance {
+                group: group.name.to_string(),
+                addr: p.addr.to_string(),
+                waited_ms,
+            }),
+            None => Err(SessionError::NoPrimary {
+                group: group.name.to_string(),
+                waited_ms,
+            }),
+        }
     }
 
     pub(super) async fn sync_attached(&mut self) -> Result<(), SessionError> {

@@ -168,7 +168,7 @@ impl Session {
             client_stmt_id: None,
             hold_read_only_error: false,
         };
-        let timed = self.user.policy.balance == sextant_config::Balance::LeastLatency;
+        let timed = self.user.policy().balance == sextant_config::Balance::LeastLatency;
         // Its turn: the answers before it were read, so the server runs it
         // now, and a KILL QUERY of this session reaches it.
         if let Some(r) = &self.registered {
@@ -251,7 +251,7 @@ impl Session {
             client_stmt_id,
             hold_read_only_error: self.retry == Retry::WriteAfterSwitchover,
         };
-        let timed = self.user.policy.balance == sextant_config::Balance::LeastLatency;
+        let timed = self.user.policy().balance == sextant_config::Balance::LeastLatency;
         let (server, conn) = a.parts();
         if let Some(r) = &self.registered {
             r.handle.running_on(&self.group, server, conn.connection_id);

@@ -141,11 +141,11 @@ impl Session {
             }
         }
         let c = self.group.classify_in(&sql, || self.lex_mode());
-        let route = Prepared::new(&c, &self.user.policy);
+        let route = Prepared::new(&c, &self.user.policy());
         let plan = plan(
             &c,
             self.facts(),
-            &self.user.policy,
+            &self.user.policy(),
             self.group.plan_facts(),
             Command::Prepare,
             &mut self.cursor,
@@ -306,7 +306,7 @@ impl Session {
         let plan = plan_execute(
             &st.route,
             self.facts(),
-            &self.user.policy,
+            &self.user.policy(),
             self.group.plan_facts(),
             cursor,
         );

@@ -76,7 +76,7 @@ impl Session {
         let plan = plan(
             &c,
             self.facts(),
-            &self.user.policy,
+            &self.user.policy(),
             self.group.plan_facts(),
             Command::Query,
             &mut self.cursor,

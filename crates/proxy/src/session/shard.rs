@@ -945,7 +945,7 @@ fn plan_for(s: &mut Session, c: &Classification<'_>) -> sextant_routing::Plan {
     plan(
         c,
         s.facts(),
-        &s.user.policy,
+        &s.user.policy(),
         s.group.plan_facts(),
         Command::Query,
         &mut s.cursor,
