@@ -47,6 +47,11 @@ pub enum Answer {
         key: String,
         value: String,
     },
+    /// `SHOW QUERY DIGESTS`: for the proxy to gather its threads' digests
+    /// (formatted by [`commands::digests::table`]).
+    ShowDigests,
+    /// `RESET QUERY DIGESTS`.
+    ResetDigests,
 }
 
 /// One client session, as SHOW SESSIONS lists it.

@@ -252,6 +252,14 @@ pub struct Proxy {
     /// A client that has not finished its handshake by then is dropped.
     #[serde(default = "default_handshake_timeout_ms")]
     pub handshake_timeout_ms: u64,
+    /// Count statements by digest (SHOW QUERY DIGESTS): a lexer pass and
+    /// a table look-up per statement.
+    #[serde(default = "yes")]
+    pub query_digests: bool,
+    /// Digests each worker thread keeps; statements of further digests
+    /// are counted together (memory stays bounded).
+    #[serde(default = "default_query_digests_max")]
+    pub query_digests_max: usize,
     /// At SIGTERM/SIGINT, how long running statements and open
     /// transactions may take to finish before sextant exits anyway.
     #[serde(default = "default_shutdown_timeout_ms")]
@@ -334,6 +342,8 @@ impl Default for Proxy {
             max_allowed_packet: default_max_allowed_packet(),
             handshake_timeout_ms: default_handshake_timeout_ms(),
             shutdown_timeout_ms: default_shutdown_timeout_ms(),
+            query_digests: true,
+            query_digests_max: default_query_digests_max(),
             max_failed_logins: default_max_failed_logins(),
             failed_login_lockout_ms: default_failed_login_lockout_ms(),
             max_prepared_statements: default_max_prepared_statements(),
@@ -929,6 +939,9 @@ fn default_max_allowed_packet() -> usize {
 }
 fn default_max_prepared_statements() -> usize {
     16_382
+}
+fn default_query_digests_max() -> usize {
+    2_000
 }
 fn default_shutdown_timeout_ms() -> u64 {
     30_000

@@ -11,6 +11,7 @@ mod admin;
 #[cfg(feature = "count-allocations")]
 pub mod alloc_count;
 mod client;
+mod digests;
 pub mod errors;
 mod frontend;
 mod http;

@@ -47,6 +47,9 @@ pub struct RelayResult {
     pub prepared: Option<(u32, u16, u16)>,
     /// The last non-zero last_insert_id an OK packet carried.
     pub last_insert_id: u64,
+    /// Rows the answer carried, plus the rows its OKs say were affected
+    /// (for query digests).
+    pub rows: u64,
     /// The server said the connection is ending (killed, shutting down):
     /// it must not go back to the pool.
     pub connection_ending: bool,
@@ -188,10 +191,13 @@ pub async fn relay(
             if !full && h.len <= WHOLE_FRAME_MAX && avail < HEADER_LEN + h.len {
                 break;
             }
+            let row = t.reading_rows();
             if !full {
                 let proto = |e: ProtoError| e.to_string();
-                t.feed(h.len, &be.rbuf[pos + HEADER_LEN..pos + HEADER_LEN + 1])
+                let kind = t
+                    .feed(h.len, &be.rbuf[pos + HEADER_LEN..pos + HEADER_LEN + 1])
                     .map_err(|e| server_err(proto(e), sent_any, body_left, next_seq))?;
+                res.rows += (row && kind == Packet::Data) as u64;
                 client
                     .out
                     .extend_from_slice(&be.rbuf[pos..pos + HEADER_LEN]);
@@ -210,11 +216,13 @@ pub async fn relay(
                 .feed(h.len, payload)
                 .map_err(|e| server_err(e.to_string(), sent_any, 0, next_seq))?;
             next_seq = h.seq.wrapping_add(1);
+            res.rows += (row && kind == Packet::Data) as u64;
             match kind {
                 Packet::Ok => {
                     let ok = parse_ok(payload, true)
                         .map_err(|e| server_err(e.to_string(), sent_any, 0, next_seq))?;
                     res.status = ok.status;
+                    res.rows += ok.affected_rows;
                     if ok.last_insert_id != 0 {
                         res.last_insert_id = ok.last_insert_id;
                     }

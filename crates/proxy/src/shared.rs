@@ -399,6 +399,10 @@ pub struct Shared {
     pub config_path: Option<std::path::PathBuf>,
     /// The monitor tasks of each group, for a reload to follow.
     pub monitors: crate::reload::Monitors,
+    /// The worker threads' channels (set once they run): for what the
+    /// admin port asks every thread (query digests).
+    pub(crate) workers:
+        std::sync::OnceLock<Vec<tokio::sync::mpsc::UnboundedSender<crate::start::Work>>>,
     pub admin_auth: crate::frontend::AuthSetup,
     /// Logged-in sessions by connection id, for KILL.
     pub sessions: crate::kill::Sessions,

@@ -244,6 +244,7 @@ pub async fn run(
         },
         sessions: Default::default(),
         xa,
+        workers: Default::default(),
     });
     if let Some((l, users)) = admin {
         tracing::info!(
@@ -306,6 +307,7 @@ pub async fn run(
     } else {
         Vec::new()
     };
+    let _ = shared.workers.set(workers.clone());
     notify_systemd(&[
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status("serving"),
@@ -420,10 +422,38 @@ pub(crate) fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
 }
 
 /// What the accepting thread hands a worker thread.
-enum Work {
+pub(crate) enum Work {
     Client(std::net::TcpStream, std::net::SocketAddr),
     /// Tell the thread's sessions to end (shutdown.rs).
     Shutdown,
+    /// Send back the thread's query digests (digests.rs).
+    Digests(tokio::sync::oneshot::Sender<Vec<sextant_admin::commands::digests::DigestRow>>),
+    /// Forget the thread's query digests.
+    ResetDigests,
+}
+
+/// Every thread's query digests: this thread's and each worker's.
+pub(crate) async fn gather_digests(
+    shared: &Shared,
+) -> Vec<sextant_admin::commands::digests::DigestRow> {
+    let mut rows = crate::digests::snapshot();
+    for w in shared.workers.get().into_iter().flatten() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if w.send(Work::Digests(tx)).is_ok() {
+            if let Ok(Ok(mut r)) = tokio::time::timeout(Duration::from_secs(5), rx).await {
+                rows.append(&mut r);
+            }
+        }
+    }
+    rows
+}
+
+/// Forgets every thread's query digests.
+pub(crate) fn reset_digests(shared: &Shared) {
+    crate::digests::reset();
+    for w in shared.workers.get().into_iter().flatten() {
+        let _ = w.send(Work::ResetDigests);
+    }
 }
 
 /// Starts `n` worker threads, each with a current-thread runtime serving
@@ -452,6 +482,14 @@ fn start_workers(
                             Work::Client(s, peer) => (s, peer),
                             Work::Shutdown => {
                                 crate::shutdown::request_here();
+                                continue;
+                            }
+                            Work::Digests(reply) => {
+                                let _ = reply.send(crate::digests::snapshot());
+                                continue;
+                            }
+                            Work::ResetDigests => {
+                                crate::digests::reset();
                                 continue;
                             }
                         };

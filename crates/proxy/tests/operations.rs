@@ -1118,3 +1118,93 @@ fn admin_changes_routing_keys_and_backend_states_live() {
         .query_drop("DROP TABLE sextant_test.live_t")
         .unwrap();
 }
+
+#[test]
+fn query_digests_count_statements_without_their_values() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab();
+    let p = Setup {
+        proxy: "query_digests_max = 6",
+        group: "[routing]\nhold_ms = 0\n",
+        ..Default::default()
+    }
+    .start();
+    direct(lab.primary)
+        .query_drop("CREATE TABLE IF NOT EXISTS sextant_test.digest_t (id INT PRIMARY KEY, secret VARCHAR(20))")
+        .unwrap();
+    direct(lab.primary)
+        .query_drop("REPLACE INTO sextant_test.digest_t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+        .unwrap();
+    sync_replicas();
+    let mut admin = p.admin();
+    admin.query_drop("RESET QUERY DIGESTS").unwrap();
+    // Two sessions (one per worker thread): their counts are merged.
+    let mut sessions = [p.conn(), p.conn()];
+    for i in 0..100 {
+        let c = &mut sessions[i % 2];
+        let _: Vec<i32> = c
+            .query(format!(
+                "SELECT id FROM digest_t WHERE id IN ({}, 'pw-{i}')",
+                i % 3 + 1
+            ))
+            .unwrap();
+    }
+    let c = &mut sessions[0];
+    assert!(c
+        .query_drop("SELECT nope FROM digest_t WHERE id = 'hunter2'")
+        .is_err());
+    c.query_drop("UPDATE digest_t SET secret = 'topsecret' WHERE id <= 2")
+        .unwrap();
+    let rows: Vec<mysql::Row> = admin.query("SHOW QUERY DIGESTS").unwrap();
+    let find = |text: &str| {
+        rows.iter()
+            .find(|r| r.get::<String, _>("digest_text").as_deref() == Some(text))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no digest {text:?} in {:?}",
+                    rows.iter()
+                        .map(|r| r.get::<String, _>("digest_text"))
+                        .collect::<Vec<_>>()
+                )
+            })
+    };
+    let num = |r: &mysql::Row, c: &str| -> f64 { r.get::<String, _>(c).unwrap().parse().unwrap() };
+    let select = find("SELECT id FROM digest_t WHERE id IN (?,...)");
+    assert_eq!(num(select, "count"), 100.0);
+    assert_eq!(num(select, "rows"), 100.0, "one row each");
+    assert_eq!(num(select, "replica"), 100.0, "plain reads ran on replicas");
+    assert_eq!(num(select, "errors"), 0.0);
+    assert!(
+        num(select, "min_ms") <= num(select, "p99_ms")
+            && num(select, "p99_ms") <= num(select, "max_ms")
+    );
+    assert!(num(select, "total_ms") > 0.0);
+    let bad = find("SELECT nope FROM digest_t WHERE id = ?");
+    assert_eq!(num(bad, "errors"), 1.0);
+    let update = find("UPDATE digest_t SET secret = ? WHERE id <= ?");
+    assert_eq!((num(update, "rows"), num(update, "primary")), (2.0, 1.0));
+    let all = format!("{rows:?}");
+    for secret in ["hunter2", "topsecret", "pw-"] {
+        assert!(!all.contains(secret), "{secret} in the digests");
+    }
+    // Bounded: past query_digests_max a thread counts new digests together.
+    for i in 0..12 {
+        sessions[0]
+            .query_drop(format!(
+                "SELECT id{} FROM digest_t WHERE id = 1",
+                ", id".repeat(i)
+            ))
+            .unwrap();
+    }
+    let rows: Vec<mysql::Row> = admin.query("SHOW QUERY DIGESTS").unwrap();
+    assert!(rows.len() <= 2 * 7, "{} digests", rows.len());
+    assert!(rows.iter().any(|r| r
+        .get::<String, _>("digest_text")
+        .is_some_and(|t| t.starts_with("(other digests"))));
+    admin.query_drop("RESET QUERY DIGESTS").unwrap();
+    let rows: Vec<mysql::Row> = admin.query("SHOW QUERY DIGESTS").unwrap();
+    assert!(rows.is_empty(), "reset");
+    direct(lab.primary)
+        .query_drop("DROP TABLE sextant_test.digest_t")
+        .unwrap();
+}

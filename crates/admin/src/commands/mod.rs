@@ -7,6 +7,7 @@
 mod backends;
 mod client;
 mod config;
+pub mod digests;
 mod explain_route;
 mod help;
 mod kill;
@@ -72,6 +73,8 @@ pub static COMMANDS: &[&dyn AdminCommand] = &[
     &routing::SetRouting,
     &routing::ShowVariables,
     &config::ShowConfig,
+    &digests::ShowDigests,
+    &digests::ResetDigests,
     &reload::ReloadConfig,
     &explain_route::ExplainRoute,
     &shard_schema::ShardSchemaDiff,

@@ -64,19 +64,42 @@ impl Session {
         }
     }
 
+    /// The SQL of a COM_QUERY or COM_STMT_EXECUTE.
+    fn statement_sql<'p>(&'p self, payload: &'p [u8]) -> Option<&'p [u8]> {
+        match payload.first() {
+            Some(&com::QUERY) => Some(&payload[1..]),
+            Some(&com::STMT_EXECUTE) => payload
+                .get(1..5)
+                .and_then(|b| {
+                    self.stmts
+                        .get(&u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                })
+                .map(|st| st.sql()),
+            _ => None,
+        }
+    }
+
+    fn count_digest(&self, payload: &[u8], max: usize, took: Duration, failed: bool) {
+        let Some(sql) = self.statement_sql(payload) else {
+            return;
+        };
+        let (rows, error, ran) = self.ran;
+        crate::digests::record(
+            sql,
+            self.lex_mode(),
+            max,
+            took.as_micros() as u64,
+            rows,
+            error || failed,
+            ran,
+        );
+    }
+
     /// The slow-statement log: a statement's digest (no values), who ran
     /// it and how long it took.
     fn log_slow(&self, payload: &[u8], took: Duration) {
-        let sql: &[u8] = match payload.first() {
-            Some(&com::QUERY) => &payload[1..],
-            Some(&com::STMT_EXECUTE) => match payload.get(1..5).and_then(|b| {
-                self.stmts
-                    .get(&u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            }) {
-                Some(st) => st.sql(),
-                None => return,
-            },
-            _ => return,
+        let Some(sql) = self.statement_sql(payload) else {
+            return;
         };
         let mut digest = String::new();
         sextant_sql::digest::digest(sql, self.lex_mode(), &mut digest);
@@ -163,18 +186,22 @@ impl Session {
             let mut payload = std::mem::take(&mut self.payload);
             let r = self.client.read_packet(&mut payload).await;
             let flow = match r {
-                Ok(0) => match self.slow {
-                    None => self.command(&payload).await,
-                    Some(limit) => {
-                        let started = std::time::Instant::now();
-                        let flow = self.command(&payload).await;
-                        let took = started.elapsed();
-                        if took > limit {
-                            self.log_slow(&payload, took);
-                        }
-                        flow
+                Ok(0) if self.slow.is_none() && self.digests.is_none() => {
+                    self.command(&payload).await
+                }
+                Ok(0) => {
+                    let started = std::time::Instant::now();
+                    self.ran = (0, false, crate::digests::Ran::Other);
+                    let flow = self.command(&payload).await;
+                    let took = started.elapsed();
+                    if self.slow.is_some_and(|limit| took > limit) {
+                        self.log_slow(&payload, took);
                     }
-                },
+                    if let Some(max) = self.digests {
+                        self.count_digest(&payload, max, took, flow.is_err());
+                    }
+                    flow
+                }
                 Ok(seq) => Err(SessionError::OutOfOrder {
                     expected: 0,
                     got: seq,

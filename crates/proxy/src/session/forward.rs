@@ -190,6 +190,7 @@ impl Session {
         match relayed {
             Ok(res) => {
                 self.status = res.status & !status::SESSION_STATE_CHANGED;
+                self.ran = (res.rows, res.error, ran_on(&server));
                 // A read leaves a connection as it found it; if this one
                 // did not, the connection is no longer the pipe's state.
                 let clean = !res.connection_ending
@@ -274,6 +275,7 @@ impl Session {
             }
             Ok(res) => {
                 self.status = res.status & !status::SESSION_STATE_CHANGED;
+                self.ran = (res.rows, res.error, ran_on(&a.server));
                 if res.connection_ending {
                     let span = self.span.clone();
                     tracing::info!(parent: &span, server = %a.server.addr, "the server ended a connection");
@@ -382,6 +384,14 @@ impl Session {
         let seq = if started { next_seq } else { 1 };
         self.client.send_error(seq, &e).await?;
         Ok(Outcome::Reported)
+    }
+}
+
+/// Where a statement ran, for its digest.
+fn ran_on(server: &Server) -> crate::digests::Ran {
+    match server.role() {
+        sextant_backend::Role::Primary => crate::digests::Ran::Primary,
+        sextant_backend::Role::Replica => crate::digests::Ran::Replica,
     }
 }
 

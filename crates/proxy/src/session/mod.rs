@@ -111,6 +111,11 @@ pub struct Session {
     stmts: HashMap<u32, prepared::ClientStmt>,
     /// `[log] slow_query_ms`, when on.
     slow: Option<Duration>,
+    /// `[proxy] query_digests_max`, when digests are on.
+    digests: Option<usize>,
+    /// What the last relayed answer carried: rows, whether it was an
+    /// error, where it ran (for the statement's digest).
+    ran: (u64, bool, crate::digests::Ran),
     next_stmt_id: u32,
     cursor: Cursor,
     /// xorshift state for weighted random picks (per session: no lock).
@@ -240,6 +245,11 @@ impl Session {
         let max_stmts = rt.config.proxy.max_prepared_statements;
         let idle_trx = rt.config.proxy.idle_in_transaction_timeout_ms;
         let slow_ms = rt.config.log.slow_query_ms;
+        let digests = rt
+            .config
+            .proxy
+            .query_digests
+            .then_some(rt.config.proxy.query_digests_max);
         let sharding = rt.sharding.clone();
         drop(rt);
         let mut s = Session::new(shared, client, user, &login, hold, span);
@@ -248,6 +258,7 @@ impl Session {
         s.max_stmts = max_stmts;
         s.idle_trx = (idle_trx > 0).then(|| Duration::from_millis(idle_trx));
         s.slow = (slow_ms > 0).then(|| Duration::from_millis(slow_ms));
+        s.digests = digests;
         if let Some(db) = login.database.clone() {
             s.vars.schema = Some(db.into());
             // Check the database now, as a server would at login.
@@ -313,6 +324,8 @@ impl Session {
             pins: Pins::empty(),
             stmts: HashMap::new(),
             slow: None,
+            digests: None,
+            ran: (0, false, crate::digests::Ran::Other),
             next_stmt_id: 1,
             cursor: Cursor {
                 rr: rand::random::<u32>() as u64,

@@ -1,0 +1,91 @@
+//! Query digests, counted where the statements run: each thread keeps its
+//! own table (a thread-local; a session never leaves its thread), so the
+//! statement path takes no lock and, once a digest is known, allocates
+//! nothing. The admin port asks every thread for its rows (through the
+//! thread's work channel) and merges them.
+
+use sextant_admin::commands::digests::{DigestRow, BUCKETS_US};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+/// Where a statement ran, for the digest's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ran {
+    Primary,
+    Replica,
+    Other,
+}
+
+struct Table {
+    map: HashMap<u64, DigestRow>,
+    /// The digest text of the statement being recorded (reused).
+    scratch: String,
+}
+
+/// The row that takes the statements of new digests once a thread holds
+/// `max` of them: memory stays bounded whatever the statements.
+const OVERFLOW: u64 = 0;
+
+thread_local! {
+    static TABLE: RefCell<Table> = RefCell::new(Table {
+        map: HashMap::new(),
+        scratch: String::new(),
+    });
+}
+
+/// Counts one statement under its digest.
+pub fn record(
+    sql: &[u8],
+    mode: sextant_sql::LexMode,
+    max: usize,
+    took_us: u64,
+    rows: u64,
+    error: bool,
+    ran: Ran,
+) {
+    TABLE.with(|t| {
+        let Ok(mut t) = t.try_borrow_mut() else {
+            return;
+        };
+        let t = &mut *t;
+        sextant_sql::digest::digest(sql, mode, &mut t.scratch);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        t.scratch.hash(&mut h);
+        let mut hash = h.finish().max(1);
+        if !t.map.contains_key(&hash) && t.map.len() >= max {
+            hash = OVERFLOW;
+        }
+        let row = t.map.entry(hash).or_insert_with(|| DigestRow {
+            hash,
+            text: match hash {
+                OVERFLOW => "(other digests: this thread holds query_digests_max)".into(),
+                _ => t.scratch.clone(),
+            },
+            min_us: took_us,
+            ..Default::default()
+        });
+        row.count += 1;
+        row.errors += error as u64;
+        row.rows += rows;
+        row.sum_us += took_us;
+        row.min_us = row.min_us.min(took_us);
+        row.max_us = row.max_us.max(took_us);
+        row.buckets[BUCKETS_US.partition_point(|&b| b < took_us)] += 1;
+        match ran {
+            Ran::Primary => row.primary += 1,
+            Ran::Replica => row.replica += 1,
+            Ran::Other => row.other += 1,
+        }
+    });
+}
+
+/// This thread's rows.
+pub fn snapshot() -> Vec<DigestRow> {
+    TABLE.with(|t| t.borrow().map.values().cloned().collect())
+}
+
+/// Forgets this thread's digests.
+pub fn reset() {
+    TABLE.with(|t| t.borrow_mut().map.clear());
+}
