@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod metrics;
+pub mod traffic;
 
 pub use commands::schema_diff;
 use sextant_backend::Pool;

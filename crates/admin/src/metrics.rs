@@ -119,6 +119,48 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
         load(&c.xa_recovered_branches),
     );
 
+    let t = crate::traffic::totals();
+    let mut kinds = Family::new(
+        "sextant_statements_total",
+        Counter,
+        "Client statements by kind (read, write, transaction, ddl, session, admin, other).",
+    );
+    for (k, n) in crate::traffic::KINDS.iter().zip(t.kinds) {
+        kinds.push(vec![("kind", k.to_string())], n as f64);
+    }
+    out.push(kinds);
+    let mut rules = Family::new(
+        "sextant_routing_decisions_total",
+        Counter,
+        "Client statements by the routing rule that placed them (EXPLAIN ROUTE names the rules).",
+    );
+    for (r, n) in sextant_routing::Rule::ALL.iter().zip(t.rules) {
+        rules.push(vec![("rule", r.name().to_string())], n as f64);
+    }
+    out.push(rules);
+    let mut errs = Family::new(
+        "sextant_errors_total",
+        Counter,
+        "Errors sextant itself answered clients with, by MySQL error code (servers' errors: sextant_server_errors_total).",
+    );
+    for (code, n) in crate::traffic::ERROR_CODES.iter().zip(t.errors) {
+        if n > 0 {
+            errs.push(vec![("code", code.to_string())], n as f64);
+        }
+    }
+    if let Some(&n) = t.errors.last().filter(|n| **n > 0) {
+        errs.push(vec![("code", "other".into())], n as f64);
+    }
+    out.push(errs);
+    let mut bytes = Family::new(
+        "sextant_client_bytes_total",
+        Counter,
+        "Bytes received from and sent to clients (as on the wire, compressed or not).",
+    );
+    bytes.push(vec![("direction", "received".into())], t.bytes_in as f64);
+    bytes.push(vec![("direction", "sent".into())], t.bytes_out as f64);
+    out.push(bytes);
+
     let mut users = Family::new(
         "sextant_user_connections",
         Gauge,

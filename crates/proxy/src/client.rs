@@ -90,9 +90,11 @@ impl Client {
                 if z.input.capacity() - z.input.len() < 1024 {
                     z.input.reserve(8192);
                 }
-                if self.stream.read_buf(&mut z.input).await? == 0 {
+                let n = self.stream.read_buf(&mut z.input).await?;
+                if n == 0 {
                     return Err(SessionError::ClientClosed);
                 }
+                sextant_admin::traffic::bytes_in(n);
                 z.c.decode(&mut z.input, &mut self.rbuf)
                     .map_err(SessionError::Malformed)?;
             }
@@ -101,9 +103,11 @@ impl Client {
         if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(8192);
         }
-        if self.stream.read_buf(&mut self.rbuf).await? == 0 {
+        let n = self.stream.read_buf(&mut self.rbuf).await?;
+        if n == 0 {
             return Err(SessionError::ClientClosed);
         }
+        sextant_admin::traffic::bytes_in(n);
         Ok(())
     }
 
@@ -144,10 +148,14 @@ impl Client {
     async fn send_out_now(&mut self) -> std::io::Result<()> {
         self.sends += 1;
         match &mut self.compress {
-            None => self.stream.send(&self.out).await,
+            None => {
+                sextant_admin::traffic::bytes_out(self.out.len());
+                self.stream.send(&self.out).await
+            }
             Some(z) => {
                 z.output.clear();
                 z.c.encode(&self.out, &mut z.output);
+                sextant_admin::traffic::bytes_out(z.output.len());
                 let r = self.stream.send(&z.output).await;
                 if z.output.capacity() > 64 * 1024 {
                     z.output = Vec::new();
@@ -268,6 +276,7 @@ impl Client {
     /// Sends an error packet for `e` and flushes.
     pub async fn send_error(&mut self, seq: u8, e: &SessionError) -> Result<(), SessionError> {
         let (code, state, msg) = e.mysql();
+        sextant_admin::traffic::error(code);
         write_err(&mut self.out, seq, code, state, &msg);
         self.flush().await
     }

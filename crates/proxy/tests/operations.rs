@@ -681,12 +681,28 @@ fn metrics_are_valid_prometheus_and_agree_with_the_servers() {
     }
     assert_eq!(total, 400.0, "the reads went to the replicas");
 
+    // Traffic: kinds, routing rules, sextant's own errors, bytes.
+    assert!(mysql::Conn::new(
+        mysql::Opts::from_url(&p.url("app", "wrong", "sextant_test")).unwrap()
+    )
+    .is_err());
     // The rest of the exposition: histograms, pools, health.
     let (_, text) = p.http_get("/metrics");
     let samples = prometheus_samples(&text);
     let find = |name: &'static str| samples.iter().filter(move |(n, _, _)| n == name);
     assert!(find("sextant_server_statement_duration_seconds_bucket")
         .any(|(_, l, v)| l["le"] == "+Inf" && *v >= 400.0 / 2.0));
+    let value = |name: &'static str, label: &str, v: &str| -> f64 {
+        find(name)
+            .find(|(_, l, _)| l.get(label).map(String::as_str) == Some(v))
+            .map(|(_, _, x)| *x)
+            .unwrap_or_else(|| panic!("no {name}{{{label}={v}}}"))
+    };
+    assert!(value("sextant_statements_total", "kind", "read") >= 450.0);
+    assert!(value("sextant_routing_decisions_total", "rule", "read") >= 450.0);
+    assert_eq!(value("sextant_errors_total", "code", "1045"), 1.0);
+    assert!(value("sextant_client_bytes_total", "direction", "received") > 400.0 * 10.0);
+    assert!(value("sextant_client_bytes_total", "direction", "sent") > 400.0 * 20.0);
     assert_eq!(find("sextant_server_up").count(), 3);
     assert!(find("sextant_server_up").all(|(_, _, v)| *v == 1.0));
     assert!(find("sextant_pool_connections").any(|(_, l, _)| l["state"] == "idle"));

@@ -118,6 +118,8 @@ impl Plan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prepared {
     pub decision: Decision,
+    /// What the statement is (for the traffic counters).
+    pub kind: sextant_sql::Kind,
     pub read_only: bool,
     pub may_write: bool,
     /// Its `/*# consistency=... */` hint.
@@ -128,6 +130,7 @@ impl Prepared {
     pub fn new(c: &Classification<'_>, policy: &RoutingPolicy) -> Prepared {
         Prepared {
             decision: decide(c, SessionFacts::default(), policy, &mut Cursor::default()),
+            kind: c.kind,
             read_only: c.read_only,
             may_write: c.may_write(),
             consistency: consistency_hint(c),

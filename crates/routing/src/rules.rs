@@ -13,6 +13,7 @@ pub enum Target {
 
 /// The rule that decided. Listed in priority order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Rule {
     /// The session's state lives on its current server connection.
     Pinned,
@@ -49,6 +50,30 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// Every rule, in priority order.
+    pub const ALL: [Rule; 14] = [
+        Rule::Pinned,
+        Rule::Hint,
+        Rule::Transaction,
+        Rule::PrimaryPreferred,
+        Rule::ReadOnlyTransaction,
+        Rule::PreviousStatement,
+        Rule::SessionBound,
+        Rule::LockingRead,
+        Rule::Write,
+        Rule::StoredFunction,
+        Rule::ReadPrimaryPercent,
+        Rule::Read,
+        Rule::Strong,
+        Rule::Cursor,
+    ];
+
+    /// Its position in [`Rule::ALL`] (for counters kept in an array).
+    #[inline]
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Rule::Pinned => "pinned",

@@ -310,6 +310,7 @@ impl Session {
             self.group.plan_facts(),
             cursor,
         );
+        sextant_admin::traffic::statement(st.route.kind, plan.rule);
         if let Some(r) = plan.refuse {
             return self.reply_error(SessionError::WriteOnReplica(r)).await;
         }

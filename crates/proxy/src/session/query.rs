@@ -81,6 +81,7 @@ impl Session {
             Command::Query,
             &mut self.cursor,
         );
+        sextant_admin::traffic::statement(c.kind, plan.rule);
         if let Some(r) = plan.refuse {
             return self.reply_error(SessionError::WriteOnReplica(r)).await;
         }
