@@ -82,10 +82,9 @@ async fn session(
                 let upper = sql.to_ascii_uppercase();
                 // (SET is mostly client libraries' noise; a routing SET is
                 // logged with its outcome below.)
-                if !reads.iter().any(|w| first.eq_ignore_ascii_case(w))
-                    || upper.contains("MAINTENANCE")
-                    || upper.contains("BACKEND")
-                {
+                let set_state = first.eq_ignore_ascii_case("SET")
+                    && (upper.contains("MAINTENANCE") || upper.contains("BACKEND"));
+                if !reads.iter().any(|w| first.eq_ignore_ascii_case(w)) || set_state {
                     tracing::info!(peer = %client.peer, user = %login.user, "admin command: {}", sql.trim());
                 }
                 let answer = with_context(shared, |ctx| execute(&sql, ctx));
