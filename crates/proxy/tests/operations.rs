@@ -1224,3 +1224,69 @@ fn query_digests_count_statements_without_their_values() {
         .query_drop("DROP TABLE sextant_test.digest_t")
         .unwrap();
 }
+
+/// The subject of the certificate sextant presents to a TLS client
+/// (openssl's MySQL STARTTLS).
+fn presented_subject(port: u16) -> String {
+    let out = std::process::Command::new("openssl")
+        .args(["s_client", "-starttls", "mysql", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find(|l| l.starts_with("subject="))
+        .unwrap_or_else(|| {
+            panic!(
+                "no certificate from sextant: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .to_string()
+}
+
+#[test]
+fn a_reload_picks_up_renewed_tls_certificates() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab();
+    let p = Setup {
+        proxy: &format!(
+            "tls_cert = \"{}\"\ntls_key = \"{}\"",
+            lab.tls_cert, lab.tls_key
+        ),
+        ..Default::default()
+    }
+    .start();
+    assert!(presented_subject(p.port).contains("CN = 127.0.0.1"));
+    // A renewed certificate in new files, and a client logged in before.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("renewed-cert");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=sextant-renewed"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+    let mut before = p.conn();
+    let text = std::fs::read_to_string(&p.config)
+        .unwrap()
+        .replace(&lab.tls_cert, &cert.display().to_string())
+        .replace(&lab.tls_key, &key.display().to_string());
+    std::fs::write(&p.config, text).unwrap();
+    p.signal(libc::SIGHUP);
+    wait_log(&p, "config reloaded", 1);
+    assert!(
+        presented_subject(p.port).contains("CN = sextant-renewed"),
+        "new clients get the renewed certificate"
+    );
+    let one: Option<i32> = before.query_first("SELECT 1").unwrap();
+    assert_eq!(one, Some(1), "a session from before goes on");
+}
