@@ -94,8 +94,8 @@ pub struct Context<'a> {
     pub sessions: &'a dyn Fn() -> Vec<SessionRow>,
     /// The sharding layout's router, if the config has one.
     pub sharding: Option<&'a sextant_sharding::Router>,
-    /// Each user's sessions open now.
-    pub user_sessions: Vec<(&'a str, usize)>,
+    /// Each user's sessions open now, and the commands its sessions sent.
+    pub user_sessions: Vec<(&'a str, usize, u64)>,
     /// The running config.
     pub config: &'a sextant_config::Config,
 }
@@ -177,7 +177,7 @@ mod tests {
                 }]
             },
             sharding: None,
-            user_sessions: vec![("app", 1)],
+            user_sessions: vec![("app", 1, 5)],
         };
         match execute("show sessions", &ctx) {
             Answer::Table(t) => assert_eq!(

@@ -166,10 +166,17 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
         Gauge,
         "Client sessions open now, by user.",
     );
-    for (name, n) in &ctx.user_sessions {
+    let mut user_statements = Family::new(
+        "sextant_user_statements_total",
+        Counter,
+        "Commands the user's sessions sent.",
+    );
+    for (name, n, statements) in &ctx.user_sessions {
         users.push(vec![("user", name.to_string())], *n as f64);
+        user_statements.push(vec![("user", name.to_string())], *statements as f64);
     }
     out.push(users);
+    out.push(user_statements);
 
     let mut up = Family::new(
         "sextant_server_up",

@@ -228,6 +228,7 @@ pub(crate) fn with_context<R>(
                 (
                     name.as_str(),
                     e.connections.load(std::sync::atomic::Ordering::Relaxed),
+                    e.statements.load(std::sync::atomic::Ordering::Relaxed),
                 )
             })
             .collect(),

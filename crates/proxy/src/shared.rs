@@ -39,6 +39,8 @@ pub struct UserEntry {
     /// Most sessions at once (0: no limit), and how many there are.
     pub max_connections: usize,
     pub connections: std::sync::atomic::AtomicUsize,
+    /// Commands this user's sessions sent (for /metrics).
+    pub statements: std::sync::atomic::AtomicU64,
 }
 
 /// A sharded layout, ready to route by: the router and the server group
@@ -150,6 +152,7 @@ impl Runtime {
                     group,
                     max_connections: u.max_connections,
                     connections: Default::default(),
+                    statements: Default::default(),
                 }),
             };
             users.insert(u.name.clone(), entry);

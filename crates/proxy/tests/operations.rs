@@ -701,6 +701,7 @@ fn metrics_are_valid_prometheus_and_agree_with_the_servers() {
     assert!(value("sextant_statements_total", "kind", "read") >= 450.0);
     assert!(value("sextant_routing_decisions_total", "rule", "read") >= 450.0);
     assert_eq!(value("sextant_errors_total", "code", "1045"), 1.0);
+    assert!(value("sextant_user_statements_total", "user", "app") >= 450.0);
     assert!(value("sextant_client_bytes_total", "direction", "received") > 400.0 * 10.0);
     assert!(value("sextant_client_bytes_total", "direction", "sent") > 400.0 * 20.0);
     assert_eq!(find("sextant_server_up").count(), 3);

@@ -262,6 +262,7 @@ impl Session {
             ));
         };
         self.shared.counters.queries.fetch_add(1, Ordering::Relaxed);
+        self.user.statements.fetch_add(1, Ordering::Relaxed);
         match cmd {
             com::QUIT => return Ok(Flow::Quit),
             com::PING => {
