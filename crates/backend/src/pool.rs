@@ -145,14 +145,7 @@ impl Server {
         }
         self.health.set_last_error(why.to_string());
         // Idle connections to it are likely dead too.
-        let dead: Vec<BackendConn> = std::mem::take(&mut *self.idle.lock());
-        for c in dead {
-            self.discard(c);
-        }
-        let pipes: Vec<Arc<Pipe>> = std::mem::take(&mut *self.pipes.lock());
-        for p in pipes {
-            self.close_pipe(&p, None);
-        }
+        self.close_idle();
     }
 
     /// Closes every idle connection and pipe (a server taken offline);

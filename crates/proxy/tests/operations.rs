@@ -567,19 +567,10 @@ fn passwords_as_native_hashes_environment_variables_and_files() {
             .contains("[admin] changed but take(s) effect only at a restart"));
         let mut p = p;
         p.restart(&[("SEXTANT_TEST_BACKEND_PW", "apppass")]);
-        let admin = |pw: &str| {
-            mysql::Conn::new(
-                mysql::OptsBuilder::new()
-                    .ip_or_hostname(Some("127.0.0.1"))
-                    .tcp_port(p.admin_port)
-                    .user(Some("admin"))
-                    .pass(Some(pw))
-                    .prefer_socket(false),
-            )
-        };
-        admin("admin-from-file").expect("the admin password from the file");
+        p.admin_with("admin-from-file")
+            .expect("the admin password from the file");
         assert!(
-            admin("adminpass").is_err(),
+            p.admin_with("adminpass").is_err(),
             "the old admin password still works"
         );
         assert!(!p.logs().contains("hashed-pass") && !p.logs().contains("admin-from-file"));
@@ -659,8 +650,12 @@ fn metrics_are_valid_prometheus_and_agree_with_the_servers() {
     for i in 0..50 {
         let _: Option<i32> = c.query_first(format!("SELECT {i}")).unwrap();
     }
-    let mut direct: Vec<(u16, mysql::Conn)> =
-        lab.replicas.iter().map(|&r| (r, super_direct(r))).collect();
+    // One open connection per replica (its own login counted before).
+    let mut direct: Vec<(u16, mysql::Conn)> = lab
+        .replicas
+        .iter()
+        .map(|&r| (r, common::direct(r)))
+        .collect();
     let before_servers: Vec<u64> = direct.iter_mut().map(|(_, d)| com_select(d)).collect();
     let before = server_statements(&p);
     for i in 0..400 {
@@ -758,11 +753,6 @@ fn metrics_are_valid_prometheus_and_agree_with_the_servers() {
             );
         }
     }
-}
-
-/// A direct connection that stays open (one login, counted before).
-fn super_direct(port: u16) -> mysql::Conn {
-    direct(port)
 }
 
 #[test]
@@ -1054,19 +1044,10 @@ fn admin_changes_routing_keys_and_backend_states_live() {
     assert!(lab.replicas.contains(&port(&mut r)), "reads go on");
     // Back online within the wait: the write waits and runs.
     let back = {
-        let admin_port = p.admin_port;
+        let mut a = p.admin();
         let primary = primary.clone();
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
-            let mut a = mysql::Conn::new(
-                mysql::OptsBuilder::new()
-                    .ip_or_hostname(Some("127.0.0.1"))
-                    .tcp_port(admin_port)
-                    .user(Some("admin"))
-                    .pass(Some("adminpass"))
-                    .prefer_socket(false),
-            )
-            .unwrap();
             a.query_drop(format!("SET BACKEND '{primary}' STATE online"))
                 .unwrap();
         })

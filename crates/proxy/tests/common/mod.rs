@@ -492,13 +492,20 @@ backend_password = "apppass"
     }
 
     pub fn admin(&self) -> mysql::Conn {
-        let opts = mysql::OptsBuilder::new()
-            .ip_or_hostname(Some("127.0.0.1"))
-            .tcp_port(self.admin_port)
-            .user(Some("admin"))
-            .pass(Some("adminpass"))
-            .prefer_socket(false);
-        mysql::Conn::new(opts).expect("connect to the admin port")
+        self.admin_with("adminpass")
+            .expect("connect to the admin port")
+    }
+
+    /// A login to the admin port with this password.
+    pub fn admin_with(&self, password: &str) -> mysql::Result<mysql::Conn> {
+        mysql::Conn::new(
+            mysql::OptsBuilder::new()
+                .ip_or_hostname(Some("127.0.0.1"))
+                .tcp_port(self.admin_port)
+                .user(Some("admin"))
+                .pass(Some(password))
+                .prefer_socket(false),
+        )
     }
 
     /// Resident set size of the sextant process, in KiB.
