@@ -49,6 +49,13 @@ impl Family {
         }
     }
 
+    /// A family of one unlabelled sample.
+    fn single(name: &'static str, kind: Kind, help: &'static str, value: f64) -> Family {
+        let mut f = Family::new(name, kind, help);
+        f.push(vec![], value);
+        f
+    }
+
     fn push(&mut self, labels: Vec<(&'static str, String)>, value: f64) {
         self.samples.push(Sample {
             suffix: "",
@@ -63,36 +70,32 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
     use Kind::*;
     let c = ctx.counters;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
-    let mut out = Vec::new();
-    let mut one = |name, kind, help, value: f64| {
-        let mut f = Family::new(name, kind, help);
-        f.push(vec![], value);
-        out.push(f);
-    };
-    one(
-        "sextant_client_connections",
-        Gauge,
-        "Client sessions open now.",
-        c.client_connections.load(Ordering::Relaxed) as f64,
-    );
-    one(
-        "sextant_client_connections_total",
-        Counter,
-        "Client connections accepted since start.",
-        load(&c.client_connections_total),
-    );
-    one(
-        "sextant_client_statements_total",
-        Counter,
-        "Commands clients sent since start.",
-        load(&c.queries),
-    );
-    one(
-        "sextant_client_errors_total",
-        Counter,
-        "Sessions ended by an error of sextant's (not a server's).",
-        load(&c.client_errors),
-    );
+    let mut out = vec![
+        Family::single(
+            "sextant_client_connections",
+            Gauge,
+            "Client sessions open now.",
+            c.client_connections.load(Ordering::Relaxed) as f64,
+        ),
+        Family::single(
+            "sextant_client_connections_total",
+            Counter,
+            "Client connections accepted since start.",
+            load(&c.client_connections_total),
+        ),
+        Family::single(
+            "sextant_client_statements_total",
+            Counter,
+            "Commands clients sent since start.",
+            load(&c.queries),
+        ),
+        Family::single(
+            "sextant_client_errors_total",
+            Counter,
+            "Sessions ended by an error of sextant's (not a server's).",
+            load(&c.client_errors),
+        ),
+    ];
     let mut xa = Family::new(
         "sextant_xa_commits_total",
         Counter,
@@ -101,23 +104,18 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
     xa.push(vec![("phases", "one".into())], load(&c.xa_one_phase));
     xa.push(vec![("phases", "two".into())], load(&c.xa_two_phase));
     out.push(xa);
-    let mut one = |name, kind, help, value: f64| {
-        let mut f = Family::new(name, kind, help);
-        f.push(vec![], value);
-        out.push(f);
-    };
-    one(
+    out.push(Family::single(
         "sextant_xa_rollbacks_total",
         Counter,
         "Distributed transactions rolled back.",
         load(&c.xa_rolled_back),
-    );
-    one(
+    ));
+    out.push(Family::single(
         "sextant_xa_recovered_branches_total",
         Counter,
         "Prepared branches recovery resolved.",
         load(&c.xa_recovered_branches),
-    );
+    ));
 
     let t = crate::traffic::totals();
     let mut kinds = Family::new(

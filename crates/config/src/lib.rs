@@ -690,28 +690,16 @@ impl Routing {
 
     /// A key's value as the config file would write it.
     pub fn get(&self, key: &str) -> Option<String> {
-        let name = |v: &dyn std::fmt::Debug| {
-            // The enums' file names are their variants in snake_case.
-            let d = format!("{v:?}");
-            let mut out = String::new();
-            for (i, ch) in d.chars().enumerate() {
-                if ch.is_ascii_uppercase() && i > 0 {
-                    out.push('_');
-                }
-                out.push(ch.to_ascii_lowercase());
-            }
-            out
-        };
         Some(match key {
             "hold_ms" => self.hold_ms.to_string(),
             "primary_preferred" => self.primary_preferred.to_string(),
             "read_primary_percent" => self.read_primary_percent.to_string(),
-            "balance" => name(&self.balance),
+            "balance" => file_name(&self.balance),
             "read_only_transactions_on_replicas" => {
                 self.read_only_transactions_on_replicas.to_string()
             }
-            "consistency" => name(&self.consistency),
-            "consistency_scope" => name(&self.consistency_scope),
+            "consistency" => file_name(&self.consistency),
+            "consistency_scope" => file_name(&self.consistency_scope),
             "causal_wait_ms" => self.causal_wait_ms.to_string(),
             _ => return None,
         })
@@ -1167,6 +1155,19 @@ fn optional_secret<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D:
 /// SHA1(SHA1(password)) as mysql.user stores it) rather than a password.
 pub fn is_native_hash(p: &str) -> bool {
     p.len() == 41 && p.starts_with('*') && p[1..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A setting's enum value as the file writes it: its variant in
+/// snake_case (`LeastLatency` -> `least_latency`).
+pub fn file_name(v: &dyn std::fmt::Debug) -> String {
+    let mut out = String::new();
+    for (i, ch) in format!("{v:?}").chars().enumerate() {
+        if ch.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(ch.to_ascii_lowercase());
+    }
+    out
 }
 
 /// A `[log] level` is a list of `level` or `target=level` directives

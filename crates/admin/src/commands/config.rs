@@ -3,7 +3,7 @@
 
 use super::{AdminCommand, Query};
 use crate::{Answer, Context, Table};
-use sextant_config::Config;
+use sextant_config::{file_name as name, Config};
 
 pub struct ShowConfig;
 
@@ -25,18 +25,6 @@ impl AdminCommand for ShowConfig {
             })
         })
     }
-}
-
-/// An enum as the file writes it (its variant in snake_case).
-fn name(v: &dyn std::fmt::Debug) -> String {
-    let mut out = String::new();
-    for (i, ch) in format!("{v:?}").chars().enumerate() {
-        if ch.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(ch.to_ascii_lowercase());
-    }
-    out
 }
 
 fn opt(v: &Option<impl ToString>) -> String {
