@@ -50,14 +50,19 @@ pub struct Sharding {
     pub groups: Vec<Arc<Group>>,
     /// `merge_memory_mb`, in bytes.
     pub merge_memory: usize,
-    /// Each sequence's block of ids in hand: the next id, and the end.
-    pub sequences: std::sync::Mutex<std::collections::HashMap<String, (u64, u64)>>,
+    /// Each sequence's block of ids in hand.
+    pub sequences: IdBlocks,
 }
 
-impl Sharding {
+/// Each sequence's block of ids in hand: the next id, and the end. Taken
+/// only when a sequence fills an INSERT's ids, so a lock is cheap here.
+#[derive(Default)]
+pub struct IdBlocks(std::sync::Mutex<std::collections::HashMap<String, (u64, u64)>>);
+
+impl IdBlocks {
     /// `n` consecutive ids from the block in hand, if it has them.
     pub fn take_ids(&self, name: &str, n: u64) -> Option<u64> {
-        let mut m = self.sequences.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let b = m.get_mut(name)?;
         if b.1.saturating_sub(b.0) < n {
             return None;
@@ -67,11 +72,23 @@ impl Sharding {
     }
 
     /// A new block in hand (what was left of the old one is not used).
+    /// Sessions that found the block empty at the same moment each fetch
+    /// one, and the counter hands them out in order; keeping the newest
+    /// means ids given later by this sextant are never below ids it gave
+    /// before (an older block arriving last is dropped, not reused).
     pub fn put_block(&self, name: &str, next: u64, end: u64) {
-        let mut m = self.sequences.lock().unwrap_or_else(|e| e.into_inner());
-        m.insert(name.to_string(), (next, end));
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match m.get_mut(name) {
+            Some(b) if b.1 >= end => {}
+            Some(b) => *b = (next, end),
+            None => {
+                m.insert(name.to_string(), (next, end));
+            }
+        }
     }
+}
 
+impl Sharding {
     /// Where statements that name no table of the layout go for a
     /// session in database `db`: its default group, if the layout gives
     /// one.
@@ -440,6 +457,21 @@ impl Users for AdminUsers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_block_fetched_earlier_but_put_later_does_not_lower_the_ids() {
+        let b = IdBlocks::default();
+        assert_eq!(b.take_ids("s", 1), None);
+        // Two sessions found it empty: the counter gave 1..101 then 101..201,
+        // and the newer block arrived first.
+        b.put_block("s", 102, 201);
+        b.put_block("s", 2, 101);
+        assert_eq!(b.take_ids("s", 3), Some(102));
+        assert_eq!(b.take_ids("s", 1), Some(105));
+        assert_eq!(b.take_ids("s", 200), None);
+        b.put_block("s", 202, 301);
+        assert_eq!(b.take_ids("s", 1), Some(202));
+    }
 
     const BASE: &str = r#"
 [proxy]

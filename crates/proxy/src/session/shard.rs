@@ -162,7 +162,7 @@ impl Session {
         need: &sextant_sharding::route::IdNeed,
     ) -> Result<u64, SessionError> {
         let n = need.rows as u64;
-        if let Some(first) = sh.take_ids(&need.name, n) {
+        if let Some(first) = sh.sequences.take_ids(&need.name, n) {
             return Ok(first);
         }
         let group = sh.groups.get(need.group).cloned().ok_or_else(|| {
@@ -209,7 +209,7 @@ impl Session {
                 ))
             })?;
         let first = end - size;
-        sh.put_block(&need.name, first + n, end);
+        sh.sequences.put_block(&need.name, first + n, end);
         Ok(first)
     }
 
