@@ -574,6 +574,21 @@ impl BackendConn {
             .map(|(s, _)| *s)
     }
 
+    /// Every server statement of this connection: Some if usable under
+    /// the connection's current state, None if prepared under another
+    /// database or sql_mode (a pipe's book of what it can execute).
+    pub fn stmts_by_sql(&self) -> impl Iterator<Item = (&Arc<[u8]>, Option<ServerStmt>)> + '_ {
+        self.stmts
+            .iter()
+            .map(|(sql, (s, ctx))| (sql, ctx.matches(&self.vars).then_some(*s)))
+    }
+
+    /// How many more server statements this connection may have before
+    /// one must be closed.
+    pub fn stmt_room(&self) -> usize {
+        self.max_prepared.max(1).saturating_sub(self.stmts.len())
+    }
+
     pub fn stmt_used(&mut self, sql: &[u8], types_sent: bool) {
         self.stmt_clock += 1;
         let clock = self.stmt_clock;
@@ -616,6 +631,13 @@ impl BackendConn {
         p.push(com::STMT_PREPARE);
         p.extend_from_slice(sql);
         self.send(0, &p).await?;
+        self.read_prepared(sql).await
+    }
+
+    /// Reads the answer to a COM_STMT_PREPARE of `sql` sent on this
+    /// connection (by `prepare_here`, or through a pipe) and records the
+    /// server statement.
+    pub async fn read_prepared(&mut self, sql: &Arc<[u8]>) -> Result<ServerStmt, BackendError> {
         let mut t = Tracker::new(Expect::Prepare, self.flavor.deprecate_eof())
             .with_metadata_flag(self.negotiated & cap::OPTIONAL_RESULTSET_METADATA != 0);
         let mut result = None;

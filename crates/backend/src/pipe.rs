@@ -26,7 +26,7 @@ use crate::conn::{BackendConn, Flavor};
 use crate::state::SessionVars;
 use parking_lot::Mutex;
 use sextant_net::stream::Stream;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -73,6 +73,38 @@ struct State {
     spare: Vec<u8>,
     /// A session is writing; what others queue meanwhile is its to write.
     writing: bool,
+    /// The connection's server statements, by text.
+    stmts: HashMap<Arc<[u8]>, Stmt>,
+    /// How many more the connection may have before one must be closed
+    /// (closing one is not pipelined: a pipe never closes statements).
+    stmt_room: usize,
+}
+
+#[derive(Clone, Copy)]
+enum Stmt {
+    Ready {
+        id: u32,
+        types_sent: bool,
+    },
+    /// A session's COM_STMT_PREPARE for it is on the way: others execute
+    /// it elsewhere meanwhile rather than prepare it twice.
+    Preparing,
+    /// Prepared under another database or sql_mode: it would have to be
+    /// closed first.
+    Stale,
+}
+
+/// What a pipe can do with a prepared statement's execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PipeStmt {
+    /// Prepared on the connection: execute with this server statement id.
+    Ready { id: u32, types_sent: bool },
+    /// Not prepared there, and now booked to this caller: prepare it
+    /// through the pipe, then report with `stmt_prepared`.
+    Prepare,
+    /// Not through this pipe (another session is preparing it, or the
+    /// connection has no room for another statement).
+    No,
 }
 
 /// A small number naming the calling thread (pipes belong to the worker
@@ -123,6 +155,20 @@ impl Pipe {
             Ok(w) => w,
             Err(e) => return Err(Box::new((conn, e))),
         };
+        let stmts = conn
+            .stmts_by_sql()
+            .map(|(sql, s)| {
+                let st = match s {
+                    Some(s) => Stmt::Ready {
+                        id: s.id,
+                        types_sent: s.types_sent,
+                    },
+                    None => Stmt::Stale,
+                };
+                (sql.clone(), st)
+            })
+            .collect();
+        let stmt_room = conn.stmt_room();
         Ok(Pipe {
             home,
             user: conn.user.clone(),
@@ -131,6 +177,8 @@ impl Pipe {
             writer,
             state: Mutex::new(State {
                 conn: Some(conn),
+                stmts,
+                stmt_room,
                 ..State::default()
             }),
             in_flight: AtomicUsize::new(0),
@@ -169,6 +217,54 @@ impl Pipe {
         self.epoch
             .elapsed()
             .saturating_sub(std::time::Duration::from_millis(last))
+    }
+
+    /// How an execution of the statement `sql` can go through this pipe;
+    /// `Prepare` books its preparation to the caller.
+    pub fn stmt(&self, sql: &Arc<[u8]>) -> PipeStmt {
+        let mut st = self.state.lock();
+        match st.stmts.get(&**sql) {
+            Some(Stmt::Ready { id, types_sent }) => PipeStmt::Ready {
+                id: *id,
+                types_sent: *types_sent,
+            },
+            Some(Stmt::Preparing | Stmt::Stale) => PipeStmt::No,
+            None if st.stmt_room == 0 => PipeStmt::No,
+            None => {
+                st.stmt_room -= 1;
+                st.stmts.insert(sql.clone(), Stmt::Preparing);
+                PipeStmt::Prepare
+            }
+        }
+    }
+
+    /// The outcome of a preparation booked by `stmt`: the server statement,
+    /// or None if the server refused it (nothing was prepared).
+    pub fn stmt_prepared(&self, sql: &[u8], s: Option<crate::conn::ServerStmt>) {
+        let mut st = self.state.lock();
+        match s {
+            Some(s) => {
+                st.stmts.insert(
+                    sql.into(),
+                    Stmt::Ready {
+                        id: s.id,
+                        types_sent: s.types_sent,
+                    },
+                );
+            }
+            None => {
+                st.stmts.remove(sql);
+                st.stmt_room += 1;
+            }
+        }
+    }
+
+    /// An execution carrying the parameter types was submitted: later ones
+    /// (behind it on the wire) may leave them out.
+    pub fn stmt_types_sent(&self, sql: &[u8]) {
+        if let Some(Stmt::Ready { types_sent, .. }) = self.state.lock().stmts.get_mut(sql) {
+            *types_sent = true;
+        }
     }
 
     /// Sends one request (whole packets, at most MAX_REQUEST bytes). The

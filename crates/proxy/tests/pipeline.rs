@@ -78,6 +78,67 @@ fn every_session_gets_its_own_answers() {
     }
 }
 
+/// As `own_answers`, with prepared statements (COM_STMT_EXECUTE): each
+/// session alternates two statements, so a pipe's connection holds several
+/// and each execution must name the right one there.
+fn own_answers_prepared(p: &Proxy, threads: u64, rounds: u64) {
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let url = p.url("app", "apppass", "sextant_test");
+            std::thread::spawn(move || {
+                let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+                let a = c
+                    .prep("SELECT ?, REPEAT(CHAR(65 + ? % 26), ?)")
+                    .expect("prepare a");
+                let b = c
+                    .prep("SELECT ? + 0, REPEAT(CHAR(97 + ? % 26), ?)")
+                    .expect("prepare b");
+                for i in 0..rounds {
+                    let id = t * 1_000_000 + i;
+                    let len = if i % 50 == 7 { 65_536 } else { (i * 37) % 300 };
+                    let (stmt, base) = if i % 2 == 0 { (&a, 65) } else { (&b, 97) };
+                    let row: Option<(u64, String)> = c
+                        .exec_first(stmt, (id, t, len))
+                        .unwrap_or_else(|e| panic!("session {t}, execution {i}: {e}"));
+                    let (got, text) = row.expect("a row");
+                    assert_eq!(got, id, "session {t} got another session's answer");
+                    assert_eq!(
+                        text.len() as u64,
+                        len,
+                        "session {t}: answer {i} cut or mixed"
+                    );
+                    assert!(
+                        text.bytes().all(|x| u64::from(x) == base + t % 26),
+                        "session {t}: answer {i} holds another statement's or session's bytes"
+                    );
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("a session failed");
+    }
+}
+
+#[test]
+fn prepared_executions_share_pipes_and_get_their_own_answers() {
+    for threads in ["threads = 1", "threads = 2"] {
+        let p = proxy(threads);
+        own_answers_prepared(&p, 16, 400);
+        let reads = p.backends_sum("pipelined");
+        let sends = p.backends_sum("pipe_sends");
+        eprintln!("{threads}: {reads} executions pipelined in {sends} sends");
+        assert!(
+            reads >= 16 * 400 / 2,
+            "{threads}: most executions should have gone through pipes, {reads} did"
+        );
+        assert!(
+            sends < reads,
+            "{threads}: no two executions ever went out together ({reads}, {sends} sends)"
+        );
+    }
+}
+
 #[test]
 fn sessions_with_other_state_keep_it() {
     // Sessions that changed their state (sql_mode, database) must not read
@@ -207,5 +268,45 @@ fn a_long_read_holds_up_no_new_reads() {
     assert!(
         before >= 2,
         "the long reads did not go through pipes ({before})"
+    );
+}
+
+#[test]
+fn sysbench_prepared_reads_through_pipes() {
+    // libmariadb sends a statement's parameter types with its first
+    // execution only: executions through a pipe whose connection has not
+    // seen them must carry them, or the server reads the values wrong
+    // (sysbench's checks would then fail its run with an error).
+    let lab = lab();
+    sysbench_prepare(lab.primary, 2, 2000);
+    sync_replicas();
+    let p = proxy("threads = 2");
+    let before = p.backends_sum("pipelined");
+    let out = sysbench_cmd(p.port, 2, 2000)
+        .args([
+            "--threads=16",
+            "--time=4",
+            "--db-ps-mode=auto",
+            "--skip_trx=on",
+            "--mysql-ignore-errors=none",
+            "oltp_read_only",
+            "run",
+        ])
+        .output()
+        .expect("sysbench");
+    let (_, queries) = sysbench_clean(
+        &out,
+        "reading through pipes with prepared statements",
+        "queries:",
+    );
+    let piped = p.backends_sum("pipelined") - before;
+    eprintln!("{queries} queries, {piped} through pipes");
+    assert!(
+        queries > 1000 && queries != u64::MAX,
+        "too few queries: {queries}"
+    );
+    assert!(
+        piped * 2 > queries,
+        "most prepared reads should have gone through pipes: {piped} of {queries}"
     );
 }

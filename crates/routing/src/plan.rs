@@ -124,6 +124,10 @@ pub struct Prepared {
     pub may_write: bool,
     /// Its `/*# consistency=... */` hint.
     pub consistency: Option<Consistency>,
+    /// Nothing in it depends on or changes its connection's state (no
+    /// session variable, lock or function of the connection): its
+    /// executions may share a pipelined connection.
+    pub plain: bool,
 }
 
 impl Prepared {
@@ -134,6 +138,7 @@ impl Prepared {
             read_only: c.read_only,
             may_write: c.may_write(),
             consistency: consistency_hint(c),
+            plain: c.flags.is_empty(),
         }
     }
 }
@@ -170,11 +175,7 @@ pub fn plan(
         p.pipeline = false;
         p.restore_insert_id = false;
     } else {
-        p.pipeline = g.pipelining
-            && p.retry == Retry::Read
-            && p.target == Target::Replica
-            && c.read_only
-            && c.flags.is_empty();
+        p.pipeline = pipelined(&p, g, c.read_only, c.flags.is_empty());
     }
     p
 }
@@ -209,7 +210,14 @@ pub fn plan_execute(
     };
     let mut p = finish(d, st.read_only, st.consistency, s, policy, g);
     p.refuse = refusal(s, st.may_write);
+    p.pipeline = pipelined(&p, g, st.read_only, st.plain);
     p
+}
+
+/// Whether a planned statement may share a pipelined connection: a plain
+/// read bound for a replica that may run again elsewhere.
+fn pipelined(p: &Plan, g: GroupFacts, read_only: bool, plain: bool) -> bool {
+    g.pipelining && p.retry == Retry::Read && p.target == Target::Replica && read_only && plain
 }
 
 /// The invariant's one place: a statement that may write never runs on a

@@ -7,11 +7,13 @@ use super::{Pins, Session};
 use crate::client::Client;
 use crate::errors::SessionError;
 use crate::relay::{relay, RelayError, RelayOpts, RelayResult};
+use sextant_backend::pipe::Pipe;
 use sextant_backend::{BackendConn, Server};
 use sextant_protocol::codec::write_packet;
 use sextant_protocol::consts::status;
 use sextant_protocol::tracker::Expect;
 use sextant_routing::{Plan, Retry, Target};
+use std::sync::Arc;
 use tokio::time::Instant;
 
 /// Attempts at a statement whose plan allows retries (the last one is not
@@ -71,7 +73,9 @@ impl Session {
             };
             let outcome = match work {
                 Work::Query(p) => self.query_once(plan, p, attempt == 0).await,
-                Work::Execute { id, payload } => self.execute_once(plan, id, payload).await,
+                Work::Execute { id, payload } => {
+                    self.execute_once(plan, id, payload, attempt == 0).await
+                }
                 Work::Bulk { id, payload } => self.bulk_once(plan, id, payload).await,
             };
             self.retry = Retry::Never;
@@ -129,29 +133,47 @@ impl Session {
     /// reads (pipe.rs). None: no pipe could take it (the caller sends it
     /// the usual way).
     async fn forward_pipelined(&mut self, payload: &[u8]) -> Result<Option<Outcome>, SessionError> {
+        let Some((server, pipe)) = self.read_pipe().await else {
+            return Ok(None);
+        };
+        self.scratch.clear();
+        write_packet(&mut self.scratch, 0, payload);
+        self.relay_piped(&server, &pipe, Expect::Query, None).await
+    }
+
+    /// A pipe for this session's next plain read, and its server. None:
+    /// the read goes the usual way.
+    pub(super) async fn read_pipe(&mut self) -> Option<(Arc<Server>, Arc<Pipe>)> {
         if self.binding.is_bound() {
             // Right after a write, reads stay on the held primary
             // connection (read_your_writes without a replica wait).
             if self.pinned() || self.primary_reads_until.is_some_and(|t| Instant::now() < t) {
-                return Ok(None);
+                return None;
             }
             self.release();
         }
-        let Some(server) = self.pick_reader() else {
-            return Ok(None);
-        };
-        let Some(pipe) = Box::pin(server.pipe(
+        let server = self.pick_reader()?;
+        let pipe = Box::pin(server.pipe(
             &self.user.backend_user,
             &self.user.backend_password,
             self.flavor,
             &self.vars,
         ))
-        .await
-        else {
-            return Ok(None);
-        };
-        self.scratch.clear();
-        write_packet(&mut self.scratch, 0, payload);
+        .await?;
+        Some((server, pipe))
+    }
+
+    /// Sends the request in `scratch` through `pipe` and, in its turn,
+    /// relays the answer; `stmt`: the prepared statement it executes, and
+    /// whether the request carries its parameter types. None: the pipe
+    /// took nothing (the caller sends it the usual way).
+    pub(super) async fn relay_piped(
+        &mut self,
+        server: &Arc<Server>,
+        pipe: &Arc<Pipe>,
+        expect: Expect,
+        stmt: Option<(&Arc<[u8]>, bool)>,
+    ) -> Result<Option<Outcome>, SessionError> {
         let Some(turn) = pipe.submit(&self.scratch).await else {
             return Ok(None);
         };
@@ -162,6 +184,9 @@ impl Session {
             pipe.abandon();
             return Ok(Some(Outcome::Retry(RetryReason::PipeBroken)));
         };
+        if let Some((sql, types_sent)) = stmt {
+            conn.stmt_used(sql, types_sent);
+        }
         let opts = RelayOpts {
             session_track: self.session_track,
             deprecate_eof: self.deprecate_eof,
@@ -172,25 +197,17 @@ impl Session {
         // Its turn: the answers before it were read, so the server runs it
         // now, and a KILL QUERY of this session reaches it.
         if let Some(r) = &self.registered {
-            r.handle
-                .running_on(&self.group, &server, conn.connection_id);
+            r.handle.running_on(&self.group, server, conn.connection_id);
         }
-        let relayed = relay_counted(
-            &mut self.client,
-            &mut conn,
-            &server,
-            timed,
-            Expect::Query,
-            &opts,
-        )
-        .await;
+        let relayed =
+            relay_counted(&mut self.client, &mut conn, server, timed, expect, &opts).await;
         if let Some(r) = &self.registered {
             r.handle.idle();
         }
         match relayed {
             Ok(res) => {
                 self.status = res.status & !status::SESSION_STATE_CHANGED;
-                self.ran = (res.rows, res.error, ran_on(&server));
+                self.ran = (res.rows, res.error, ran_on(server));
                 // A read leaves a connection as it found it; if this one
                 // did not, the connection is no longer the pipe's state.
                 let clean = !res.connection_ending
@@ -203,20 +220,20 @@ impl Session {
                     && !conn.in_transaction();
                 if !clean {
                     tracing::debug!(parent: &self.span, server = %server.addr, "a pipelined read changed its connection's state: closing the pipe");
-                    server.close_pipe(&pipe, Some(conn));
+                    server.close_pipe(pipe, Some(conn));
                 } else if let Some(conn) = pipe.pass(conn) {
-                    server.close_pipe(&pipe, Some(conn));
+                    server.close_pipe(pipe, Some(conn));
                 }
                 Ok(Some(Outcome::Done(res)))
             }
             Err(e @ RelayError::Server { .. }) => {
-                server.close_pipe(&pipe, Some(conn));
-                self.server_failed(&server, e).await.map(Some)
+                server.close_pipe(pipe, Some(conn));
+                self.server_failed(server, e).await.map(Some)
             }
             Err(client) => {
                 // The answer was cut off mid-way: the connection's position
                 // in the stream is lost for the sessions behind.
-                server.close_pipe(&pipe, Some(conn));
+                server.close_pipe(pipe, Some(conn));
                 Err(client_failed(client))
             }
         }

@@ -6,6 +6,7 @@
 use super::forward::{Outcome, RetryReason, Work};
 use super::{Pins, Session};
 use crate::errors::SessionError;
+use sextant_backend::pipe::PipeStmt;
 use sextant_protocol::codec::{write_packet, Reader};
 use sextant_protocol::consts::{cap, cursor, status};
 use sextant_protocol::packets::write_simple_ok;
@@ -79,6 +80,66 @@ fn exec_layout(p: &[u8], params: usize, query_attributes: bool) -> Option<ExecLa
 
 /// The statement parameters' values of a COM_STMT_EXECUTE (none that
 /// cannot be read: the router then treats the key as unknown).
+/// Writes into `out` the packet that runs `p` (a client's
+/// COM_STMT_EXECUTE of `st`) as server statement `server_id`, adding the
+/// parameter types if the client left them out and that server statement
+/// (`types_sent`) never got them. Returns whether the packet carries
+/// types.
+fn execute_packet(
+    out: &mut Vec<u8>,
+    st: &mut ClientStmt,
+    p: &[u8],
+    server_id: u32,
+    types_sent: bool,
+    qa: bool,
+) -> bool {
+    let mut inject_types = false;
+    let mut sent_types = false;
+    let mut bitmap_end = 0;
+    if let Some(l) = exec_layout(p, st.params as usize, qa) {
+        bitmap_end = l.bind_at;
+        if l.types_len > 0 {
+            st.types.clear();
+            st.types
+                .extend_from_slice(&p[l.bind_at + 1..l.bind_at + 1 + l.types_len]);
+            st.types_n = l.n;
+            sent_types = true;
+        } else if p[l.bind_at] == 0 && !types_sent && st.types_n == l.n && !st.types.is_empty() {
+            inject_types = true;
+            sent_types = true;
+        }
+    }
+    let len = p.len() + if inject_types { st.types.len() } else { 0 };
+    out.clear();
+    if len < sextant_protocol::codec::MAX_PAYLOAD {
+        let at = sextant_protocol::codec::begin_packet(out);
+        if inject_types {
+            out.extend_from_slice(&p[..bitmap_end]);
+            out.push(1);
+            out.extend_from_slice(&st.types);
+            out.extend_from_slice(&p[bitmap_end + 1..]);
+        } else {
+            out.extend_from_slice(p);
+        }
+        out[at + 5..at + 9].copy_from_slice(&server_id.to_le_bytes());
+        sextant_protocol::codec::finish_packet(out, at, 0);
+    } else {
+        // 16 MiB and more: rare enough to build the payload separately.
+        let mut q = Vec::with_capacity(len);
+        if inject_types {
+            q.extend_from_slice(&p[..bitmap_end]);
+            q.push(1);
+            q.extend_from_slice(&st.types);
+            q.extend_from_slice(&p[bitmap_end + 1..]);
+        } else {
+            q.extend_from_slice(p);
+        }
+        q[1..5].copy_from_slice(&server_id.to_le_bytes());
+        write_packet(out, 0, &q);
+    }
+    sent_types
+}
+
 fn exec_values<'a>(
     p: &'a [u8],
     st: &ClientStmt,
@@ -259,6 +320,7 @@ impl Session {
     /// COM_STMT_EXECUTE, or MariaDB's COM_STMT_BULK_EXECUTE (`bulk`): the
     /// statement's plan, run with its retries.
     async fn run_statement(&mut self, p: &[u8], bulk: bool) -> Result<(), SessionError> {
+        let _busy = super::query::Busy::enter();
         let id = stmt_id(p)?;
         if !self.stmts.contains_key(&id) {
             let command = match bulk {
@@ -324,7 +386,8 @@ impl Session {
         r.map(|_| ())
     }
 
-    /// One attempt at an execute: a connection for the plan's target, the
+    /// One attempt at an execute: on a pipe when the plan allows and the
+    /// moment suits, else a connection for the plan's target, the
     /// statement prepared there, the packet rewritten with the server's
     /// statement id (and the parameter types, if this server statement
     /// never got them).
@@ -333,63 +396,25 @@ impl Session {
         plan: &Plan,
         id: u32,
         p: &[u8],
+        first: bool,
     ) -> Result<Outcome, SessionError> {
+        if plan.pipeline && first && super::query::Busy::has_company() {
+            if let Some(o) = self.execute_pipelined(id, p).await? {
+                return Ok(o);
+            }
+        }
         let (server_id, types_sent) = match self.attach_for_stmt(plan.target, id).await? {
             Ok(v) => v,
             Err(outcome) => return Ok(outcome),
-        };
-        let Some(st) = self.stmts.get_mut(&id) else {
-            return Ok(Outcome::Reported);
         };
         let flags = *p.get(5).ok_or(SessionError::Malformed(
             sextant_protocol::ProtoError::Truncated("execute flags"),
         ))?;
         let qa = self.flavor.caps & cap::QUERY_ATTRIBUTES != 0;
-        let mut inject_types = false;
-        let mut sent_types = false;
-        let mut bitmap_end = 0;
-        if let Some(l) = exec_layout(p, st.params as usize, qa) {
-            bitmap_end = l.bind_at;
-            if l.types_len > 0 {
-                st.types.clear();
-                st.types
-                    .extend_from_slice(&p[l.bind_at + 1..l.bind_at + 1 + l.types_len]);
-                st.types_n = l.n;
-                sent_types = true;
-            } else if p[l.bind_at] == 0 && !types_sent && st.types_n == l.n && !st.types.is_empty()
-            {
-                inject_types = true;
-                sent_types = true;
-            }
-        }
-        let len = p.len() + if inject_types { st.types.len() } else { 0 };
-        self.scratch.clear();
-        if len < sextant_protocol::codec::MAX_PAYLOAD {
-            let at = sextant_protocol::codec::begin_packet(&mut self.scratch);
-            if inject_types {
-                self.scratch.extend_from_slice(&p[..bitmap_end]);
-                self.scratch.push(1);
-                self.scratch.extend_from_slice(&st.types);
-                self.scratch.extend_from_slice(&p[bitmap_end + 1..]);
-            } else {
-                self.scratch.extend_from_slice(p);
-            }
-            self.scratch[at + 5..at + 9].copy_from_slice(&server_id.to_le_bytes());
-            sextant_protocol::codec::finish_packet(&mut self.scratch, at, 0);
-        } else {
-            // 16 MiB and more: rare enough to build the payload separately.
-            let mut q = Vec::with_capacity(len);
-            if inject_types {
-                q.extend_from_slice(&p[..bitmap_end]);
-                q.push(1);
-                q.extend_from_slice(&st.types);
-                q.extend_from_slice(&p[bitmap_end + 1..]);
-            } else {
-                q.extend_from_slice(p);
-            }
-            q[1..5].copy_from_slice(&server_id.to_le_bytes());
-            write_packet(&mut self.scratch, 0, &q);
-        }
+        let Some(st) = self.stmts.get_mut(&id) else {
+            return Ok(Outcome::Reported);
+        };
+        let sent_types = execute_packet(&mut self.scratch, st, p, server_id, types_sent, qa);
         let sql = st.sql.clone();
         if st.route.decision.target == Target::Primary {
             self.primary_reads_until = Some(Instant::now() + self.hold);
@@ -410,6 +435,103 @@ impl Session {
         }
         self.after_statement();
         Ok(outcome)
+    }
+
+    /// An execution of a plain read on a pipe shared with other sessions'
+    /// reads; the statement is prepared through the pipe the first time.
+    /// None: no pipe could take it (the caller runs it the usual way).
+    async fn execute_pipelined(
+        &mut self,
+        id: u32,
+        p: &[u8],
+    ) -> Result<Option<Outcome>, SessionError> {
+        let Some(st) = self.stmts.get(&id) else {
+            return Ok(None);
+        };
+        // With the types it may have to add, and the packet header.
+        if p.len() + st.types.len() + 4 >= sextant_backend::pipe::MAX_REQUEST {
+            return Ok(None);
+        }
+        let sql = st.sql.clone();
+        let Some((server, pipe)) = self.read_pipe().await else {
+            return Ok(None);
+        };
+        let (server_id, types_sent) = match pipe.stmt(&sql) {
+            PipeStmt::Ready { id, types_sent } => (id, types_sent),
+            PipeStmt::No => return Ok(None),
+            PipeStmt::Prepare => match self.prepare_piped(&server, &pipe, &sql).await {
+                Some(s) => (s.id, s.types_sent),
+                None => return Ok(None),
+            },
+        };
+        let qa = self.flavor.caps & cap::QUERY_ATTRIBUTES != 0;
+        let Some(st) = self.stmts.get_mut(&id) else {
+            return Ok(None);
+        };
+        let sent_types = execute_packet(&mut self.scratch, st, p, server_id, types_sent, qa);
+        if sent_types {
+            pipe.stmt_types_sent(&sql);
+        }
+        let outcome = self
+            .relay_piped(&server, &pipe, Expect::Execute, Some((&sql, sent_types)))
+            .await?;
+        if let Some(Outcome::Done(_)) = outcome {
+            self.after_statement();
+        }
+        Ok(outcome)
+    }
+
+    /// Prepares `sql` on a pipe's connection, in line with the other
+    /// sessions' reads (the answer is this session's to read, not the
+    /// client's). None: it did not prepare there (the server refused it,
+    /// or the pipe failed; the execution then goes the usual way, which
+    /// reports a refusal to the client).
+    async fn prepare_piped(
+        &mut self,
+        server: &Arc<sextant_backend::Server>,
+        pipe: &Arc<sextant_backend::pipe::Pipe>,
+        sql: &Arc<[u8]>,
+    ) -> Option<sextant_backend::ServerStmt> {
+        let len = sql.len() + 1;
+        if len + 4 >= sextant_backend::pipe::MAX_REQUEST {
+            pipe.stmt_prepared(sql, None);
+            return None;
+        }
+        self.scratch.clear();
+        let at = sextant_protocol::codec::begin_packet(&mut self.scratch);
+        self.scratch
+            .push(sextant_protocol::consts::com::STMT_PREPARE);
+        self.scratch.extend_from_slice(sql);
+        sextant_protocol::codec::finish_packet(&mut self.scratch, at, 0);
+        let Some(turn) = pipe.submit(&self.scratch).await else {
+            pipe.stmt_prepared(sql, None);
+            return None;
+        };
+        let Ok(mut conn) = turn.await else {
+            pipe.abandon();
+            return None;
+        };
+        match conn.read_prepared(sql).await {
+            Ok(s) => {
+                pipe.stmt_prepared(sql, Some(s));
+                if let Some(conn) = pipe.pass(conn) {
+                    server.close_pipe(pipe, Some(conn));
+                }
+                Some(s)
+            }
+            Err(sextant_backend::BackendError::Server { .. }) => {
+                pipe.stmt_prepared(sql, None);
+                if let Some(conn) = pipe.pass(conn) {
+                    server.close_pipe(pipe, Some(conn));
+                }
+                None
+            }
+            Err(e) => {
+                tracing::debug!(parent: &self.span, server = %server.addr, "preparing through a pipe failed: {e}");
+                server.close_pipe(pipe, Some(conn));
+                None
+            }
+        }
     }
 
     /// Attaches a connection for `target` and makes sure statement `id` is

@@ -21,7 +21,7 @@ thread_local! {
 pub(super) struct Busy;
 
 impl Busy {
-    fn enter() -> Busy {
+    pub(super) fn enter() -> Busy {
         BUSY.with(|b| b.set(b.get() + 1));
         Busy
     }
