@@ -460,9 +460,10 @@ pub struct Group {
     /// Pipelining: up to this many sessions' plain reads are sent on one
     /// server connection without waiting for the answers (0: off). Saves
     /// CPU on both ends under load; a slow read delays the reads queued
-    /// behind it on the same connection.
+    /// behind it on the same connection. Unset: 8, or off with TLS to the
+    /// servers (see `pipeline()`).
     #[serde(default)]
-    pub pipeline_depth: usize,
+    pub pipeline_depth: Option<usize>,
     /// Server connections per server used for pipelined reads (reads that
     /// find them all full take a connection of their own).
     #[serde(default = "default_pipeline_connections")]
@@ -507,6 +508,25 @@ pub struct Group {
     /// (MySQL's ssl-mode=REQUIRED).
     #[serde(default)]
     pub tls_ca: Option<String>,
+}
+
+impl Group {
+    /// The pipelining depth in effect: as set, else the default, except
+    /// with TLS to the servers (a TLS connection's socket cannot be shared
+    /// by two tasks).
+    pub fn pipeline(&self) -> usize {
+        match (self.pipeline_depth, self.tls) {
+            (Some(d), _) => d,
+            (None, true) => 0,
+            (None, false) => DEFAULT_PIPELINE_DEPTH,
+        }
+    }
+
+    /// Pipelined connections per server and worker thread in effect (never
+    /// more than the pool has).
+    pub fn pipeline_connections(&self) -> usize {
+        self.pipeline_connections.min(self.pool_max)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -946,6 +966,10 @@ fn default_max_failed_logins() -> u32 {
 fn default_failed_login_lockout_ms() -> u64 {
     60_000
 }
+/// Pipelining depth when the config names none (measured in the bench
+/// matrix: docs/performance.md).
+pub const DEFAULT_PIPELINE_DEPTH: usize = 8;
+
 fn default_pipeline_connections() -> usize {
     2
 }
@@ -1494,14 +1518,17 @@ impl Config {
                 errors.push(err(&t, "connect_timeout_ms", "must be more than 0".into()));
             }
             // (sextant_backend::pipe::MAX_DEPTH)
-            if g.pipeline_depth > 16 {
+            let depth = g.pipeline_depth.unwrap_or(0);
+            if depth > 16 {
                 errors.push(err(
                     &t,
                     "pipeline_depth",
-                    format!("{} is more than 16 (what a pipe can have queued must fit in the socket buffers: docs/performance.md)", g.pipeline_depth),
+                    format!("{depth} is more than 16 (what a pipe can have queued must fit in the socket buffers: docs/performance.md)"),
                 ));
             }
-            if g.pipeline_depth > 0 {
+            // (Only when set: by default, pipelining fits itself to the
+            // rest of the group.)
+            if depth > 0 {
                 if g.pipeline_connections == 0 || g.pipeline_connections > g.pool_max {
                     errors.push(err(
                         &t,
@@ -1700,6 +1727,22 @@ password = "apppass"                # what the client presents to the proxy
 primary  = "127.0.0.1:3307"
 replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr = "127.0.0.1:3308", weight = 2 }
 "#;
+
+    #[test]
+    fn pipelining_is_on_unless_set_off_or_the_servers_speak_tls() {
+        let with = |extra: &str| {
+            let text = format!("{ISSUE_EXAMPLE}{extra}");
+            let c = Config::parse(&text, "x.toml").unwrap();
+            let g = &c.groups["main"];
+            (g.pipeline(), g.pipeline_connections())
+        };
+        assert_eq!(with(""), (DEFAULT_PIPELINE_DEPTH, 2));
+        assert_eq!(with("pipeline_depth = 0\n"), (0, 2));
+        assert_eq!(with("pipeline_depth = 4\n"), (4, 2));
+        assert_eq!(with("tls = true\n").0, 0);
+        // A pool of one connection has one to pipeline on.
+        assert_eq!(with("pool_max = 1\n"), (DEFAULT_PIPELINE_DEPTH, 1));
+    }
 
     #[test]
     fn the_documented_example_parses() {

@@ -357,8 +357,8 @@ fn build_group(name: &str, g: &sextant_config::Group) -> Result<Group, StartErro
         wait: Duration::from_millis(g.pool_wait_ms),
         max_prepared: g.max_prepared_per_connection,
         tls: None,
-        pipeline_depth: g.pipeline_depth,
-        pipeline_connections: g.pipeline_connections,
+        pipeline_depth: g.pipeline(),
+        pipeline_connections: g.pipeline_connections(),
         query_timeout: (g.query_timeout_ms > 0).then(|| Duration::from_millis(g.query_timeout_ms)),
     };
     settings.tls = target(&g.primary.0)?;

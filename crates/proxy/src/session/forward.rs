@@ -99,10 +99,7 @@ impl Session {
         p: &[u8],
         first: bool,
     ) -> Result<Outcome, SessionError> {
-        if plan.pipeline
-            && first
-            && p.len() < sextant_backend::pipe::MAX_REQUEST
-            && Busy::has_company()
+        if plan.pipeline && first && p.len() < sextant_backend::pipe::MAX_REQUEST && Busy::crowded()
         {
             if let Some(o) = self.forward_pipelined(p).await? {
                 return Ok(o);

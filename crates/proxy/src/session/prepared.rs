@@ -398,7 +398,7 @@ impl Session {
         p: &[u8],
         first: bool,
     ) -> Result<Outcome, SessionError> {
-        if plan.pipeline && first && super::query::Busy::has_company() {
+        if plan.pipeline && first && super::query::Busy::crowded() {
             if let Some(o) = self.execute_pipelined(id, p).await? {
                 return Ok(o);
             }
