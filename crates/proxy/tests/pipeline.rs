@@ -233,11 +233,17 @@ fn a_long_read_holds_up_no_new_reads() {
         let url = p.url("app", "apppass", "sextant_test");
         let sleeping = sleeping.clone();
         std::thread::spawn(move || {
-            // One on every server of the lab (round robin), so whichever
-            // server a read goes to, a pipe there is held up.
-            let threads: Vec<_> = (0..3)
-                .map(|_| {
+            // Reads go through pipes when at least 4 sessions of the
+            // thread are mid-statement: three long reads first, on their
+            // own connections, then three more, on the pipes, one on every
+            // server of the lab (round robin), so whichever server a read
+            // goes to, a pipe there is held up.
+            let threads: Vec<_> = (0..6)
+                .map(|i| {
                     let url = url.clone();
+                    if i == 3 {
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
                     std::thread::spawn(move || {
                         let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
                         let v: Option<i32> = c.query_first("SELECT SLEEP(2)").unwrap();
@@ -251,7 +257,7 @@ fn a_long_read_holds_up_no_new_reads() {
             sleeping.store(false, std::sync::atomic::Ordering::SeqCst);
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(500));
     let before = p.backends_sum("pipelined");
     let mut c = p.conn();
     for i in 0..200 {
@@ -263,8 +269,6 @@ fn a_long_read_holds_up_no_new_reads() {
         "quick reads waited for the long ones to end"
     );
     sleeper.join().unwrap();
-    // (The first long read may find no other session busy and take a
-    // connection of its own; the two after it have company.)
     assert!(
         before >= 2,
         "the long reads did not go through pipes ({before})"
