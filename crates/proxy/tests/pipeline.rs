@@ -26,80 +26,44 @@ fn proxy(extra_proxy: &str) -> Proxy {
 /// share one read from the server, and one answer spans several). Panics
 /// on any answer that is not the session's own.
 fn own_answers(p: &Proxy, threads: u64, rounds: u64) {
+    own_answers_by(p, threads, rounds, false)
+}
+
+/// `own_answers`, as text statements or as executions of prepared
+/// statements (COM_STMT_EXECUTE). Prepared, each session alternates two
+/// statements, so a pipe's connection holds several and each execution
+/// must name the right one there.
+fn own_answers_by(p: &Proxy, threads: u64, rounds: u64, prepared: bool) {
     let workers: Vec<_> = (0..threads)
         .map(|t| {
             let url = p.url("app", "apppass", "sextant_test");
             std::thread::spawn(move || {
                 let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+                let stmts = prepared.then(|| {
+                    let a = c.prep("SELECT ?, REPEAT(CHAR(65 + ? % 26), ?)");
+                    let b = c.prep("SELECT ? + 0, REPEAT(CHAR(97 + ? % 26), ?)");
+                    (a.expect("prepare a"), b.expect("prepare b"))
+                });
                 for i in 0..rounds {
                     let id = t * 1_000_000 + i;
                     let len = if i % 50 == 7 { 65_536 } else { (i * 37) % 300 };
-                    let row: Option<(u64, String)> = c
-                        .query_first(format!("SELECT {id}, REPEAT(CHAR(65 + {t} % 26), {len})"))
-                        .unwrap_or_else(|e| panic!("session {t}, read {i}: {e}"));
-                    let (got, text) = row.expect("a row");
-                    assert_eq!(got, id, "session {t} got another session's answer");
-                    assert_eq!(
-                        text.len() as u64,
-                        len,
-                        "session {t}: answer {i} cut or mixed"
-                    );
-                    assert!(
-                        text.bytes().all(|b| u64::from(b) == 65 + t % 26),
-                        "session {t}: answer {i} holds another session's bytes"
-                    );
-                }
-            })
-        })
-        .collect();
-    for w in workers {
-        w.join().expect("a session failed");
-    }
-}
-
-#[test]
-fn every_session_gets_its_own_answers() {
-    // Both runtimes: one thread, and several worker threads (each with
-    // pipes of its own).
-    for threads in ["threads = 1", "threads = 2"] {
-        let p = proxy(threads);
-        own_answers(&p, 16, 400);
-        let reads = p.backends_sum("pipelined");
-        let sends = p.backends_sum("pipe_sends");
-        eprintln!("{threads}: {reads} reads pipelined in {sends} sends");
-        assert!(
-            reads >= 16 * 400 / 2,
-            "{threads}: most reads should have gone through pipes, {reads} did"
-        );
-        assert!(
-            sends < reads,
-            "{threads}: no two reads ever went out together ({reads} reads, {sends} sends)"
-        );
-    }
-}
-
-/// As `own_answers`, with prepared statements (COM_STMT_EXECUTE): each
-/// session alternates two statements, so a pipe's connection holds several
-/// and each execution must name the right one there.
-fn own_answers_prepared(p: &Proxy, threads: u64, rounds: u64) {
-    let workers: Vec<_> = (0..threads)
-        .map(|t| {
-            let url = p.url("app", "apppass", "sextant_test");
-            std::thread::spawn(move || {
-                let mut c = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
-                let a = c
-                    .prep("SELECT ?, REPEAT(CHAR(65 + ? % 26), ?)")
-                    .expect("prepare a");
-                let b = c
-                    .prep("SELECT ? + 0, REPEAT(CHAR(97 + ? % 26), ?)")
-                    .expect("prepare b");
-                for i in 0..rounds {
-                    let id = t * 1_000_000 + i;
-                    let len = if i % 50 == 7 { 65_536 } else { (i * 37) % 300 };
-                    let (stmt, base) = if i % 2 == 0 { (&a, 65) } else { (&b, 97) };
-                    let row: Option<(u64, String)> = c
-                        .exec_first(stmt, (id, t, len))
-                        .unwrap_or_else(|e| panic!("session {t}, execution {i}: {e}"));
+                    let (row, base): (Option<(u64, String)>, u64) = match &stmts {
+                        Some((a, b)) => {
+                            let (stmt, base) = if i % 2 == 0 { (a, 65) } else { (b, 97) };
+                            (
+                                c.exec_first(stmt, (id, t, len))
+                                    .unwrap_or_else(|e| panic!("session {t}, execution {i}: {e}")),
+                                base,
+                            )
+                        }
+                        None => (
+                            c.query_first(format!(
+                                "SELECT {id}, REPEAT(CHAR(65 + {t} % 26), {len})"
+                            ))
+                            .unwrap_or_else(|e| panic!("session {t}, read {i}: {e}")),
+                            65,
+                        ),
+                    };
                     let (got, text) = row.expect("a row");
                     assert_eq!(got, id, "session {t} got another session's answer");
                     assert_eq!(
@@ -120,23 +84,35 @@ fn own_answers_prepared(p: &Proxy, threads: u64, rounds: u64) {
     }
 }
 
-#[test]
-fn prepared_executions_share_pipes_and_get_their_own_answers() {
+/// 16 sessions x 400 reads, on one worker thread and on two (each with
+/// pipes of its own): each answer the session's own, most reads through
+/// pipes, and several sent together.
+fn pipes_carry(prepared: bool) {
     for threads in ["threads = 1", "threads = 2"] {
         let p = proxy(threads);
-        own_answers_prepared(&p, 16, 400);
+        own_answers_by(&p, 16, 400, prepared);
         let reads = p.backends_sum("pipelined");
         let sends = p.backends_sum("pipe_sends");
-        eprintln!("{threads}: {reads} executions pipelined in {sends} sends");
+        eprintln!("{threads}, prepared {prepared}: {reads} pipelined in {sends} sends");
         assert!(
             reads >= 16 * 400 / 2,
-            "{threads}: most executions should have gone through pipes, {reads} did"
+            "{threads}: most reads should have gone through pipes, {reads} did"
         );
         assert!(
             sends < reads,
-            "{threads}: no two executions ever went out together ({reads}, {sends} sends)"
+            "{threads}: no two reads ever went out together ({reads} reads, {sends} sends)"
         );
     }
+}
+
+#[test]
+fn every_session_gets_its_own_answers() {
+    pipes_carry(false);
+}
+
+#[test]
+fn prepared_executions_share_pipes_and_get_their_own_answers() {
+    pipes_carry(true);
 }
 
 #[test]

@@ -110,22 +110,9 @@ fn execute_packet(
         }
     }
     let len = p.len() + if inject_types { st.types.len() } else { 0 };
-    out.clear();
-    if len < sextant_protocol::codec::MAX_PAYLOAD {
-        let at = sextant_protocol::codec::begin_packet(out);
-        if inject_types {
-            out.extend_from_slice(&p[..bitmap_end]);
-            out.push(1);
-            out.extend_from_slice(&st.types);
-            out.extend_from_slice(&p[bitmap_end + 1..]);
-        } else {
-            out.extend_from_slice(p);
-        }
-        out[at + 5..at + 9].copy_from_slice(&server_id.to_le_bytes());
-        sextant_protocol::codec::finish_packet(out, at, 0);
-    } else {
-        // 16 MiB and more: rare enough to build the payload separately.
-        let mut q = Vec::with_capacity(len);
+    // The client's payload, with the types put in after the null bitmap
+    // when they are added.
+    let payload = |q: &mut Vec<u8>| {
         if inject_types {
             q.extend_from_slice(&p[..bitmap_end]);
             q.push(1);
@@ -134,6 +121,17 @@ fn execute_packet(
         } else {
             q.extend_from_slice(p);
         }
+    };
+    out.clear();
+    if len < sextant_protocol::codec::MAX_PAYLOAD {
+        let at = sextant_protocol::codec::begin_packet(out);
+        payload(out);
+        out[at + 5..at + 9].copy_from_slice(&server_id.to_le_bytes());
+        sextant_protocol::codec::finish_packet(out, at, 0);
+    } else {
+        // 16 MiB and more: rare enough to build the payload separately.
+        let mut q = Vec::with_capacity(len);
+        payload(&mut q);
         q[1..5].copy_from_slice(&server_id.to_le_bytes());
         write_packet(out, 0, &q);
     }
