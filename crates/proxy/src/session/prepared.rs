@@ -509,27 +509,21 @@ impl Session {
             pipe.abandon();
             return None;
         };
-        match conn.read_prepared(sql).await {
-            Ok(s) => {
-                pipe.stmt_prepared(sql, Some(s));
-                if let Some(conn) = pipe.pass(conn) {
-                    server.close_pipe(pipe, Some(conn));
-                }
-                Some(s)
-            }
-            Err(sextant_backend::BackendError::Server { .. }) => {
-                pipe.stmt_prepared(sql, None);
-                if let Some(conn) = pipe.pass(conn) {
-                    server.close_pipe(pipe, Some(conn));
-                }
-                None
-            }
+        let prepared = match conn.read_prepared(sql).await {
+            Ok(s) => Some(s),
+            // The server refused it: the connection is fine.
+            Err(sextant_backend::BackendError::Server { .. }) => None,
             Err(e) => {
                 tracing::debug!(parent: &self.span, server = %server.addr, "preparing through a pipe failed: {e}");
                 server.close_pipe(pipe, Some(conn));
-                None
+                return None;
             }
+        };
+        pipe.stmt_prepared(sql, prepared);
+        if let Some(conn) = pipe.pass(conn) {
+            server.close_pipe(pipe, Some(conn));
         }
+        prepared
     }
 
     /// Attaches a connection for `target` and makes sure statement `id` is
