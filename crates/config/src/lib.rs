@@ -242,12 +242,6 @@ pub struct Proxy {
     /// Worker threads; 0 = one per core.
     #[serde(default)]
     pub threads: usize,
-    /// Each worker thread gathers the sends of a loop turn (answers to
-    /// clients, statements to servers) and hands them to the kernel in one
-    /// io_uring call. Plain TCP and Unix sockets only; without io_uring in
-    /// the kernel sends go the usual way.
-    #[serde(default)]
-    pub batch_sends: bool,
     /// Client connections beyond this are refused with ER_CON_COUNT_ERROR.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
@@ -344,7 +338,6 @@ impl Default for Proxy {
         Proxy {
             listen: default_listen(),
             threads: 0,
-            batch_sends: false,
             max_connections: default_max_connections(),
             max_allowed_packet: default_max_allowed_packet(),
             handshake_timeout_ms: default_handshake_timeout_ms(),

@@ -3,7 +3,6 @@
 //! RSA for caching_sha2_password's key exchange (sextant decrypts what
 //! clients send, and encrypts what servers ask for).
 
-pub mod batch;
 pub mod stream;
 pub mod tls;
 

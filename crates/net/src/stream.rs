@@ -55,38 +55,12 @@ impl Stream {
     }
 
     /// Writes all of `bytes` and flushes (TLS buffers records until then).
-    /// On a worker thread with batched sends, plain sockets hand their
-    /// bytes to the thread's next batch first.
-    pub async fn send(&mut self, mut bytes: &[u8]) -> io::Result<()> {
-        if let Some(n) = self.send_batched(bytes).await? {
-            bytes = &bytes[n..];
-            if bytes.is_empty() {
-                return Ok(());
-            }
-        }
+    pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.write_all(bytes).await?;
         if let Stream::Tls(_) = self {
             self.flush().await?;
         }
         Ok(())
-    }
-
-    /// What the thread's send batch wrote of `bytes`: None when batching
-    /// is off here or the socket is TLS, Some(0) when the socket buffer was
-    /// full (the rest goes the usual way).
-    async fn send_batched(&self, bytes: &[u8]) -> io::Result<Option<usize>> {
-        let fd = match self {
-            Stream::Plain(_) | Stream::Unix(_) => self.raw_fd(),
-            Stream::Tls(_) | Stream::Detached => None,
-        };
-        let Some(send) = fd.and_then(|fd| crate::batch::send(fd, bytes)) else {
-            return Ok(None);
-        };
-        match send.await {
-            Ok(n) => Ok(Some(n)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Some(0)),
-            Err(e) => Err(e),
-        }
     }
 
     /// A non-blocking read on plain TCP; None for TLS (a TLS record may hold
@@ -140,9 +114,6 @@ impl Stream {
     /// Unix sockets only): for a writer that shares the socket with a
     /// reader holding the other handle.
     pub async fn write_shared(&self, mut bytes: &[u8]) -> io::Result<()> {
-        if let Some(n) = self.send_batched(bytes).await? {
-            bytes = &bytes[n..];
-        }
         while !bytes.is_empty() {
             let r = match self {
                 Stream::Plain(s) => s.try_write(bytes),

@@ -80,16 +80,10 @@ fn main() {
     // sessions run beside the listener; with more, the main thread accepts
     // and runs the monitors and the admin interface, and the sessions are
     // dealt out to `threads` worker threads in turn.
-    let mut builder = tokio::runtime::Builder::new_current_thread();
-    builder.enable_all();
-    // With one thread the sessions run here: their sends are batched here.
-    if threads == 1 && config.proxy.batch_sends {
-        builder.on_thread_park(sextant_net::batch::flush);
-        if let Err(e) = sextant_net::batch::install() {
-            tracing::warn!("batch_sends: no io_uring here ({e}); sends go one by one");
-        }
-    }
-    let rt = match builder.build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("sextant: cannot start the runtime: {e}");

@@ -182,8 +182,6 @@ pub async fn run(
     threads: usize,
 ) -> Result<(), StartError> {
     let auth = build_auth(&config, None)?;
-    // A start-up setting: worker runtimes are built once.
-    let config_batch_sends = config.proxy.batch_sends;
     let runtime = Runtime::build(config, None)?;
     let config = &runtime.config;
     let server_version = match &config.proxy.server_version {
@@ -305,7 +303,7 @@ pub async fn run(
         shared.server_version
     );
     let workers = if threads > 1 {
-        start_workers(&shared, threads, config_batch_sends)?
+        start_workers(&shared, threads)?
     } else {
         Vec::new()
     };
@@ -463,31 +461,21 @@ pub(crate) fn reset_digests(shared: &Shared) {
 fn start_workers(
     shared: &Arc<Shared>,
     n: usize,
-    batch_sends: bool,
 ) -> Result<Vec<tokio::sync::mpsc::UnboundedSender<Work>>, StartError> {
     let mut senders = Vec::with_capacity(n);
     for i in 0..n {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Work>();
-        let mut builder = tokio::runtime::Builder::new_current_thread();
-        builder.enable_all();
-        if batch_sends {
-            // The batch goes to the kernel when the thread has nothing
-            // else to run.
-            builder.on_thread_park(sextant_net::batch::flush);
-        }
-        let rt = builder.build().map_err(|e| StartError::Thread {
-            what: format!("worker runtime {i}"),
-            source: e,
-        })?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StartError::Thread {
+                what: format!("worker runtime {i}"),
+                source: e,
+            })?;
         let shared = shared.clone();
         std::thread::Builder::new()
             .name(format!("sextant-w{i}"))
             .spawn(move || {
-                if batch_sends {
-                    if let Err(e) = sextant_net::batch::install() {
-                        tracing::warn!("batch_sends: no io_uring here ({e}); sends go one by one");
-                    }
-                }
                 rt.block_on(async move {
                     while let Some(work) = rx.recv().await {
                         let (s, peer) = match work {
