@@ -328,37 +328,37 @@ mod uring {
     }
 
     fn recv(r: &mut Ring, conns: &mut [Option<Conn>], id: usize, dir: usize) {
-        let Some(c) = conns[id].as_mut() else { return };
-        let (fd, op) = if dir == 0 {
-            (c.client, RECV_CLIENT)
-        } else {
-            (c.server, RECV_SERVER)
-        };
-        let buf = c.bufs[dir].as_mut_ptr();
-        c.inflight += 1;
-        r.push(
-            opcode::Recv::new(types::Fd(fd), buf, BUF as u32)
-                .build()
-                .user_data((id as u64) << 3 | op),
-        );
+        transfer(r, conns, id, dir, false);
     }
 
     fn send(r: &mut Ring, conns: &mut [Option<Conn>], id: usize, dir: usize) {
+        transfer(r, conns, id, dir, true);
+    }
+
+    /// Direction 0 reads the client and writes the server; 1 the reverse.
+    fn transfer(r: &mut Ring, conns: &mut [Option<Conn>], id: usize, dir: usize, sending: bool) {
         let Some(c) = conns[id].as_mut() else { return };
-        let (fd, op) = if dir == 0 {
-            (c.server, SEND_SERVER)
+        let (from, to) = if dir == 0 {
+            (c.client, c.server)
         } else {
-            (c.client, SEND_CLIENT)
+            (c.server, c.client)
         };
-        // SAFETY: sent < len <= BUF.
-        let buf = unsafe { c.bufs[dir].as_ptr().add(c.sent[dir]) };
-        let n = (c.len[dir] - c.sent[dir]) as u32;
         c.inflight += 1;
-        r.push(
-            opcode::Send::new(types::Fd(fd), buf, n)
+        let e = if sending {
+            // SAFETY: sent < len <= BUF.
+            let buf = unsafe { c.bufs[dir].as_ptr().add(c.sent[dir]) };
+            let n = (c.len[dir] - c.sent[dir]) as u32;
+            let op = if dir == 0 { SEND_SERVER } else { SEND_CLIENT };
+            opcode::Send::new(types::Fd(to), buf, n)
                 .build()
-                .user_data((id as u64) << 3 | op),
-        );
+                .user_data((id as u64) << 3 | op)
+        } else {
+            let op = if dir == 0 { RECV_CLIENT } else { RECV_SERVER };
+            opcode::Recv::new(types::Fd(from), c.bufs[dir].as_mut_ptr(), BUF as u32)
+                .build()
+                .user_data((id as u64) << 3 | op)
+        };
+        r.push(e);
     }
 
     fn libc_eintr() -> i32 {
