@@ -196,6 +196,9 @@ pub struct BackendConn {
     pub track: TrackFlags,
     pub created: Instant,
     pub last_used: Instant,
+    /// The thread whose runtime the socket is registered with
+    /// (`pipe::thread_slot`): its readiness events wake that thread.
+    pub home: usize,
     /// Server statements by SQL text, each with the session state it was
     /// prepared under: the server resolved its tables in that database and
     /// parsed it with that sql_mode and character set.
@@ -246,6 +249,7 @@ impl BackendConn {
             track: TrackFlags::default(),
             created: Instant::now(),
             last_used: Instant::now(),
+            home: crate::pipe::thread_slot(),
             stmts: HashMap::new(),
             stmt_clock: 0,
             max_prepared: 256,

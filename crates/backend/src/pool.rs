@@ -336,6 +336,19 @@ impl Server {
                     self.discard(c);
                     continue;
                 }
+                // Opened or last used on another worker thread: its socket
+                // is still registered with that thread's reactor, which
+                // would wake up for every answer and wake this thread in
+                // turn. Moving the registration here costs two epoll_ctl
+                // calls, once.
+                let here = crate::pipe::thread_slot();
+                if c.home != here {
+                    if c.stream.rehome().is_err() {
+                        self.discard(c);
+                        continue;
+                    }
+                    c.home = here;
+                }
                 self.borrows.fetch_add(1, Ordering::Relaxed);
                 c.max_prepared = self.stmt_cap();
                 return Ok(c);
