@@ -343,11 +343,14 @@ impl Server {
                 // calls, once.
                 let here = crate::pipe::thread_slot();
                 if c.home != here {
-                    if c.stream.rehome().is_err() {
-                        self.discard(c);
-                        continue;
+                    match c.stream.rehome() {
+                        Ok(true) => c.home = here,
+                        Ok(false) => {}
+                        Err(_) => {
+                            self.discard(c);
+                            continue;
+                        }
                     }
-                    c.home = here;
                 }
                 self.borrows.fetch_add(1, Ordering::Relaxed);
                 c.max_prepared = self.stmt_cap();

@@ -65,16 +65,19 @@ impl Stream {
 
     /// Registers the socket with the calling thread's runtime, leaving the
     /// one it was registered with: a connection passed between threads then
-    /// wakes only the thread that uses it. TLS connections stay where they
-    /// are (their socket is inside the TLS state). On error the stream is
-    /// detached and must be dropped.
-    pub fn rehome(&mut self) -> io::Result<()> {
+    /// wakes only the thread that uses it. Whether it moved: TLS
+    /// connections stay where they are (their socket is inside the TLS
+    /// state). On error the stream is detached and must be dropped.
+    pub fn rehome(&mut self) -> io::Result<bool> {
         match std::mem::replace(self, Stream::Detached) {
             Stream::Plain(s) => *self = Stream::Plain(TcpStream::from_std(s.into_std()?)?),
             Stream::Unix(s) => *self = Stream::Unix(UnixStream::from_std(s.into_std()?)?),
-            other => *self = other,
+            other => {
+                *self = other;
+                return Ok(false);
+            }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// A non-blocking read on plain TCP; None for TLS (a TLS record may hold
