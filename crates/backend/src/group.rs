@@ -92,6 +92,13 @@ impl GroupServers {
         }
     }
 
+    /// The version of the group's primary, which decides how executable
+    /// comments read (None until a connection to it reported one).
+    #[inline]
+    pub fn server_version(&self) -> Option<sextant_sql::ServerVersion> {
+        self.primary().and_then(|p| p.health.server_version())
+    }
+
     /// Classifies a statement with what this group's servers are known to
     /// be (see [`sextant_sql::Catalogue`]).
     #[inline]

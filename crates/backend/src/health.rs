@@ -65,6 +65,9 @@ pub struct Health {
     pub stats: crate::stats::StatementStats,
     last_error: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
+    /// The same version as the lexer reads it: id, bit 31 set for MariaDB;
+    /// 0 until known. Read for every statement, so not behind the mutex.
+    version_id: AtomicU32,
     /// The cluster state the monitor last saw when the member is not
     /// usable ("RECOVERING", "Donor/Desynced", "minority partition"...).
     member_state: Mutex<Option<String>>,
@@ -89,6 +92,7 @@ impl Health {
             stats: Default::default(),
             last_error: Mutex::new(None),
             version: Mutex::new(None),
+            version_id: AtomicU32::new(0),
             member_state: Mutex::new(None),
         }
     }
@@ -211,6 +215,23 @@ impl Health {
         let mut g = self.version.lock();
         if g.is_none() {
             *g = Some(v.to_string());
+            if let Some(p) = sextant_sql::ServerVersion::parse(v) {
+                let bits = p.id & 0x7FFF_FFFF | if p.mariadb { 1 << 31 } else { 0 };
+                self.version_id.store(bits, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The server's version as executable comments are read by it (None
+    /// until a connection reported it).
+    #[inline]
+    pub fn server_version(&self) -> Option<sextant_sql::ServerVersion> {
+        match self.version_id.load(Ordering::Relaxed) {
+            0 => None,
+            bits => Some(sextant_sql::ServerVersion {
+                id: bits & 0x7FFF_FFFF,
+                mariadb: bits >> 31 == 1,
+            }),
         }
     }
 

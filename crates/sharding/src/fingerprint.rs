@@ -54,7 +54,25 @@ pub struct Tokens {
     /// It has a name starting with `$`, which the shape's placeholders
     /// could be mistaken for: it is parsed as written.
     pub dollar_name: bool,
+    /// A SELECT asks for SQL_CALC_FOUND_ROWS.
+    pub calc_found_rows: bool,
 }
+
+/// Words that may follow SELECT before its select list and change how the
+/// server runs it, not what it returns (DISTINCTROW is DISTINCT; the
+/// parser knows neither and would read them as a column with an alias).
+/// They are left out of the shape; the groups get the text as written.
+const SELECT_MODIFIERS: &[&str] = &[
+    "sql_calc_found_rows",
+    "sql_no_cache",
+    "sql_cache",
+    "high_priority",
+    "straight_join",
+    "sql_small_result",
+    "sql_big_result",
+    "sql_buffer_result",
+    "distinctrow",
+];
 
 /// Functions whose result depends on more than one row.
 pub(crate) const AGGREGATES: &[&str] = &[
@@ -86,6 +104,25 @@ pub fn fingerprint<'a>(
     shape: &mut Vec<u8>,
     slots: &mut Vec<Slot<'a>>,
 ) -> Tokens {
+    write_shape(sql, mode, shape, slots, true)
+}
+
+/// The statement as the server reads it, for parsing as written: with its
+/// values, without comments, the content of executable comments the
+/// server runs kept, and SELECT's modifiers left out as in the shape.
+pub fn as_read(sql: &[u8], mode: LexMode) -> Vec<u8> {
+    let mut out = Vec::with_capacity(sql.len());
+    write_shape(sql, mode, &mut out, &mut Vec::new(), false);
+    out
+}
+
+fn write_shape<'a>(
+    sql: &'a [u8],
+    mode: LexMode,
+    shape: &mut Vec<u8>,
+    slots: &mut Vec<Slot<'a>>,
+    placeholders: bool,
+) -> Tokens {
     shape.clear();
     slots.clear();
     let mut facts = Tokens::default();
@@ -93,7 +130,10 @@ pub fn fingerprint<'a>(
     let mut prev_end = 0usize;
     let mut params = 0u16;
     let mut after_aggregate_name = false;
-    for t in Lexer::with_mode(sql, mode) {
+    // Right after SELECT, or after its modifiers, DISTINCT or ALL.
+    let mut select_head = false;
+    let mut lexer = Lexer::with_mode(sql, mode).peekable();
+    while let Some(t) = lexer.next() {
         let (start, end) = {
             let s = t.text.as_ptr() as usize - base;
             match t.kind {
@@ -108,6 +148,37 @@ pub fn fingerprint<'a>(
             prev_end = end + 2;
             continue;
         }
+        if select_head && t.kind == TokenKind::Word {
+            let modifier = SELECT_MODIFIERS
+                .iter()
+                .any(|m| t.text.eq_ignore_ascii_case(m.as_bytes()));
+            // A column of that name is followed by what ends a select item.
+            let column = match lexer.peek() {
+                None => true,
+                Some(n) => {
+                    n.is_punct(b',') || n.is_punct(b'.') || n.is_word("from") || n.is_word("as")
+                }
+            };
+            if modifier && !column {
+                if t.is_word("sql_calc_found_rows") {
+                    facts.calc_found_rows = true;
+                }
+                if t.is_word("distinctrow") {
+                    if !shape.is_empty() {
+                        shape.push(b' ');
+                    }
+                    shape.extend_from_slice(b"DISTINCT");
+                }
+                prev_end = end;
+                continue;
+            }
+            select_head = t.is_word("distinct") || t.is_word("all");
+        } else {
+            select_head = false;
+        }
+        if t.is_word("select") {
+            select_head = true;
+        }
         if start > prev_end && !shape.is_empty() {
             shape.push(b' ');
         }
@@ -120,6 +191,7 @@ pub fn fingerprint<'a>(
                 .iter()
                 .any(|a| t.text.eq_ignore_ascii_case(a.as_bytes()));
         let slot = match t.kind {
+            _ if !placeholders => None,
             TokenKind::Str => Some(Slot::Lit(Lit::Str(unquote(t.text, mode)))),
             TokenKind::Number => Some(Slot::Lit(
                 std::str::from_utf8(t.text)
@@ -237,6 +309,36 @@ mod tests {
         // A column named like an aggregate is not one.
         assert!(!fp("select count from t").2.aggregate);
         assert!(fp("select a, row_number() over () from t").2.aggregate);
+    }
+
+    #[test]
+    fn select_modifiers_are_left_out_of_the_shape() {
+        let (s, _, t) = fp("SELECT SQL_CALC_FOUND_ROWS SQL_NO_CACHE a FROM t LIMIT 5");
+        assert_eq!(s, "SELECT a FROM t LIMIT $1");
+        assert!(t.calc_found_rows);
+        let (s, _, t) = fp("select distinctrow high_priority a, b from t");
+        assert_eq!(s, "select DISTINCT a, b from t");
+        assert!(!t.calc_found_rows);
+        // Columns of those names stay.
+        assert_eq!(
+            fp("SELECT sql_cache, x FROM t").0,
+            "SELECT sql_cache, x FROM t"
+        );
+        assert_eq!(fp("SELECT sql_cache FROM t").0, "SELECT sql_cache FROM t");
+        assert_eq!(
+            fp("SELECT a, sql_cache b FROM t").0,
+            "SELECT a, sql_cache b FROM t"
+        );
+        // As read: values kept, comments resolved.
+        let server = sextant_sql::ServerVersion::parse("10.11.6-MariaDB");
+        let read = as_read(
+            b"SELECT SQL_NO_CACHE a FROM t WHERE b = 'x' /*!999999 AND c = 1 */ /*!100000 AND d = 2 */",
+            LexMode::DEFAULT.on(server),
+        );
+        assert_eq!(
+            String::from_utf8(read).unwrap(),
+            "SELECT a FROM t WHERE b = 'x' AND d = 2"
+        );
     }
 
     #[test]

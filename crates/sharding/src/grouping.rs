@@ -261,10 +261,36 @@ fn read(
             None => return Err("a GROUP BY expression with values".into()),
         }
     }
+    // HAVING resolves a name in the select list first, unless GROUP BY
+    // names the same column (then the column wins, as in the server): a
+    // HAVING on an aggregate's alias is an aggregate condition, which each
+    // group alone cannot decide.
+    let grouped_names: Vec<&str> = group_by
+        .iter()
+        .filter_map(|e| match e {
+            Expr::Identifier(id) => Some(id.value.as_str()),
+            _ => None,
+        })
+        .collect();
+    let having_aliases: Vec<Option<String>> = aliases
+        .iter()
+        .map(|a| {
+            a.clone()
+                .filter(|a| !grouped_names.iter().any(|g| g.eq_ignore_ascii_case(a)))
+        })
+        .collect();
+    let aggregate_alias = |h: &Expr| {
+        names_in(h).iter().any(|n| {
+            having_aliases.iter().zip(&items).any(|(a, i)| {
+                !matches!(i, Item::Any(_))
+                    && a.as_deref().is_some_and(|a| a.eq_ignore_ascii_case(n))
+            })
+        })
+    };
     let having = match &sel.having {
         None => Having::None,
-        Some(h) if !has_aggregate(h) => Having::Pushed,
-        Some(h) => Having::Eval(having_cond(h, &items, &aliases, val_of)?),
+        Some(h) if !has_aggregate(h) && !aggregate_alias(h) => Having::Pushed,
+        Some(h) => Having::Eval(having_cond(h, &items, &having_aliases, val_of)?),
     };
     let mut order = Vec::new();
     if let Some(o) = order_by {
@@ -335,6 +361,30 @@ fn plain(e: &Expr) -> Option<String> {
     let t = e.to_string();
     (!t.contains('$') && !t.contains('?') && !t.to_ascii_lowercase().contains("select"))
         .then_some(t)
+}
+
+/// The unqualified names an expression uses as columns (not functions,
+/// not the parts of `t.c`).
+fn names_in(e: &Expr) -> Vec<String> {
+    use sextant_sql::{Lexer, TokenKind};
+    let t = e.to_string();
+    let toks: Vec<_> = Lexer::new(t.as_bytes()).collect();
+    let mut out = Vec::new();
+    for (i, tok) in toks.iter().enumerate() {
+        if !matches!(tok.kind, TokenKind::Word | TokenKind::QuotedIdent) {
+            continue;
+        }
+        let dotted = |j: Option<usize>| {
+            j.and_then(|j| toks.get(j))
+                .is_some_and(|x| x.is_punct(b'.'))
+        };
+        let call = toks.get(i + 1).is_some_and(|x| x.is_punct(b'('));
+        if call || dotted(i.checked_sub(1)) || dotted(Some(i + 1)) {
+            continue;
+        }
+        out.push(String::from_utf8_lossy(tok.text).into_owned());
+    }
+    out
 }
 
 /// Calls an aggregate function somewhere.
@@ -443,8 +493,15 @@ fn having_cond(
                 a.as_deref()
                     .is_some_and(|a| a.eq_ignore_ascii_case(&id.value))
             });
-            if let Some(Item::Agg(c)) = i.map(|i| &items[i]) {
-                return Ok(Some(c.clone()));
+            match i.map(|i| &items[i]) {
+                Some(Item::Agg(c)) => return Ok(Some(c.clone())),
+                Some(Item::Calc(_)) => {
+                    return Err(format!(
+                        "a HAVING condition on {}, the alias of an expression over aggregates: write the condition on the aggregates themselves",
+                        id.value
+                    ))
+                }
+                _ => {}
             }
         }
         aggregate(x)

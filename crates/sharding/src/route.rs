@@ -5,7 +5,7 @@
 //! shape is parsed once per thread and cached.
 
 use crate::analyze::{analyze, Analysis, GroupSet, Keys, OrderItem, Place, StmtKind, Val};
-use crate::fingerprint::{fingerprint, Lit, Slot, Tokens};
+use crate::fingerprint::{as_read, fingerprint, Lit, Slot, Tokens};
 use crate::grouping::{AggCall, Grouping, Having, HavingCond, Item, Key, OrderRef};
 use crate::layout::{KeyType, Layout, Method, Partition, Unlisted, Vdb};
 use crate::merge::{AggCols, AggKind, Calc, Cond, GroupPlan, Out, SortKey};
@@ -299,7 +299,7 @@ impl Router {
                 return (Some(a), String::new());
             }
         }
-        match parse(sql) {
+        match parse(&as_read(sql, mode)) {
             Ok(a) => (Some(a), String::new()),
             Err(e) => (None, e.to_string()),
         }
@@ -389,7 +389,8 @@ impl Router {
         tokens: Tokens,
         may_write: bool,
     ) -> Route {
-        let text = String::from_utf8_lossy(parseable(sql));
+        let read = as_read(sql, mode);
+        let text = String::from_utf8_lossy(parseable(&read));
         match Parser::parse_sql(&MySqlDialect {}, &text) {
             Ok(stmts) => {
                 let a = analyze(&self.layout, db, &stmts, tokens);
@@ -418,6 +419,21 @@ impl Router {
                     self.names_of(w.groups)
                 )),
             };
+        }
+        let several = match &r {
+            Route::Scatter(set) => Some(*set),
+            Route::Merge(m) => Some(m.groups),
+            _ => None,
+        };
+        if let Some(set) = several {
+            // Reserved: the word is never a column's name.
+            if Lexer::with_mode(sql, mode).any(|t| t.is_word("sql_calc_found_rows")) {
+                return Route::Refuse(format!(
+                    "SQL_CALC_FOUND_ROWS in a read over {} groups ({}): FOUND_ROWS() would count one group's rows; run COUNT(*) with the same WHERE instead, or restrict the read by the shard key to one group",
+                    set.len(),
+                    self.names_of(set)
+                ));
+            }
         }
         let Route::Merge(mut plan) = r else {
             return r;

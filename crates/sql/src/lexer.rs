@@ -106,6 +106,63 @@ pub struct LexMode {
     /// The client character set, when it is one whose characters may end
     /// in a byte that is special in ASCII.
     pub multibyte: Option<Multibyte>,
+    /// The server the statement runs on, which decides whether a
+    /// versioned executable comment (`/*!50700 ... */`) is code or a
+    /// comment. None: not known; such a comment is read as code and the
+    /// statement is marked as depending on its reading.
+    pub server: Option<ServerVersion>,
+}
+
+/// A server's version, as its lexer uses it for executable comments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerVersion {
+    /// major * 10000 + minor * 100 + patch: 10.11.6 is 101106.
+    pub id: u32,
+    pub mariadb: bool,
+}
+
+impl ServerVersion {
+    /// From a handshake's version string: `8.0.36`,
+    /// `5.5.5-10.11.6-MariaDB-0+deb12u1` (MariaDB's replication-compatible
+    /// prefix is skipped), `10.6.16-MariaDB-log`.
+    pub fn parse(s: &str) -> Option<ServerVersion> {
+        let mariadb = s.contains("MariaDB");
+        let s = match s.strip_prefix("5.5.5-") {
+            Some(rest) if mariadb => rest,
+            _ => s,
+        };
+        let mut parts = s.splitn(3, '.');
+        let mut num = |last: bool| -> Option<u32> {
+            let p = parts.next()?;
+            let digits: &str = if last {
+                let end = p.find(|c: char| !c.is_ascii_digit()).unwrap_or(p.len());
+                &p[..end]
+            } else {
+                p
+            };
+            digits.parse().ok()
+        };
+        let (major, minor, patch) = (num(false)?, num(false)?, num(true)?);
+        if minor > 99 || patch > 99 {
+            return None;
+        }
+        Some(ServerVersion {
+            id: major.checked_mul(10000)? + minor * 100 + patch,
+            mariadb,
+        })
+    }
+
+    /// Whether this server runs the content of `/*!VERSION ... */`, or of
+    /// `/*M!VERSION ... */` when `mariadb_marker`. MariaDB skips MySQL
+    /// 5.7-and-later versions (50700-99999) unless marked `M!`; MySQL
+    /// reads `/*M!` as a plain comment.
+    pub fn runs(self, version: u32, mariadb_marker: bool) -> bool {
+        if self.mariadb {
+            version <= self.id && (mariadb_marker || !(50700..=99999).contains(&version))
+        } else {
+            !mariadb_marker && version <= self.id
+        }
+    }
 }
 
 impl LexMode {
@@ -114,12 +171,14 @@ impl LexMode {
         backslash_escapes: true,
         ansi_quotes: false,
         multibyte: None,
+        server: None,
     };
     /// The other reading: NO_BACKSLASH_ESCAPES and ANSI_QUOTES.
     pub const OTHER: LexMode = LexMode {
         backslash_escapes: false,
         ansi_quotes: true,
         multibyte: None,
+        server: None,
     };
 
     /// The mode of a session with this sql_mode (as the server reports it)
@@ -134,7 +193,13 @@ impl LexMode {
             backslash_escapes: !has("NO_BACKSLASH_ESCAPES"),
             ansi_quotes: has("ANSI_QUOTES") || has("ANSI"),
             multibyte,
+            server: None,
         }
+    }
+
+    /// The same mode on this server.
+    pub fn on(self, server: Option<ServerVersion>) -> LexMode {
+        LexMode { server, ..self }
     }
 }
 
@@ -223,6 +288,75 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// At `/*!` or `/*M!`: reads the marker and its version as the server
+    /// does. Its content is code (true: the lexer goes on inside it; its
+    /// closing `*/` is skipped when reached) unless the comment carries a
+    /// version the server does not run, or is `/*M!` on MySQL: then the
+    /// whole comment is skipped, as a plain one.
+    fn executable_comment(&mut self) {
+        let maria = self.peek(2) == b'M';
+        let at = self.i + if maria { 4 } else { 3 };
+        let digits = self.s[at.min(self.s.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        // Exactly five or six digits make a version; fewer are code.
+        let (len, version) = if digits >= 5 {
+            let len = digits.min(6);
+            let v = std::str::from_utf8(&self.s[at..at + len])
+                .ok()
+                .and_then(|d| d.parse::<u32>().ok())
+                .unwrap_or(u32::MAX);
+            (len, Some(v))
+        } else {
+            (0, None)
+        };
+        let runs = match self.mode.server {
+            Some(server) => match version {
+                Some(v) => server.runs(v, maria),
+                None => !maria || server.mariadb,
+            },
+            None => {
+                // Another server could read it otherwise.
+                if version.is_some() || maria {
+                    self.mode_dependent = true;
+                }
+                true
+            }
+        };
+        if runs {
+            self.i = at + len;
+            self.in_exec_comment = true;
+            return;
+        }
+        self.skip_comment(at + len);
+    }
+
+    /// Skips to the end of a comment whose content starts at `from`; one
+    /// level of `/* ... */` inside it is allowed, as in the server.
+    fn skip_comment(&mut self, from: usize) {
+        let mut j = from;
+        let mut nested = false;
+        while j < self.s.len() {
+            match (self.s[j], self.s.get(j + 1).copied().unwrap_or(0)) {
+                (b'/', b'*') if !nested => {
+                    nested = true;
+                    j += 2;
+                }
+                (b'*', b'/') => {
+                    j += 2;
+                    if !nested {
+                        self.i = j;
+                        return;
+                    }
+                    nested = false;
+                }
+                _ => j += 1,
+            }
+        }
+        self.i = self.s.len();
+    }
+
     fn word_end(&mut self, mut j: usize) -> usize {
         while j < self.s.len() {
             let c = self.s[j];
@@ -263,13 +397,7 @@ impl<'a> Iterator for Lexer<'a> {
                 b'/' if self.peek(1) == b'*' => {
                     let start = self.i;
                     if self.peek(2) == b'!' || (self.peek(2) == b'M' && self.peek(3) == b'!') {
-                        // Executable comment: its content is SQL; skip the
-                        // marker and optional version number.
-                        self.i += if self.peek(2) == b'!' { 3 } else { 4 };
-                        while self.peek(0).is_ascii_digit() {
-                            self.i += 1;
-                        }
-                        self.in_exec_comment = true;
+                        self.executable_comment();
                         continue;
                     }
                     let body = start + 2;
@@ -398,6 +526,74 @@ mod tests {
         let t = kinds("/*M!100101 SET x=1 */ SELECT");
         assert_eq!(t[0], (TokenKind::Word, "SET".into()));
         assert_eq!(t.last().unwrap().1, "SELECT");
+    }
+
+    fn on(s: &str, version: &str) -> Vec<String> {
+        let server = ServerVersion::parse(version).expect("a version");
+        Lexer::with_mode(s.as_bytes(), LexMode::DEFAULT.on(Some(server)))
+            .map(|t| String::from_utf8_lossy(t.text).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn versions_parse_as_the_server_reports_them() {
+        let v = |s| ServerVersion::parse(s).map(|v| (v.id, v.mariadb));
+        assert_eq!(v("5.5.5-10.11.6-MariaDB-0+deb12u1"), Some((101106, true)));
+        assert_eq!(v("10.6.16-MariaDB-log"), Some((100616, true)));
+        assert_eq!(v("8.0.36"), Some((80036, false)));
+        assert_eq!(v("8.0.36-sextant"), Some((80036, false)));
+        assert_eq!(v("5.5.5"), Some((50505, false)));
+        assert_eq!(v("garbage"), None);
+        assert_eq!(v("8.0"), None);
+    }
+
+    #[test]
+    fn versioned_comments_run_only_where_the_server_runs_them() {
+        let maria = "5.5.5-10.11.6-MariaDB-0+deb12u1";
+        let sql = "SELECT 1 /*!999999 AND x */ FROM t";
+        assert_eq!(on(sql, maria), ["SELECT", "1", "FROM", "t"]);
+        // Equal to the server's version: runs.
+        assert_eq!(
+            on("SELECT 1 /*!101106 , 2 */", maria),
+            ["SELECT", "1", ",", "2"]
+        );
+        assert_eq!(on("SELECT 1 /*!101107 , 2 */", maria), ["SELECT", "1"]);
+        assert_eq!(
+            on("SELECT 1 /*M!100100 , 2 */", maria),
+            ["SELECT", "1", ",", "2"]
+        );
+        assert_eq!(on("SELECT 1 /*M!999999 , 2 */", maria), ["SELECT", "1"]);
+        // MySQL 5.7+ versions are MySQL's own: MariaDB skips them unless M!.
+        assert_eq!(on("SELECT 1 /*!50708 , 2 */", maria), ["SELECT", "1"]);
+        assert_eq!(
+            on("SELECT 1 /*M!50708 , 2 */", maria),
+            ["SELECT", "1", ",", "2"]
+        );
+        assert_eq!(
+            on("SELECT 1 /*!50100 , 2 */", maria),
+            ["SELECT", "1", ",", "2"]
+        );
+        // MySQL: its own versions run; /*M! is a plain comment.
+        assert_eq!(
+            on("SELECT 1 /*!50708 , 2 */", "8.0.36"),
+            ["SELECT", "1", ",", "2"]
+        );
+        assert_eq!(on("SELECT 1 /*!80037 , 2 */", "8.0.36"), ["SELECT", "1"]);
+        assert_eq!(on("SELECT 1 /*M!50100 , 2 */", "8.0.36"), ["SELECT", "1"]);
+        // Fewer than five digits: no version, the digits are code.
+        assert_eq!(on("SELECT /*!12 */", maria), ["SELECT", "12"]);
+        // One comment may nest inside a skipped one.
+        assert_eq!(
+            on("SELECT 1 /*!999999 , /* x */ 2 */ , 3", maria),
+            ["SELECT", "1", ",", "3"]
+        );
+        // Not knowing the server: read as code, and marked as depending.
+        let mut l = Lexer::new(b"SELECT 1 /*!999999 , 2 */");
+        assert_eq!(l.by_ref().count(), 4);
+        assert!(l.mode_dependent);
+        let mut l = Lexer::new(b"SELECT 1 /*! , 2 */");
+        assert_eq!(l.by_ref().count(), 4);
+        assert!(!l.mode_dependent);
     }
 
     #[test]

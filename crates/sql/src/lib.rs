@@ -18,4 +18,4 @@ pub mod session_info;
 pub use catalogue::{Catalogue, ServerKind};
 pub use classify::{classify, classify_in, Classification, Flags, Kind};
 pub use hints::{Hints, MAX_HINTS};
-pub use lexer::{LexMode, Lexer, Multibyte, Token, TokenKind};
+pub use lexer::{LexMode, Lexer, Multibyte, ServerVersion, Token, TokenKind};

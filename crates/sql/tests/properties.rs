@@ -4,7 +4,7 @@
 //! escapes it for the session's mode, is always seen.
 
 use proptest::prelude::*;
-use sextant_sql::{classify, classify_in, Flags, LexMode, Lexer, Multibyte};
+use sextant_sql::{classify, classify_in, Flags, LexMode, Lexer, Multibyte, ServerVersion};
 
 fn modes() -> impl Strategy<Value = LexMode> {
     (
@@ -16,12 +16,20 @@ fn modes() -> impl Strategy<Value = LexMode> {
             Just(Some(Multibyte::Big5)),
             Just(Some(Multibyte::Sjis))
         ],
+        prop_oneof![
+            Just(None),
+            Just(ServerVersion::parse("5.5.5-10.11.6-MariaDB")),
+            Just(ServerVersion::parse("8.0.36")),
+        ],
     )
-        .prop_map(|(backslash_escapes, ansi_quotes, multibyte)| LexMode {
-            backslash_escapes,
-            ansi_quotes,
-            multibyte,
-        })
+        .prop_map(
+            |(backslash_escapes, ansi_quotes, multibyte, server)| LexMode {
+                backslash_escapes,
+                ansi_quotes,
+                multibyte,
+                server,
+            },
+        )
 }
 
 /// A string literal holding `content`, escaped as a client library does

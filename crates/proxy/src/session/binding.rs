@@ -23,7 +23,7 @@ impl Session {
             None => Multibyte::of_collation(self.flavor.charset),
         };
         let sql_mode = self.vars.vars.get("sql_mode").map_or("", |m| &**m);
-        LexMode::of_session(sql_mode, multibyte)
+        LexMode::of_session(sql_mode, multibyte).on(self.group.server_version())
     }
 
     /// What routing needs to know about the session.

@@ -160,3 +160,30 @@ SELECT c.c_last FROM customer c JOIN district d USING (c_w_id) WHERE c.c_w_id = 
 SELECT w.w_name, d.d_name FROM warehouse w LEFT JOIN district d ON d.d_w_id = w.w_id AND d.d_w_id = 1
 SELECT w.w_name FROM warehouse w LEFT JOIN district d ON d.d_w_id = w.w_id WHERE w.w_id = 1
 SELECT c.c_last FROM customer c JOIN district d ON c.c_w_id = d.d_w_id WHERE d.d_w_id = 2 AND c.c_w_id = 3
+@layout part.json tpcc_shard default_group
+# HAVING on an aggregate's alias is decided on the combined values
+SELECT w_name, COUNT(*) AS n FROM warehouse GROUP BY w_name HAVING n > 3
+SELECT COUNT(*) AS n FROM warehouse HAVING n > 6
+SELECT w_name, AVG(w_ytd) AS a FROM warehouse GROUP BY w_name HAVING a > 10
+SELECT w_name, SUM(w_ytd) / COUNT(*) AS r FROM warehouse GROUP BY w_name HAVING r > 10
+SELECT w_name AS k, COUNT(*) FROM warehouse GROUP BY w_name HAVING k LIKE 'a%'
+# select modifiers
+SELECT SQL_CALC_FOUND_ROWS w_id FROM warehouse ORDER BY w_id LIMIT 5
+SELECT SQL_NO_CACHE w_id FROM warehouse ORDER BY w_id LIMIT 5
+SELECT HIGH_PRIORITY SQL_SMALL_RESULT w_id FROM warehouse ORDER BY w_id LIMIT 5
+SELECT STRAIGHT_JOIN SQL_BUFFER_RESULT w_id FROM warehouse ORDER BY w_id LIMIT 5
+SELECT DISTINCTROW w_name FROM warehouse
+SELECT SQL_BIG_RESULT w_name, COUNT(*) FROM warehouse GROUP BY w_name
+# executable comments: code only where the server runs them
+@server 5.5.5-10.11.6-MariaDB-0+deb12u1
+SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*!999999 AND w_id = 3 */
+UPDATE warehouse SET w_name = 'x' WHERE w_tax = 9 /*!999999 AND w_id = 5 */
+SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*!101106 AND w_id = 3 */
+SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*!100000 AND w_id = 3 */
+SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*!50708 AND w_id = 3 */
+SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*M!50708 AND w_id = 3 */
+SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*M!999999 AND w_id = 3 */
+UPDATE warehouse SET w_name = 'x' WHERE w_tax = 9 /*M!100000 AND w_id = 5 */
+@server 8.0.36
+SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*!80036 AND w_id = 3 */
+SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*M!50100 AND w_id = 3 */
