@@ -69,6 +69,9 @@ pub enum SessionError {
     KillDenied(u64),
     #[error("sextant: KILL QUERY ID and KILL USER are not supported; use KILL [CONNECTION | QUERY] <connection id>")]
     KillUnsupported,
+    /// A KILL a server would carry out with its own thread ids.
+    #[error("sextant: KILL runs only as a statement of its own, not among other statements of one packet nor as the text of PREPARE, EXECUTE IMMEDIATE or a prepared statement (a server would take the id for one of its own threads); nothing was run; send KILL [CONNECTION | QUERY] <connection id> alone")]
+    KillNotAlone,
     /// Sharding: a statement sextant will not run on the layout, and why.
     #[error("sextant (sharding): {0}")]
     ShardUnsupported(String),
@@ -145,7 +148,9 @@ impl SessionError {
             HostBlocked(_) => (ER_HOST_IS_BLOCKED, "HY000", msg),
             NoSuchThread(_) => (ER_NO_SUCH_THREAD, "HY000", msg),
             KillDenied(_) => (ER_KILL_DENIED_ERROR, "HY000", msg),
-            KillUnsupported | ShardUnsupported(_) => (ER_NOT_SUPPORTED_YET, "42000", msg),
+            KillUnsupported | KillNotAlone | ShardUnsupported(_) => {
+                (ER_NOT_SUPPORTED_YET, "42000", msg)
+            }
             ShardPartial(_) => (ER_SEXTANT_SHARD_PARTIAL, "HY000", msg),
             XaRolledBack(_) => (ER_XA_RBROLLBACK, "XA100", msg),
             XaUnknown(_) => (ER_ERROR_DURING_COMMIT, "HY000", msg),

@@ -111,7 +111,20 @@ fn api(shared: &Shared, what: &str) -> Option<String> {
         _ => return None,
     };
     crate::admin::with_context(shared, |ctx| match sextant_admin::execute(command, ctx) {
-        sextant_admin::Answer::Table(t) => Some(table_json(&t)),
+        sextant_admin::Answer::Table(mut t) => {
+            // The HTTP port asks no password: a server thread id is what a
+            // KILL run on the server itself would need, so it stays on the
+            // admin port.
+            if let Some(i) = t.columns.iter().position(|c| c == "server_thread") {
+                t.columns.remove(i);
+                for r in &mut t.rows {
+                    if i < r.len() {
+                        r.remove(i);
+                    }
+                }
+            }
+            Some(table_json(&t))
+        }
         _ => None,
     })
 }

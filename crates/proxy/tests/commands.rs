@@ -888,3 +888,60 @@ fn kill_names_sextant_sessions_never_server_threads() {
     let v: Option<i64> = b.query_first("SELECT 2").unwrap();
     assert_eq!(v, Some(2));
 }
+
+/// A KILL a server would run with its own thread ids never reaches one:
+/// inside a packet of several statements, as the text of dynamic SQL, or
+/// as a prepared statement, it is refused (1235) and nothing of the
+/// packet runs; an unrelated connection with that thread id lives on.
+#[test]
+fn a_kill_that_is_not_alone_never_reaches_a_server() {
+    let p = Setup::default().start();
+    let mut bystander = direct(lab().primary);
+    let tid: u64 = bystander
+        .query_first("SELECT CONNECTION_ID()")
+        .unwrap()
+        .unwrap();
+    let mut c = p.conn();
+    c.query_drop("CREATE TABLE IF NOT EXISTS kill_marks (n INT)")
+        .unwrap();
+    c.query_drop("DELETE FROM kill_marks").unwrap();
+    for sql in [
+        format!("SELECT 1; KILL {tid}"),
+        format!("INSERT INTO kill_marks VALUES (1); KILL QUERY {tid}"),
+        format!("KILL {tid}; INSERT INTO kill_marks VALUES (2)"),
+        format!("EXECUTE IMMEDIATE 'KILL {tid}'"),
+        format!("EXECUTE IMMEDIATE 'KILL QUERY {tid}'"),
+        format!("PREPARE k FROM ' kill {tid}'"),
+    ] {
+        match c.query_drop(&sql) {
+            Err(mysql::Error::MySqlError(e)) => {
+                assert_eq!(e.code, 1235, "{sql}: {}", e.message);
+                assert!(
+                    e.message
+                        .contains("KILL runs only as a statement of its own"),
+                    "{}",
+                    e.message
+                );
+            }
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+    match c.prep("KILL ?") {
+        Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1235, "{}", e.message),
+        other => panic!("KILL ? prepared: {other:?}"),
+    }
+    // Nothing of the refused packets ran, and the session goes on.
+    let n: u64 = c
+        .query_first("SELECT COUNT(*) FROM kill_marks")
+        .unwrap()
+        .unwrap();
+    assert_eq!(n, 0);
+    let alive: u64 = bystander
+        .query_first("SELECT CONNECTION_ID()")
+        .unwrap()
+        .unwrap();
+    assert_eq!(alive, tid, "the bystander's connection was not killed");
+    // A string that only mentions KILL is not one.
+    let s: Vec<String> = c.query("SELECT 'KILL 5'; SELECT 'x'").unwrap();
+    assert_eq!(s, ["KILL 5"]);
+}

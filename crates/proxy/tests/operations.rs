@@ -795,6 +795,8 @@ fn health_readiness_and_the_json_api() {
     let (_, body) = p.http_get("/api/sessions");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 1, "one session: {body}");
+    // Server thread ids stay on the admin port, which asks a password.
+    assert!(!body.contains("server_thread"), "{body}");
     assert_eq!(p.http_get("/nope").0, 404);
     let (_, page) = p.http_get("/");
     assert!(

@@ -92,6 +92,11 @@ bitflags::bitflags! {
         /// Names a `session_track_*` variable: a SET of one changes what the
         /// client is to be sent, which the server does not always report.
         const TRACKING = 1 << 21;
+        /// A KILL other than as the packet's only statement: one of several
+        /// statements, or the text of dynamic SQL (PREPARE ... FROM,
+        /// EXECUTE IMMEDIATE). A server would take its id for one of its
+        /// own threads, which is not what the client's ids are.
+        const KILL = 1 << 22;
         /// Calls a function that may write, whichever server runs it
         /// (until the server's flavor is known, both of the above count).
         const MAY_WRITE_FUNCTION = Self::STORED_FUNCTION.bits()
@@ -297,6 +302,9 @@ fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
         if seg.kind == Kind::Empty {
             return false;
         }
+        if seg.kind == Kind::Kill {
+            flags.insert(Flags::KILL);
+        }
         let read = seg.kind == Kind::Select
             && seg.read_only
             && !flags.intersects(Flags::LOCKING_READ | Flags::INTO_FILE | Flags::SEQUENCE);
@@ -346,6 +354,11 @@ fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
                 }
                 _ => {}
             },
+            TokenKind::Str
+                if matches!(seg.kind, Kind::Prepare | Kind::Execute) && dynamic_kill(t.text) =>
+            {
+                flags.insert(Flags::KILL);
+            }
             TokenKind::UserVar => {
                 flags.insert(Flags::USER_VAR);
                 if p1.is_some_and(|p| p.is_word("INTO")) && seg.kind == Kind::Select {
@@ -399,6 +412,9 @@ fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
     }
     if segments > 1 {
         flags.insert(Flags::MULTI);
+    } else if first_kind_seen == Kind::Kill {
+        // A KILL alone is the proxy's to carry out (by its kind).
+        flags.remove(Flags::KILL);
     }
     let c = Classification {
         kind: first_kind_seen,
@@ -407,6 +423,18 @@ fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
         hints,
     };
     (c, lexer.mode_dependent)
+}
+
+/// Whether a string literal, as the text of dynamic SQL, is a KILL
+/// (after any blanks and comments; read the way the server would).
+fn dynamic_kill(quoted: &[u8]) -> bool {
+    let inner = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or(&[]);
+    // Escapes and doubled quotes cannot hide the word itself: its letters
+    // are plain; an escaped blank before it is still a blank.
+    let text: Vec<u8> = inner.iter().copied().filter(|c| *c != b'\\').collect();
+    Lexer::new(&text)
+        .find(|t| t.kind != TokenKind::Hint)
+        .is_some_and(|t| t.is_word("KILL"))
 }
 
 fn function_call(name: &[u8], flags: &mut Flags) {

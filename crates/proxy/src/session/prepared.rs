@@ -192,6 +192,12 @@ impl Session {
             false => p,
         };
         let sql: Arc<[u8]> = Arc::from(&p[1..]);
+        {
+            let c = self.group.classify_in(&sql, || self.lex_mode());
+            if c.kind == sextant_sql::Kind::Kill || c.flags.contains(sextant_sql::Flags::KILL) {
+                return self.reply_error(SessionError::KillNotAlone).await;
+            }
+        }
         if let Some(sh) = self.sharding.clone() {
             let may_write = sextant_sql::classify(&sql).may_write();
             match Box::pin(self.shard_prepare(&sh, &sql, may_write, p)).await? {

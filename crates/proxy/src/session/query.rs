@@ -61,6 +61,9 @@ impl Session {
             },
         };
         let c = self.group.classify_in(&p[at..], || self.lex_mode());
+        if c.flags.contains(Flags::KILL) {
+            return self.reply_error(SessionError::KillNotAlone).await;
+        }
         if c.kind == Kind::Kill {
             return Box::pin(self.kill(crate::kill::parse(&p[at..]))).await;
         }
