@@ -48,7 +48,10 @@ pub struct Pass {
 }
 
 /// One recovery pass over every group.
-pub async fn pass(rt: &Runtime, sh: &Sharding, coord: &Coordinator) -> Pass {
+pub async fn pass(rt: &Runtime, sh: &Sharding, coord: &Arc<Coordinator>) -> Pass {
+    // Before any group is asked: a branch XA RECOVER lists may belong to a
+    // session that finishes it before this pass decides.
+    let watch = coord.watch();
     let mut leases: Vec<Option<Lease>> = Vec::with_capacity(sh.groups.len());
     let mut found = Vec::new();
     let mut all_asked = true;
@@ -67,7 +70,7 @@ pub async fn pass(rt: &Runtime, sh: &Sharding, coord: &Coordinator) -> Pass {
         }
     }
     let committed = |g: &str| coord.log.committed(g);
-    let flying = |g: &str| coord.in_flight(g);
+    let flying = |g: &str| watch.live(g);
     let actions = recover::plan(&found, coord.owner(), &committed, &flying);
     let mut out = Pass::default();
     let mut remaining = Vec::new();

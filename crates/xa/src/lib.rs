@@ -85,6 +85,11 @@ pub struct Coordinator {
     pub failpoint: Failpoint,
     pub recover_interval: Duration,
     flying: Mutex<HashMap<String, Flight>>,
+    /// While recovery passes run: every transaction that was in flight
+    /// at some moment since the oldest of them began. A branch XA RECOVER
+    /// listed may have been a live session's even if that session has
+    /// finished by the time the pass decides; it is not the pass's.
+    touched: Mutex<(usize, std::collections::HashSet<String>)>,
     in_doubt: Mutex<Vec<InDoubt>>,
     /// Wakes recovery early (a branch's commit failed; a primary changed).
     pub wake: tokio::sync::Notify,
@@ -105,6 +110,7 @@ impl Coordinator {
             failpoint,
             recover_interval,
             flying: Mutex::new(HashMap::new()),
+            touched: Mutex::new((0, std::collections::HashSet::new())),
             in_doubt: Mutex::new(Vec::new()),
             wake: tokio::sync::Notify::new(),
         }
@@ -119,6 +125,7 @@ impl Coordinator {
     /// [`Flying`] is dropped: recovery leaves its branches to the session.
     pub fn begin(self: &Arc<Self>, session: u32) -> Flying {
         let gtrid = self.ids.next();
+        self.note_touched(&gtrid);
         self.flying.lock().insert(
             gtrid.clone(),
             Flight {
@@ -136,6 +143,26 @@ impl Coordinator {
 
     pub fn in_flight(&self, gtrid: &str) -> bool {
         self.flying.lock().contains_key(gtrid)
+    }
+
+    fn note_touched(&self, gtrid: &str) {
+        let mut t = self.touched.lock();
+        if t.0 > 0 {
+            t.1.insert(gtrid.to_string());
+        }
+    }
+
+    /// Starts watching for a recovery pass, before it asks any group: until
+    /// the returned [`Watch`] is dropped, every transaction in flight now
+    /// or later is remembered, finished or not ([`Watch::live`]).
+    pub fn watch(self: &Arc<Self>) -> Watch {
+        let now: Vec<String> = self.flying.lock().keys().cloned().collect();
+        let mut t = self.touched.lock();
+        t.0 += 1;
+        t.1.extend(now);
+        Watch {
+            coord: self.clone(),
+        }
     }
 
     /// The transactions sessions are carrying out, oldest first.
@@ -200,13 +227,69 @@ impl Flying {
 
 impl Drop for Flying {
     fn drop(&mut self) {
+        self.coord.note_touched(&self.gtrid);
         self.coord.flying.lock().remove(&self.gtrid);
+    }
+}
+
+/// A recovery pass's view of the sessions' transactions.
+pub struct Watch {
+    coord: Arc<Coordinator>,
+}
+
+impl Watch {
+    /// A session of this instance carried out `gtrid` at some moment of
+    /// the pass: its branches are the session's, whatever XA RECOVER said.
+    pub fn live(&self, gtrid: &str) -> bool {
+        self.coord.in_flight(gtrid) || self.coord.touched.lock().1.contains(gtrid)
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut t = self.coord.touched.lock();
+        t.0 -= 1;
+        if t.0 == 0 {
+            t.1.clear();
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pass_leaves_alone_what_was_in_flight_at_any_moment_of_it() {
+        let d = std::env::temp_dir().join(format!("sextant-xa-watch-{}", std::process::id()));
+        let log = Arc::new(FileLog::open(&d).unwrap());
+        let c = Arc::new(Coordinator::new(
+            "w",
+            log,
+            Failpoint::default(),
+            Duration::from_secs(1),
+        ));
+        let before = c.begin(1);
+        let ended_before = c.begin(2);
+        let ended_gtrid = ended_before.gtrid.clone();
+        drop(ended_before);
+        let w = c.watch();
+        // In flight when the pass began, finished during it.
+        let g1 = before.gtrid.clone();
+        drop(before);
+        // Begun and finished during the pass.
+        let during = c.begin(3);
+        let g2 = during.gtrid.clone();
+        drop(during);
+        assert!(w.live(&g1) && w.live(&g2));
+        assert!(
+            !w.live(&ended_gtrid),
+            "finished before the pass: recovery's"
+        );
+        drop(w);
+        assert!(c.touched.lock().1.is_empty());
+        let _ = std::fs::remove_dir_all(&d);
+    }
 
     #[test]
     fn flights_register_until_dropped() {
