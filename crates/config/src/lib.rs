@@ -102,7 +102,8 @@ pub struct Xa {
     pub log_dir: String,
     /// Names this sextant in its transactions' ids, so that its recovery
     /// resolves only its own: 1-32 of `A-Z a-z 0-9 _ . -`, distinct per
-    /// instance sharing the servers. Default: from `proxy.listen`.
+    /// instance sharing the servers. Default: made once at random and
+    /// kept in `log_dir`/instance-id.
     #[serde(default)]
     pub instance_id: Option<String>,
     /// How often recovery asks every group's primary for prepared branches

@@ -137,10 +137,18 @@ pub(crate) fn build_auth(
 /// read: what a crash left is resolved by recovery) and its instance id.
 fn coordinator(config: &Config) -> Result<Arc<sextant_xa::Coordinator>, StartError> {
     let x = &config.xa;
-    let instance = x
-        .instance_id
-        .clone()
-        .unwrap_or_else(|| sextant_xa::xid::instance_from_listen(&config.proxy.listen.0));
+    let instance = match &x.instance_id {
+        Some(id) => id.clone(),
+        None => {
+            let legacy = || sextant_xa::xid::instance_from_listen(&config.proxy.listen.0);
+            let (id, made) = sextant_xa::instance::kept(std::path::Path::new(&x.log_dir), legacy)
+                .map_err(|e| StartError::Xa(e.to_string()))?;
+            if made {
+                tracing::info!(instance = %id, log = %x.log_dir, "distributed transactions: this instance's id, made now and kept beside the decision log");
+            }
+            id
+        }
+    };
     let log = sextant_xa::FileLog::open(std::path::Path::new(&x.log_dir))
         .map_err(|e| StartError::Xa(format!("log_dir {:?}: {e}", x.log_dir)))?;
     let failpoint = sextant_xa::Failpoint::from_env().map_err(StartError::Xa)?;
@@ -223,8 +231,29 @@ pub async fn run(
     let max_connections = client_limit(&runtime);
     let admin_guard = guard(&config.proxy);
     let xa = match &runtime.sharding {
-        Some(_) => Some(coordinator(config)?),
+        Some(sh) => {
+            let c = coordinator(config)?;
+            let mut claim = crate::xa_recovery::Claim::new(&c.instance);
+            match claim.hold(&runtime, sh, 5).await {
+                crate::xa_recovery::Held::Yes => {}
+                crate::xa_recovery::Held::Other => {
+                    return Err(StartError::Xa(format!(
+                        "instance id {:?} is in use: another sextant holds the named lock {:?} on the first group's primary. Each sextant sharing these servers needs its own id: remove [xa] instance_id to let each make its own, or set a distinct one",
+                        c.instance, claim.name
+                    )))
+                }
+                crate::xa_recovery::Held::Unknown(e) => tracing::warn!(
+                    instance = %c.instance,
+                    "cannot claim this instance's id on the first group's primary yet ({e}); recovery claims it before each pass"
+                ),
+            }
+            Some((c, claim))
+        }
         None => None,
+    };
+    let (xa, claim) = match xa {
+        Some((c, claim)) => (Some(c), Some(claim)),
+        None => (None, None),
     };
     let shared = Arc::new(Shared {
         max_connections,
@@ -260,8 +289,8 @@ pub async fn run(
         );
         tokio::spawn(crate::http::serve(l, shared.clone()));
     }
-    if let Some(c) = &shared.xa {
-        tokio::spawn(crate::xa_recovery::run(shared.clone(), c.clone()));
+    if let (Some(c), Some(claim)) = (&shared.xa, claim) {
+        tokio::spawn(crate::xa_recovery::run(shared.clone(), c.clone(), claim));
     }
     let monitor_on = shared.runtime().config.monitor.enabled;
     if monitor_on {

@@ -19,12 +19,20 @@ use sextant_xa::{Coordinator, InDoubt};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub async fn run(shared: Arc<Shared>, coord: Arc<Coordinator>) {
+pub async fn run(shared: Arc<Shared>, coord: Arc<Coordinator>, mut claim: Claim) {
     // The monitor needs a moment to find each group's primary.
     tokio::time::sleep(Duration::from_millis(200)).await;
     loop {
         let rt = shared.runtime.load_full();
         if let Some(sh) = rt.sharding.clone() {
+            // Another live sextant with this id would find this instance's
+            // branches its own, and this one its: neither may resolve any.
+            if let Held::Other = claim.hold(&rt, &sh, 0).await {
+                tracing::error!(instance = %coord.instance, "XA recovery stopped: another sextant holds this instance id ({}); give each instance its own [xa] instance_id", claim.name);
+                drop(rt);
+                tokio::time::sleep(coord.recover_interval.max(Duration::from_secs(1))).await;
+                continue;
+            }
             let p = pass(&rt, &sh, &coord).await;
             shared.counters.xa_recovered_branches.fetch_add(
                 (p.committed + p.rolled_back) as u64,
@@ -37,6 +45,96 @@ pub async fn run(shared: Arc<Shared>, coord: Arc<Coordinator>) {
             _ = coord.wake.notified() => {}
         }
     }
+}
+
+/// This instance's claim to its id among the sextants sharing the
+/// servers: a named lock on the first group's primary, held by a
+/// connection of its own for as long as the process runs (the server
+/// frees it when the process ends, however it ends).
+pub struct Claim {
+    pub name: String,
+    lease: Option<Lease>,
+}
+
+/// Whether the claim is held.
+#[derive(Debug)]
+pub enum Held {
+    Yes,
+    /// Another connection (another sextant) holds the lock.
+    Other,
+    /// The primary cannot be asked now.
+    Unknown(String),
+}
+
+impl Claim {
+    pub fn new(instance: &str) -> Claim {
+        Claim {
+            name: format!("sextant-xa:{instance}"),
+            lease: None,
+        }
+    }
+
+    /// Holds the lock, waiting up to `wait_s` seconds for it (a crashed
+    /// predecessor's connection may take a moment to be noticed gone).
+    pub async fn hold(&mut self, rt: &Runtime, sh: &Sharding, wait_s: u32) -> Held {
+        if let Some(l) = self.lease.as_mut() {
+            let q = format!("SELECT IS_USED_LOCK('{}') = CONNECTION_ID()", self.name);
+            match l.conn_mut().query_internal(&q).await {
+                Ok(rows) if first(&rows) == Some("1") => return Held::Yes,
+                _ => {
+                    if let Some(l) = self.lease.take() {
+                        l.discard();
+                    }
+                }
+            }
+        }
+        let Some(primary) = sh.groups.first().and_then(|g| g.primary()) else {
+            return Held::Unknown("no primary is known".into());
+        };
+        let Some((user, password)) = account(rt) else {
+            return Held::Unknown("no user is configured".into());
+        };
+        let conn = match primary
+            .acquire(&user, &password, Flavor::new(0, DEFAULT_CHARSET))
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => return Held::Unknown(e.to_string()),
+        };
+        let mut lease = Lease::new(primary.clone(), conn);
+        let q = format!("SELECT GET_LOCK('{}', {wait_s})", self.name);
+        let got = lease.conn_mut().query_internal(&q).await;
+        match got.as_ref().map(|r| first(r)) {
+            Ok(Some("1")) => {
+                self.lease = Some(lease);
+                Held::Yes
+            }
+            Ok(Some("0")) => {
+                lease.discard();
+                Held::Other
+            }
+            _ => {
+                lease.discard();
+                Held::Unknown(match got {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "GET_LOCK returned NULL".into(),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        // Never back to the pool: the lock would go with it.
+        if let Some(l) = self.lease.take() {
+            l.discard();
+        }
+    }
+}
+
+fn first(rows: &[Vec<Option<String>>]) -> Option<&str> {
+    rows.first()?.first()?.as_deref()
 }
 
 /// What one pass did.

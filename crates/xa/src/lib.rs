@@ -13,6 +13,7 @@
 
 pub mod error;
 pub mod failpoint;
+pub mod instance;
 pub mod log;
 pub mod recover;
 pub mod xid;
