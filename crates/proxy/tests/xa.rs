@@ -891,3 +891,143 @@ fn recovery_leaves_live_transactions_alone() {
     assert_eq!(touched, 0, "recovery acted on live branches:\n{logs}");
     assert_eq!(listed, 0, "SHOW XA listed live branches as in doubt");
 }
+
+/// Without a configured instance id each sextant makes its own once and
+/// keeps it beside its decision log; a second sextant started with an id
+/// another live one holds refuses to start, saying why.
+#[test]
+fn instance_ids_are_unique_and_a_duplicate_does_not_start() {
+    let b = bank(4, &[]);
+    // A second sextant with the same config but its own ports and log.
+    let cfg = std::fs::read_to_string(&b.proxy.config).unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let other_log =
+        std::env::temp_dir().join(format!("sextant-xa-dup-{}-{port}", std::process::id()));
+    let mut dup = cfg
+        .replace(
+            &format!("127.0.0.1:{}", b.proxy.port),
+            &format!("127.0.0.1:{port}"),
+        )
+        .replace(
+            &format!("127.0.0.1:{}", b.proxy.admin_port),
+            &format!("127.0.0.1:{admin}"),
+        );
+    let log_line = dup
+        .lines()
+        .find(|l| l.starts_with("log_dir = "))
+        .unwrap()
+        .to_string();
+    dup = dup.replace(&log_line, &format!("log_dir = \"{}\"", other_log.display()));
+    let path = b
+        .proxy
+        .config
+        .with_file_name(format!("sextant-dup-{port}.toml"));
+    std::fs::write(&path, &dup).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sextant"))
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "a second xa-test started: {text}");
+    assert!(text.contains("instance id \"xa-test\" is in use"), "{text}");
+    // The first one goes on.
+    let mut c = connect(&b.proxy);
+    transfer(&mut c, 77, 1, 2, 5).unwrap();
+    drop(c);
+    drop(b);
+
+    // No id configured: one is made, kept, and differs per log directory.
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ids: Vec<String> = (0..2)
+        .map(|i| {
+            let dir = std::env::temp_dir().join(format!(
+                "sextant-xa-id-{}-{i}-{}",
+                std::process::id(),
+                free_port()
+            ));
+            let mut p = Setup {
+                proxy: "default_group = \"data1\"",
+                groups: Some(layout(&dir).replace("instance_id = \"xa-test\"\n", "")),
+                ..Default::default()
+            }
+            .start();
+            let id = std::fs::read_to_string(dir.join("instance-id")).unwrap();
+            // Kept across a restart.
+            p.restart(&[]);
+            assert_eq!(
+                std::fs::read_to_string(dir.join("instance-id")).unwrap(),
+                id
+            );
+            assert!(
+                p.logs().contains(&format!("instance={}", id.trim())),
+                "{}",
+                p.logs()
+            );
+            id.trim().to_string()
+        })
+        .collect();
+    assert_ne!(ids[0], ids[1], "two sextants of one config share an id");
+    assert!(!ids[0].starts_with("127.0.0.1"), "{}", ids[0]);
+}
+
+/// An account's balance, read on its group's primary.
+fn balance(id: i64) -> i64 {
+    let mut d = direct(lab().shards[(id % 4) as usize].0);
+    d.query_first(format!("SELECT balance FROM {DB}.acct WHERE id = {id}"))
+        .unwrap()
+        .unwrap()
+}
+
+/// With autocommit off (as PyMySQL and MySQLdb connect, and JDBC's
+/// setAutoCommit(false)), a transaction spans groups with or without an
+/// explicit BEGIN, and `SET autocommit = 1` commits it, as on a server.
+#[test]
+fn autocommit_off_transactions_span_groups_and_setting_it_on_commits() {
+    let b = bank(8, &[]);
+    let mut c = connect(&b.proxy);
+    // SET autocommit = 1 commits the open transaction (two groups, then one).
+    c.query_drop("SET autocommit = 0").unwrap();
+    add(&mut c, 1, -5).unwrap();
+    add(&mut c, 2, 5).unwrap();
+    c.query_drop("SET autocommit = 1").unwrap();
+    let ac: i64 = c.query_first("SELECT @@autocommit").unwrap().unwrap();
+    assert_eq!(ac, 1);
+    c.query_drop("ROLLBACK").unwrap();
+    assert_eq!((balance(1), balance(2)), (995, 1005));
+    c.query_drop("SET autocommit = 0").unwrap();
+    add(&mut c, 3, -1).unwrap();
+    c.query_drop("SET @@session.autocommit = ON").unwrap();
+    c.query_drop("ROLLBACK").unwrap();
+    assert_eq!(balance(3), 999);
+    // A value only the server could read is refused inside the transaction.
+    c.query_drop("SET autocommit = 0").unwrap();
+    add(&mut c, 3, -1).unwrap();
+    assert_eq!(
+        code(c.query_drop("SET autocommit = @nothing").unwrap_err()),
+        1235
+    );
+    c.query_drop("ROLLBACK").unwrap();
+    assert_eq!(balance(3), 999);
+    // BEGIN with autocommit off: still one transaction over groups.
+    c.query_drop("BEGIN").unwrap();
+    add(&mut c, 4, -3).unwrap();
+    add(&mut c, 5, 3).unwrap();
+    c.query_drop("COMMIT").unwrap();
+    assert_eq!((balance(4), balance(5)), (997, 1003));
+    c.query_drop("BEGIN").unwrap();
+    add(&mut c, 6, -2).unwrap();
+    add(&mut c, 7, 2).unwrap();
+    c.query_drop("ROLLBACK").unwrap();
+    assert_eq!((balance(6), balance(7)), (1000, 1000));
+    // A BEGIN that ran nothing ends with SET autocommit = 1.
+    c.query_drop("SET autocommit = 1").unwrap();
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("SET autocommit = 1").unwrap();
+    add(&mut c, 8, -1).unwrap();
+    assert_eq!(balance(8), 999, "committed on its own");
+}

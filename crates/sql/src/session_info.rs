@@ -129,6 +129,64 @@ pub fn tracking_assignments(sql: &[u8], mode: LexMode) -> Vec<(&'static str, Opt
     out
 }
 
+/// What a SET statement assigns to the session's `autocommit`: None when
+/// it does not, Some(Some(on)) for a literal (1/0, ON/OFF, TRUE/FALSE),
+/// Some(None) for anything else (DEFAULT, a variable, an expression).
+/// Turning it on commits an open transaction, which a proxy holding the
+/// transaction itself (as XA) must do in its stead.
+pub fn autocommit_assignment(sql: &[u8], mode: LexMode) -> Option<Option<bool>> {
+    let tokens: Vec<Token<'_>> = Lexer::with_mode(sql, mode)
+        .filter(|t| t.kind != TokenKind::Hint)
+        .collect();
+    if !tokens.first().is_some_and(|t| t.is_word("SET")) {
+        return None;
+    }
+    let mut found = None;
+    for (i, t) in tokens.iter().enumerate() {
+        let named = match t.kind {
+            TokenKind::SysVar => {
+                let lower = t.text.to_ascii_lowercase();
+                matches!(
+                    &lower[..],
+                    b"@@autocommit" | b"@@session.autocommit" | b"@@local.autocommit"
+                )
+            }
+            TokenKind::Word => {
+                t.is_word("autocommit")
+                    && !i
+                        .checked_sub(1)
+                        .and_then(|j| tokens.get(j))
+                        .is_some_and(|p| p.is_word("GLOBAL") || p.is_punct(b'.'))
+            }
+            _ => false,
+        };
+        if !named
+            || !tokens
+                .get(i + 1)
+                .is_some_and(|n| n.is_punct(b'=') || n.text == b":=")
+        {
+            continue;
+        }
+        let ends = tokens
+            .get(i + 3)
+            .is_none_or(|n| n.is_punct(b',') || n.is_punct(b';'));
+        let value = tokens.get(i + 2).filter(|_| ends).and_then(|v| {
+            let text = match v.kind {
+                TokenKind::Str => &v.text[1..v.text.len().saturating_sub(1).max(1)],
+                TokenKind::Number | TokenKind::Word => v.text,
+                _ => return None,
+            };
+            match text.to_ascii_uppercase().as_slice() {
+                b"1" | b"ON" | b"TRUE" => Some(true),
+                b"0" | b"OFF" | b"FALSE" => Some(false),
+                _ => None,
+            }
+        });
+        found = Some(value);
+    }
+    found
+}
+
 /// Words that end a select-list item.
 const ITEM_END: &[&str] = &[
     "FROM",
@@ -350,6 +408,23 @@ mod tests {
         });
         out.map(|o| String::from_utf8(o).unwrap())
             .unwrap_or_else(|| "(unchanged)".into())
+    }
+
+    #[test]
+    fn autocommit_assignments() {
+        let a = |s: &str| autocommit_assignment(s.as_bytes(), LexMode::DEFAULT);
+        assert_eq!(a("SET autocommit = 1"), Some(Some(true)));
+        assert_eq!(a("set @@session.autocommit=ON"), Some(Some(true)));
+        assert_eq!(a("SET SESSION autocommit = 'false'"), Some(Some(false)));
+        assert_eq!(
+            a("SET sql_mode = '', autocommit = 0, names utf8"),
+            Some(Some(false))
+        );
+        assert_eq!(a("SET autocommit = @x"), Some(None));
+        assert_eq!(a("SET GLOBAL autocommit = 1"), None);
+        assert_eq!(a("SET @@global.autocommit = 1"), None);
+        assert_eq!(a("SET @autocommit = 1"), None);
+        assert_eq!(a("SELECT @@autocommit"), None);
     }
 
     #[test]

@@ -62,6 +62,27 @@ impl Session {
                     self.local_ok().await?;
                     return Ok(Sharded::Done);
                 }
+                Kind::Set
+                    if sextant_sql::session_info::autocommit_assignment(sql, mode)
+                        .is_some_and(|v| v != Some(false)) =>
+                {
+                    if sextant_sql::session_info::autocommit_assignment(sql, mode) == Some(None) {
+                        // Whether it commits depends on a value only the
+                        // server can read.
+                        self.reply_error(SessionError::ShardUnsupported(
+                            "SET autocommit to a value other than a literal inside a transaction sextant coordinates: write 1 or 0 (ON or OFF)".into(),
+                        ))
+                        .await?;
+                        return Ok(Sharded::Done);
+                    }
+                    // As the server does: turning autocommit on commits
+                    // the open transaction (the server would refuse the
+                    // SET inside an XA branch).
+                    if let Err(e) = self.xa_end(sh, true).await {
+                        self.reply_error(e).await?;
+                        return Ok(Sharded::Done);
+                    }
+                }
                 _ => {
                     let why = self.xa_refusal(c).or_else(|| {
                         (c.kind == Kind::Rollback && self.dist_groups() > 1).then(|| {
@@ -82,8 +103,20 @@ impl Session {
             .await?;
             return Ok(Sharded::Done);
         }
-        let open = self.pinned() || self.status & status::AUTOCOMMIT == 0;
-        if c.kind == Kind::Begin && !open && self.pending_begin.is_none() {
+        if c.kind == Kind::Set
+            && self.pending_begin.is_some()
+            && !self.binding.in_transaction()
+            && sextant_sql::session_info::autocommit_assignment(sql, self.lex_mode())
+                == Some(Some(true))
+        {
+            // It ends the transaction that has not run anything yet.
+            self.pending_begin = None;
+            self.status &= !status::IN_TRANS;
+        }
+        // With autocommit off and nothing run yet no transaction is open
+        // either: an explicit BEGIN is held back as with it on, so that the
+        // transaction may span groups.
+        if c.kind == Kind::Begin && !self.pinned() && self.pending_begin.is_none() {
             self.pending_begin = Some(sql.to_vec());
             self.status |= status::IN_TRANS;
             self.local_ok().await?;
