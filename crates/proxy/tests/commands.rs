@@ -945,3 +945,37 @@ fn a_kill_that_is_not_alone_never_reaches_a_server() {
     let s: Vec<String> = c.query("SELECT 'KILL 5'; SELECT 'x'").unwrap();
     assert_eq!(s, ["KILL 5"]);
 }
+
+/// A SET that narrows the client's session tracking and, in the same
+/// statement, changes other variables (MariaDB Connector/J's connect-time
+/// statement for a read-only connection) keeps those changes the
+/// session's own: the server does not report them, sextant reads them
+/// back. The session is read-only; the next clients of its pooled
+/// connection are not.
+#[test]
+fn variables_set_beside_session_tracking_stay_with_their_session() {
+    let p = Setup {
+        group: "pool_max = 1",
+        no_replicas: true,
+        ..Default::default()
+    }
+    .start();
+    let connj = "set sql_mode=CONCAT(@@sql_mode, ',NO_ENGINE_SUBSTITUTION'), session_track_system_variables = CONCAT(@@global.session_track_system_variables, ',tx_isolation'), @@session.tx_read_only=1, NAMES utf8mb4";
+    {
+        let mut c = p.conn();
+        c.query_drop(connj).unwrap();
+        let ro: i64 = c.query_first("SELECT @@tx_read_only").unwrap().unwrap();
+        assert_eq!(ro, 1, "the session itself is read-only");
+        match c.query_drop("CREATE TABLE IF NOT EXISTS tracking_probe (a INT)") {
+            Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1792, "{}", e.message),
+            other => panic!("a read-only session wrote: {other:?}"),
+        }
+    }
+    for i in 0..10 {
+        let mut o = p.conn();
+        let ro: i64 = o.query_first("SELECT @@tx_read_only").unwrap().unwrap();
+        assert_eq!(ro, 0, "client {i} inherited tx_read_only");
+        o.query_drop("CREATE TABLE IF NOT EXISTS tracking_probe (a INT)")
+            .unwrap_or_else(|e| panic!("client {i}: {e}"));
+    }
+}

@@ -129,6 +129,83 @@ pub fn tracking_assignments(sql: &[u8], mode: LexMode) -> Vec<(&'static str, Opt
     out
 }
 
+/// The session system variables a SET statement assigns, lower case, as
+/// the server names them (`SET NAMES` and `SET CHARACTER SET` give the
+/// character set variables they change). GLOBAL ones and user variables
+/// are left out.
+pub fn session_assignments(sql: &[u8], mode: LexMode) -> Vec<String> {
+    let tokens: Vec<Token<'_>> = Lexer::with_mode(sql, mode)
+        .filter(|t| t.kind != TokenKind::Hint)
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    if !tokens.first().is_some_and(|t| t.is_word("SET")) {
+        return out;
+    }
+    const CHARSETS: [&str; 4] = [
+        "character_set_client",
+        "character_set_connection",
+        "character_set_results",
+        "collation_connection",
+    ];
+    // Each assignment starts after SET or a comma at depth 0.
+    let mut depth = 0i32;
+    let mut start = true;
+    let mut i = 1;
+    while i < tokens.len() {
+        let t = &tokens[i];
+        if start {
+            start = false;
+            let mut j = i;
+            let mut global = false;
+            if tokens[j].is_word("SESSION") || tokens[j].is_word("LOCAL") {
+                j += 1;
+            } else if tokens[j].is_word("GLOBAL") {
+                global = true;
+                j += 1;
+            }
+            if let Some(n) = tokens.get(j) {
+                let name = match n.kind {
+                    TokenKind::SysVar => {
+                        let lower = String::from_utf8_lossy(n.text).to_ascii_lowercase();
+                        let rest = lower.trim_start_matches("@@");
+                        match rest.split_once('.') {
+                            Some(("global", _)) => None,
+                            Some((_, v)) => Some(v.to_string()),
+                            None => Some(rest.to_string()),
+                        }
+                    }
+                    TokenKind::Word if n.is_word("NAMES") => {
+                        out.extend(CHARSETS.iter().map(|s| s.to_string()));
+                        None
+                    }
+                    TokenKind::Word if n.is_word("CHARSET") || n.is_word("CHARACTER") => {
+                        out.extend(CHARSETS.iter().map(|s| s.to_string()));
+                        None
+                    }
+                    TokenKind::Word | TokenKind::QuotedIdent => {
+                        Some(String::from_utf8_lossy(n.text).to_ascii_lowercase())
+                    }
+                    _ => None,
+                };
+                if let Some(name) = name.filter(|_| !global) {
+                    if !out.contains(&name) {
+                        out.push(name);
+                    }
+                }
+            }
+        }
+        if t.is_punct(b'(') {
+            depth += 1;
+        } else if t.is_punct(b')') {
+            depth -= 1;
+        } else if t.is_punct(b',') && depth == 0 {
+            start = true;
+        }
+        i += 1;
+    }
+    out
+}
+
 /// What a SET statement assigns to the session's `autocommit`: None when
 /// it does not, Some(Some(on)) for a literal (1/0, ON/OFF, TRUE/FALSE),
 /// Some(None) for anything else (DEFAULT, a variable, an expression).
@@ -408,6 +485,28 @@ mod tests {
         });
         out.map(|o| String::from_utf8(o).unwrap())
             .unwrap_or_else(|| "(unchanged)".into())
+    }
+
+    #[test]
+    fn session_assignments_name_what_a_set_changes() {
+        let a = |s: &str| session_assignments(s.as_bytes(), LexMode::DEFAULT);
+        assert_eq!(
+            a("set sql_mode=CONCAT(@@sql_mode, ',X'), session_track_system_variables = CONCAT(@@global.session_track_system_variables, ',tx_isolation'), @@session.tx_read_only=1, NAMES utf8mb4"),
+            [
+                "sql_mode",
+                "session_track_system_variables",
+                "tx_read_only",
+                "character_set_client",
+                "character_set_connection",
+                "character_set_results",
+                "collation_connection"
+            ]
+        );
+        assert_eq!(
+            a("SET GLOBAL x = 1, SESSION y = 2, @u = 3, @@global.z = 4"),
+            ["y"]
+        );
+        assert!(a("SELECT 1").is_empty());
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub struct Session {
     /// Sharding: a BEGIN not yet sent, waiting for the transaction's first
     /// statement to say which group it runs in.
     pending_begin: Option<Vec<u8>>,
+    /// Variables a SET that also changed session tracking assigned, read
+    /// back from the server after it (see `tracking_set`).
+    tracking_readback: Vec<String>,
     /// Sharding: the transaction's branches when it runs as XA (several
     /// groups may be written atomically).
     dist: Option<Box<xa::Dist>>,
@@ -314,6 +317,7 @@ impl Session {
             group: user.group.clone(),
             sharding: None,
             pending_begin: None,
+            tracking_readback: Vec::new(),
             dist: None,
             shard_writes: Vec::new(),
             user,

@@ -192,6 +192,14 @@ impl Session {
         if assigned.is_empty() {
             return None;
         }
+        // The rest of the statement ran while the client's narrower
+        // tracking was in force: the server may not have reported what it
+        // changed, which is read back afterwards (listed without a value).
+        for name in sextant_sql::session_info::session_assignments(sql, self.lex_mode()) {
+            if !name.starts_with("session_track_") {
+                self.tracking_readback.push(name);
+            }
+        }
         self.client.pending_tracking = assigned
             .iter()
             .filter_map(|(n, v)| Some((*n, v.clone()?)))
@@ -208,6 +216,7 @@ impl Session {
         before: Option<Box<sextant_backend::Tracking>>,
         ran: bool,
     ) {
+        let readback = std::mem::take(&mut self.tracking_readback);
         if !ran {
             self.client.pending_tracking.clear();
             self.client.tracking = before;
@@ -217,6 +226,34 @@ impl Session {
             return;
         };
         let conn = a.conn_mut();
+        let mut failed = false;
+        let mut changed = false;
+        for name in &readback {
+            match conn
+                .query_internal(&format!("SELECT @@session.{name}"))
+                .await
+            {
+                Ok(rows) => {
+                    let v = rows.first().and_then(|r| r.first()).cloned().flatten();
+                    changed |= conn
+                        .vars
+                        .set_var(name.as_bytes(), v.unwrap_or_default().as_bytes());
+                }
+                Err(_) => failed = true,
+            }
+        }
+        if changed {
+            // As after a statement whose changes the server reported.
+            let mut mine = std::mem::take(&mut self.vars.client_side);
+            self.vars.clone_from(&conn.vars);
+            mine.extend(
+                conn.vars
+                    .client_side
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+            self.vars.client_side = mine;
+        }
         let mut t = self
             .client
             .tracking
@@ -225,7 +262,6 @@ impl Session {
         for (name, value) in self.client.pending_tracking.drain(..) {
             t.set(name.as_bytes(), &value);
         }
-        let mut failed = false;
         for (name, literal) in &assigned {
             if literal.is_some() {
                 continue;
