@@ -28,7 +28,7 @@ fn layout() -> String {
     g += &hash_layout(
         4,
         &format!(
-            "\n[sharding.default]\n{DB} = \"data1\"\n\n[[sharding.table]]\nvdb = 1\ndb = \"{DB}\"\ntable = \"orders\"\npkey = \"user_id\"\n"
+            "\n[sharding.default]\n{DB} = \"data1\"\n\n[[sharding.table]]\nvdb = 1\ndb = \"{DB}\"\ntable = \"orders\"\npkey = \"user_id\"\n\n[[sharding.table]]\nvdb = 1\ndb = \"{DB}\"\ntable = \"events\"\npkey = \"user_id\"\n"
         ),
     );
     g
@@ -396,4 +396,65 @@ fn executable_comments_are_code_only_where_the_server_runs_them() {
     assert!((4..16).contains(&ran), "versions that run: {ran}");
     assert!(tally.refused.is_empty(), "{:?}", tally.refused);
     eprintln!("comments: {} reads identical, writes exact", tally.compared);
+}
+
+/// Subqueries correlated on the shard key (and `k IN (SELECT k ...)` of
+/// one vdb) run in each group and equal one server; `!(...)` and
+/// `ORDER BY NULL` read as the server reads them.
+#[test]
+fn correlated_subqueries_and_negation_equal_one_server() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_p, mut c, mut reference) = start();
+    let ddl = "CREATE TABLE events (id INT PRIMARY KEY, user_id INT NOT NULL, kind CHAR(1) NOT NULL, KEY (user_id))";
+    c.query_drop("DROP TABLE IF EXISTS events").unwrap();
+    c.query_drop(ddl).unwrap();
+    reference.query_drop(ddl).unwrap();
+    let kinds = ["x", "y", "z"];
+    let rows: Vec<String> = (1..=300u64)
+        .map(|id| {
+            let h = id.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40;
+            format!("({id}, {}, '{}')", 1 + h % 120, kinds[(h % 3) as usize])
+        })
+        .collect();
+    for chunk in rows.chunks(50) {
+        let sql = format!(
+            "INSERT INTO events (id, user_id, kind) VALUES {}",
+            chunk.join(", ")
+        );
+        c.query_drop(&sql).unwrap();
+        reference.query_drop(&sql).unwrap();
+    }
+    let mut tally = Tally::default();
+    for (sql, ordered) in [
+        ("SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM events e WHERE e.user_id = o.user_id AND e.kind = 'x') ORDER BY id", true),
+        ("SELECT id FROM orders o WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.user_id = o.user_id) ORDER BY id", true),
+        ("SELECT o.id FROM orders o WHERE o.qty > 6 AND EXISTS (SELECT 1 FROM events WHERE events.user_id = o.user_id AND events.kind <> 'z') ORDER BY o.id LIMIT 20", true),
+        ("SELECT id FROM orders WHERE user_id IN (SELECT user_id FROM events WHERE kind = 'y') ORDER BY id", true),
+        ("SELECT COUNT(*) FROM orders WHERE user_id NOT IN (SELECT user_id FROM events WHERE kind = 'y')", false),
+        ("SELECT status, COUNT(*) FROM orders WHERE user_id IN (SELECT e.user_id FROM events e) GROUP BY status", false),
+        ("SELECT id FROM orders o WHERE o.user_id = 17 AND EXISTS (SELECT 1 FROM events e WHERE e.user_id = o.user_id) ORDER BY id", true),
+        ("SELECT COUNT(*) FROM orders WHERE !(user_id = 5)", false),
+        ("SELECT COUNT(*) FROM orders WHERE !(qty > 3) AND !(user_id IN (1, 2, 3))", false),
+        ("SELECT id FROM orders WHERE user_id = 9 AND !(qty = 4) ORDER BY id", true),
+        ("SELECT status, COUNT(*) FROM orders GROUP BY status ORDER BY NULL", false),
+        ("SELECT id FROM orders WHERE user_id < 4 ORDER BY NULL", false),
+    ] {
+        tally.read(&mut c, &mut reference, sql, ordered);
+    }
+    assert!(tally.refused.is_empty(), "{:#?}", tally.refused);
+    // Correlated on something else than the shard key, or unqualified:
+    // refused, not answered from each group alone.
+    for sql in [
+        "SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM events e WHERE e.id = o.id)",
+        "SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM events e WHERE e.user_id = user_id)",
+        "SELECT id FROM orders WHERE item_id IN (SELECT user_id FROM events)",
+        "SELECT id FROM orders WHERE user_id IN (SELECT user_id FROM events GROUP BY kind)",
+        "SELECT id FROM orders WHERE user_id IN (SELECT MAX(user_id) FROM events)",
+    ] {
+        match c.query_drop(sql) {
+            Err(e) => assert_eq!(code(e).0, 1235, "{sql}"),
+            Ok(()) => panic!("{sql} ran over several groups"),
+        }
+    }
+    eprintln!("subqueries: {} identical", tally.compared);
 }

@@ -10,9 +10,9 @@ use crate::fingerprint::{Lit, Tokens};
 use crate::grouping::{grouping, Grouping};
 use crate::layout::{Layout, Placement};
 use sqlparser::ast::{
-    Assignment, AssignmentTarget, BinaryOperator, Expr, FromTable, JoinConstraint, JoinOperator,
-    ObjectName, ObjectType, OnInsert, Query, Select, SetExpr, Statement, TableFactor, TableObject,
-    TableWithJoins, UnaryOperator, Value,
+    Assignment, AssignmentTarget, BinaryOperator, Expr, FromTable, GroupByExpr, JoinConstraint,
+    JoinOperator, ObjectName, ObjectType, OnInsert, Query, Select, SetExpr, Statement, TableFactor,
+    TableObject, TableWithJoins, UnaryOperator, Value,
 };
 use std::borrow::Cow;
 
@@ -197,6 +197,8 @@ pub fn analyze(layout: &Layout, db: Option<&str>, stmts: &[Statement], tokens: T
         db,
         a: Analysis::new(StmtKind::Other),
         selects: 0,
+        outer: Vec::new(),
+        semi: None,
     };
     if stmts.len() != 1 {
         cx.a.refuse("several statements in one packet on a sharded layout".into());
@@ -208,14 +210,15 @@ pub fn analyze(layout: &Layout, db: Option<&str>, stmts: &[Statement], tokens: T
         // A SELECT the walk did not reach: its tables are unknown.
         cx.a.refuse("a subquery in a place sextant does not read".into());
     }
-    if tokens.aggregate {
-        // Only aggregates of the top-level select, without a subquery,
-        // merge.
-        match &cx.a.grouping {
-            Some(_) if tokens.selects == 1 => {}
-            _ => cx.a.blocks_merge("aggregate functions"),
-        }
+    if tokens.window {
+        cx.a.blocks_merge("window functions (OVER)");
+    } else if tokens.aggregate && tokens.selects == 1 && cx.a.grouping.is_none() {
+        cx.a.blocks_merge("aggregate functions");
     }
+    // An aggregate inside a subquery runs in each group: the route only
+    // takes subqueries whose rows for an outer row all live in that row's
+    // group (correlated on the shard key, or global tables); the
+    // top-level select's own aggregates merge by its grouping.
     cx.a
 }
 
@@ -225,10 +228,17 @@ struct Cx<'l> {
     a: Analysis,
     /// SELECT blocks reached, to compare with the lexer's count.
     selects: u32,
+    /// The scopes of the SELECT blocks being read, outermost first: a
+    /// subquery's condition may name their tables (a correlated subquery).
+    outer: Vec<Vec<ScopeTable>>,
+    /// `k IN (SELECT ...)`: the table whose shard key `k` is, for the
+    /// subquery's SELECT to pair with the shard key it selects.
+    semi: Option<usize>,
 }
 
 /// A table of the current query block: its index in `tables` and the
 /// names a column may be qualified with.
+#[derive(Clone)]
 struct ScopeTable {
     idx: usize,
     qualifier: String,
@@ -489,6 +499,7 @@ impl Cx<'_> {
 
     fn select(&mut self, s: &Select, top: bool) {
         self.selects += 1;
+        let semi = self.semi.take();
         if top && s.into.is_some() {
             self.a.blocks_merge("SELECT ... INTO");
         }
@@ -496,6 +507,27 @@ impl Cx<'_> {
         for t in &s.from {
             self.join_tree(t, &mut scope);
         }
+        // `k IN (SELECT k2 FROM ...)` with both shard keys: each outer row
+        // meets only rows of its own key, which live in its group.
+        // Only a plain list of keys: grouped or aggregated, a group's
+        // own rows would make another set than all groups' rows.
+        let plain = matches!(&s.group_by, GroupByExpr::Expressions(v, _) if v.is_empty())
+            && s.having.is_none();
+        if let (
+            Some(o),
+            [sqlparser::ast::SelectItem::UnnamedExpr(e)
+            | sqlparser::ast::SelectItem::ExprWithAlias { expr: e, .. }],
+            true,
+        ) = (semi, s.projection.as_slice(), plain)
+        {
+            if let Some(t) = self
+                .column(e, &scope)
+                .filter(|t| *t != o && !crate::grouping::has_aggregate(e))
+            {
+                self.a.key_joins.push((o.min(t), o.max(t)));
+            }
+        }
+        self.outer.push(scope.clone());
         for item in &s.projection {
             if let sqlparser::ast::SelectItem::UnnamedExpr(e)
             | sqlparser::ast::SelectItem::ExprWithAlias { expr: e, .. } = item
@@ -507,6 +539,30 @@ impl Cx<'_> {
         if let Some(h) = &s.having {
             self.subqueries(h);
         }
+        self.outer.pop();
+    }
+
+    /// A table of an enclosing SELECT named by a qualified column (`c.k`
+    /// whose qualifier no table of `scope` has): a correlated reference.
+    /// Unqualified names are not taken as such: the server looks for them
+    /// in the subquery's own tables first, whose columns sextant does not
+    /// know.
+    fn outer_column(&self, e: &Expr, scope: &[ScopeTable]) -> Option<usize> {
+        let Expr::CompoundIdentifier(v) = e else {
+            return None;
+        };
+        let parts: Vec<&str> = v.iter().map(|i| i.value.as_str()).collect();
+        let q = parts.len().checked_sub(2).map(|i| parts[i])?;
+        if scope.iter().any(|st| st.qualifier.eq_ignore_ascii_case(q)) {
+            return None;
+        }
+        let own: Vec<usize> = scope.iter().map(|st| st.idx).collect();
+        self.outer
+            .iter()
+            .rev()
+            .find(|sc| sc.iter().any(|st| st.qualifier.eq_ignore_ascii_case(q)))
+            .and_then(|sc| self.key_column(&parts, sc))
+            .filter(|t| !own.contains(t))
     }
 
     /// A FROM item: its tables join the scope; inner joins' ON conditions
@@ -742,6 +798,19 @@ impl Cx<'_> {
                             self.a.equal_keys.push((a.min(b), a.max(b)));
                         }
                     }
+                } else {
+                    // A subquery correlated on the shard key: its rows for
+                    // an outer row are in that row's group. Not an equality
+                    // of the result's rows (NOT EXISTS), so no restriction
+                    // carries over.
+                    let own = |x: &Expr| self.column(x, scope);
+                    let out = |x: &Expr| self.outer_column(x, scope);
+                    if let Some((a, b)) = own(left)
+                        .zip(out(right))
+                        .or_else(|| out(left).zip(own(right)))
+                    {
+                        self.a.key_joins.push((a.min(b), a.max(b)));
+                    }
                 }
             }
             _ => {}
@@ -861,7 +930,15 @@ impl Cx<'_> {
             Expr::Exists { subquery, .. } => self.query(subquery, false),
             Expr::InSubquery { expr, subquery, .. } => {
                 self.subqueries(expr);
+                // A LIMIT would cut each group's set on its own.
+                let whole = subquery.limit_clause.is_none() && subquery.fetch.is_none();
+                self.semi = self
+                    .outer
+                    .last()
+                    .and_then(|sc| self.column(expr, sc))
+                    .filter(|_| whole);
                 self.query(subquery, false);
+                self.semi = None;
             }
             Expr::BinaryOp { left, right, .. } => {
                 self.subqueries(left);

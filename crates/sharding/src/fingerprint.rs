@@ -56,6 +56,8 @@ pub struct Tokens {
     pub dollar_name: bool,
     /// A SELECT asks for SQL_CALC_FOUND_ROWS.
     pub calc_found_rows: bool,
+    /// It calls a window function (`... OVER`).
+    pub window: bool,
 }
 
 /// Words that may follow SELECT before its select list and change how the
@@ -185,6 +187,19 @@ fn write_shape<'a>(
         prev_end = end;
         if after_aggregate_name && t.is_punct(b'(') || t.is_word("over") {
             facts.aggregate = true;
+        }
+        if t.is_word("over") {
+            facts.window = true;
+        }
+        // `!(...)` is NOT (...), which the parser knows (a bare `!` binds
+        // tighter than NOT and is left as it is).
+        if t.is_punct(b'!') && lexer.peek().is_some_and(|n| n.is_punct(b'(')) {
+            if !shape.is_empty() {
+                shape.push(b' ');
+            }
+            shape.extend_from_slice(b"NOT ");
+            prev_end = end;
+            continue;
         }
         after_aggregate_name = t.kind == TokenKind::Word
             && AGGREGATES

@@ -763,6 +763,12 @@ impl Router {
                 required.len()
             ));
         }
+        let is_null = |v: &Val| {
+            matches!(
+                key_value(v, slots, params, KeyType::Int),
+                Some(OwnedKey::Null)
+            )
+        };
         let number = |v: &Val| match key_value(v, slots, params, KeyType::Int) {
             Some(OwnedKey::Int(i)) if i >= 0 => Some(i as u64),
             _ => None,
@@ -782,9 +788,14 @@ impl Router {
         };
         if let Some(g) = &a.grouping {
             let plan = g.as_ref().map_err(Clone::clone).and_then(|g| {
-                grouped_plan(g, required, limit, &number, &|v| {
-                    literal_number(v, slots, params)
-                })
+                grouped_plan(
+                    g,
+                    required,
+                    limit,
+                    &number,
+                    &|v| literal_number(v, slots, params),
+                    &is_null,
+                )
             });
             return match plan {
                 Ok(p) => Route::Merge(Box::new(p)),
@@ -794,8 +805,12 @@ impl Router {
                 )),
             };
         }
-        let order = match &a.order {
-            Ok(o) => o,
+        let order: Vec<&(OrderItem, bool)> = match &a.order {
+            // ORDER BY NULL asks for no order (MySQL's way to skip a sort).
+            Ok(o) => o
+                .iter()
+                .filter(|(item, _)| !matches!(item, OrderItem::Position(v) if is_null(v)))
+                .collect(),
             Err(why) => {
                 return Route::Refuse(format!(
                     "a read over {} groups with {why}: sextant cannot merge the groups' rows by it; restrict it by the shard key to one group",
@@ -807,7 +822,7 @@ impl Router {
             return Route::Scatter(required);
         }
         let mut exprs = Vec::with_capacity(order.len());
-        for (item, _) in order {
+        for (item, _) in &order {
             let e = match item {
                 OrderItem::Expr(e) => Some(e.clone()),
                 OrderItem::Position(v) => number(v)
@@ -1061,6 +1076,7 @@ fn grouped_plan(
     (offset, count): (u64, Option<u64>),
     number: &dyn Fn(&Val) -> Option<u64>,
     literal: &dyn Fn(&Val) -> Option<Vec<u8>>,
+    is_null: &dyn Fn(&Val) -> bool,
 ) -> Result<MergePlan, String> {
     let visible = g.items.len();
     let item_at = |v: &Val| -> Result<usize, String> {
@@ -1119,6 +1135,10 @@ fn grouped_plan(
     };
     let mut order = Vec::with_capacity(g.order.len());
     for (r, desc) in &g.order {
+        if matches!(r, OrderRef::Position(v) if is_null(v)) {
+            // ORDER BY NULL: no order.
+            continue;
+        }
         let by_item = |i: usize, calls: &[AggCall]| -> Result<SortKey, String> {
             match &g.items[i] {
                 Item::Agg(c) => Ok(SortKey::Agg(

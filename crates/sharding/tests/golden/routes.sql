@@ -187,3 +187,16 @@ UPDATE warehouse SET w_name = 'x' WHERE w_tax = 9 /*M!100000 AND w_id = 5 */
 @server 8.0.36
 SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*!80036 AND w_id = 3 */
 SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*M!50100 AND w_id = 3 */
+# negation, and refusals that name what they refuse
+@layout part.json tpcc_shard default_group
+SELECT w_name FROM warehouse WHERE !(w_id = 5)
+SELECT w_name FROM warehouse WHERE NOT (w_id = 5)
+SELECT w_name FROM warehouse WHERE w_id = 3 AND !(w_tax > 1)
+SELECT w_id FROM warehouse ORDER BY NULL
+SELECT w_id, w_name FROM warehouse GROUP BY w_id, w_name ORDER BY NULL
+SELECT w_id, ROW_NUMBER() OVER (ORDER BY w_id) FROM warehouse
+SELECT w_name FROM warehouse WHERE w_id = (SELECT 5)
+# subqueries correlated on the shard key run in each group
+SELECT c_last FROM customer c WHERE EXISTS (SELECT 1 FROM district d WHERE d.d_w_id = c.c_w_id)
+SELECT c_last FROM customer WHERE c_w_id IN (SELECT d_w_id FROM district WHERE d_tax > 1)
+SELECT c_last FROM customer c WHERE c.c_w_id = 3 AND EXISTS (SELECT 1 FROM district d WHERE d.d_w_id = c.c_w_id)
