@@ -373,12 +373,52 @@ pub fn write_text_resultset(
 /// extended metadata (each column definition then carries an empty block).
 pub fn write_text_resultset_for(
     out: &mut Vec<u8>,
-    mut seq: u8,
+    seq: u8,
     columns: &[(&str, u8)],
     rows: &[Vec<Option<String>>],
     deprecate_eof: bool,
     status_flags: u16,
     extended_metadata: bool,
+) -> u8 {
+    write_resultset(
+        out,
+        seq,
+        columns,
+        rows,
+        (deprecate_eof, status_flags, extended_metadata),
+        false,
+    )
+}
+
+/// [`write_text_resultset_for`] with the rows in the binary protocol (the
+/// answer to COM_STMT_EXECUTE): a NULL bitmap, strings length-encoded,
+/// LONGLONG cells as 8-byte integers.
+pub fn write_binary_resultset_for(
+    out: &mut Vec<u8>,
+    seq: u8,
+    columns: &[(&str, u8)],
+    rows: &[Vec<Option<String>>],
+    deprecate_eof: bool,
+    status_flags: u16,
+    extended_metadata: bool,
+) -> u8 {
+    write_resultset(
+        out,
+        seq,
+        columns,
+        rows,
+        (deprecate_eof, status_flags, extended_metadata),
+        true,
+    )
+}
+
+fn write_resultset(
+    out: &mut Vec<u8>,
+    mut seq: u8,
+    columns: &[(&str, u8)],
+    rows: &[Vec<Option<String>>],
+    (deprecate_eof, status_flags, extended_metadata): (bool, u16, bool),
+    binary: bool,
 ) -> u8 {
     let at = begin_packet(out);
     write_lenenc_int(out, columns.len() as u64);
@@ -416,10 +456,28 @@ pub fn write_text_resultset_for(
     }
     for row in rows {
         let at = begin_packet(out);
-        for cell in row {
-            match cell {
-                Some(v) => write_lenenc_bytes(out, v.as_bytes()),
-                None => out.push(0xfb),
+        if binary {
+            out.push(0);
+            // The NULL bitmap's first two bits are reserved.
+            let bitmap = out.len();
+            out.resize(bitmap + (row.len() + 9) / 8, 0);
+            for (i, cell) in row.iter().enumerate() {
+                let ty = columns.get(i).map_or(coltype::VAR_STRING, |c| c.1);
+                match cell {
+                    None => out[bitmap + (i + 2) / 8] |= 1 << ((i + 2) % 8),
+                    Some(v) if ty == coltype::LONGLONG => {
+                        let n = v.parse::<i64>().unwrap_or_default();
+                        out.extend_from_slice(&n.to_le_bytes());
+                    }
+                    Some(v) => write_lenenc_bytes(out, v.as_bytes()),
+                }
+            }
+        } else {
+            for cell in row {
+                match cell {
+                    Some(v) => write_lenenc_bytes(out, v.as_bytes()),
+                    None => out.push(0xfb),
+                }
             }
         }
         finish_packet(out, at, seq);

@@ -298,7 +298,8 @@ impl Tracker {
                 };
                 Ok(Packet::Ok)
             }
-            (Expect::Query, 0xfb) => {
+            // A LOAD DATA LOCAL prepared and executed asks for the file too.
+            (Expect::Query | Expect::Execute, 0xfb) => {
                 self.state = State::Infile;
                 Ok(Packet::LocalInfile)
             }
@@ -555,13 +556,16 @@ mod tests {
 
     #[test]
     fn local_infile() {
-        let mut t = Tracker::new(Expect::Query, false);
-        let k = run(&mut t, &[b"\xfbfile.csv".to_vec()]);
-        assert_eq!(k[0], Packet::LocalInfile);
-        assert!(t.awaiting_infile());
-        t.infile_sent();
-        run(&mut t, &[ok(0)]);
-        assert!(t.is_done());
+        // As a text statement and as an executed prepared one.
+        for expect in [Expect::Query, Expect::Execute] {
+            let mut t = Tracker::new(expect, false);
+            let k = run(&mut t, &[b"\xfbfile.csv".to_vec()]);
+            assert_eq!(k[0], Packet::LocalInfile);
+            assert!(t.awaiting_infile());
+            t.infile_sent();
+            run(&mut t, &[ok(0)]);
+            assert!(t.is_done());
+        }
     }
 
     #[test]

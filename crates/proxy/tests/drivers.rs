@@ -1,6 +1,7 @@
-//! Drivers of two more ecosystems, as applications use them: Go
-//! (go-sql-driver/mysql) and Node (mysql2, and MariaDB's own connector for
-//! bulk execution), installed by `scripts/deps`.
+//! Drivers of three more ecosystems, as applications use them: Go
+//! (go-sql-driver/mysql), Node (mysql2, and MariaDB's own connector for
+//! bulk execution) and Java (MariaDB Connector/J), installed by
+//! `scripts/deps`.
 //! Each runs the same checks (types, errors, transactions, session state,
 //! KILL QUERY, its own wait_timeout, prepare/close churn, 5 MB values,
 //! multi-statements, TLS, compression) directly against the primary and
@@ -51,6 +52,12 @@ fn run(cmd: &mut Command, port: u16, tag: &str) -> Vec<String> {
 /// The same answers directly and through sextant, and the answers that
 /// show each check did what it is for.
 fn compare(direct: &[String], proxied: &[String], expect: &[(&str, &str)]) {
+    // Shown when a check fails (the test's output is kept then).
+    eprintln!(
+        "directly:\n{}\nthrough sextant:\n{}",
+        direct.join("\n"),
+        proxied.join("\n")
+    );
     assert_eq!(
         proxied
             .iter()
@@ -149,5 +156,57 @@ fn node_driver_gets_the_answers_it_gets_directly() {
         ("compress", "prepared=42"),
         ("bulk", "offered=true affected=1000 rows=1000 sum=499500"),
     ]);
+    compare(&direct, &proxied, &expect);
+}
+
+/// MariaDB Connector/J: server-side prepared statements (PREPARE and
+/// EXECUTE in one write, the execute naming "the statement just
+/// prepared"), batches (bulk execution), setAutoCommit, setReadOnly,
+/// LOAD DATA LOCAL as a statement and prepared, and TLS status through a
+/// prepared statement; with useServerPrepStmts false and true.
+#[test]
+fn java_driver_gets_the_answers_it_gets_directly() {
+    let dir = drivers().join("java");
+    let lib = dir.join("lib");
+    assert!(
+        lib.join("mariadb-java-client-3.5.6.jar").is_file(),
+        "Connector/J is not installed: run scripts/deps"
+    );
+    let classes = Path::new(env!("CARGO_TARGET_TMPDIR")).join("drivercheck-java");
+    let cp = format!("{}/*", lib.display());
+    let built = Command::new("javac")
+        .args(["-d"])
+        .arg(&classes)
+        .args(["-cp", &cp, "Checks.java"])
+        .current_dir(&dir)
+        .output()
+        .expect("javac (run scripts/deps first)");
+    assert!(
+        built.status.success(),
+        "javac:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let java = || {
+        let mut c = Command::new("java");
+        c.args(["-cp", &format!("{}:{cp}", classes.display()), "Checks"]);
+        c
+    };
+    let p = Setup::default().start();
+    let direct = run(&mut java(), lab().primary, "d");
+    let proxied = run(&mut java(), p.port, "p");
+    let mut expect = Vec::new();
+    for mode in ["client", "server"] {
+        for (check, want) in [
+            ("prepared", "1|v1 é|1.25|2024-01-01 03:04:05.678|0001FF;2|"),
+            ("batch", "rows=203"),
+            ("autocommit", "seen=1001,1002 autocommit=true"),
+            ("readonly", "read_only=ERR 1792 others=[ok, ok, ok, ok, ok]"),
+            ("load_data", "statement=3 prepared=3 rows=209"),
+            ("tls", "cipher=true same=true"),
+        ] {
+            expect.push((format!("{check}_{mode}"), want));
+        }
+    }
+    let expect: Vec<(&str, &str)> = expect.iter().map(|(c, w)| (c.as_str(), *w)).collect();
     compare(&direct, &proxied, &expect);
 }

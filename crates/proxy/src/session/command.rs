@@ -185,6 +185,9 @@ impl Session {
             }
             let mut payload = std::mem::take(&mut self.payload);
             let r = self.client.read_packet(&mut payload).await;
+            if matches!(r, Ok(0)) {
+                self.direct_statement_id(&mut payload);
+            }
             let flow = match r {
                 Ok(0) if self.slow.is_none() && self.digests.is_none() => {
                     self.command(&payload).await
@@ -249,6 +252,32 @@ impl Session {
                     return;
                 }
             }
+        }
+    }
+
+    /// MariaDB's direct execution: a statement command naming id
+    /// 0xFFFFFFFF means the statement this connection prepared last
+    /// (Connector/J sends PREPARE and EXECUTE in one write that way). It
+    /// is given the client id of the session's last successful prepare; after
+    /// a failed one it stays unknown, as on the server.
+    fn direct_statement_id(&self, p: &mut [u8]) {
+        const LAST: [u8; 4] = [0xFF; 4];
+        let stmt_command = matches!(
+            p.first(),
+            Some(
+                &com::STMT_EXECUTE
+                    | &com::STMT_BULK_EXECUTE
+                    | &com::STMT_SEND_LONG_DATA
+                    | &com::STMT_CLOSE
+                    | &com::STMT_RESET
+                    | &com::STMT_FETCH
+            )
+        );
+        if !stmt_command || p.get(1..5) != Some(&LAST[..]) {
+            return;
+        }
+        if let Some(id) = self.last_prepared {
+            p[1..5].copy_from_slice(&id.to_le_bytes());
         }
     }
 

@@ -120,6 +120,9 @@ pub struct Session {
     /// error, where it ran (for the statement's digest).
     ran: (u64, bool, crate::digests::Ran),
     next_stmt_id: u32,
+    /// The client id of the statement prepared last, if that prepare
+    /// succeeded (what MariaDB's statement id 0xFFFFFFFF names).
+    last_prepared: Option<u32>,
     cursor: Cursor,
     /// xorshift state for weighted random picks (per session: no lock).
     rng: u64,
@@ -331,6 +334,7 @@ impl Session {
             digests: None,
             ran: (0, false, crate::digests::Ran::Other),
             next_stmt_id: 1,
+            last_prepared: None,
             cursor: Cursor {
                 rr: rand::random::<u32>() as u64,
                 percent_acc: 0,

@@ -26,6 +26,10 @@ pub(super) struct ClientStmt {
     /// to a server connection that has not seen them yet.
     types: Vec<u8>,
     types_n: usize,
+    /// `SHOW [SESSION] STATUS | VARIABLES ...` without parameters: answered
+    /// as the text form is, with the client connection's own values (TLS,
+    /// compression, timeouts, session tracking).
+    session_show: Option<sextant_sql::session_info::SessionShow>,
 }
 
 impl ClientStmt {
@@ -172,6 +176,7 @@ fn exec_values<'a>(
 
 impl Session {
     pub(super) async fn prepare(&mut self, p: &[u8]) -> Result<(), SessionError> {
+        self.last_prepared = None;
         if self.stmts.len() >= self.max_stmts {
             return self
                 .reply_error(SessionError::TooManyPrepared(self.max_stmts))
@@ -226,6 +231,7 @@ impl Session {
         };
         if let Some((server_id, columns, params)) = res.prepared {
             self.next_stmt_id = self.next_stmt_id.wrapping_add(1).max(1);
+            self.last_prepared = Some(id);
             if let Some(a) = self.binding.direct_mut() {
                 if a.conn_mut()
                     .adopt_stmt(sql.clone(), server_id, params, columns)
@@ -235,6 +241,12 @@ impl Session {
                     self.detach_discard();
                 }
             }
+            let session_show = match (params, route.kind) {
+                (0, sextant_sql::Kind::Show) => {
+                    sextant_sql::session_info::session_show(&sql, self.lex_mode())
+                }
+                _ => None,
+            };
             self.stmts.insert(
                 id,
                 ClientStmt {
@@ -243,6 +255,7 @@ impl Session {
                     route,
                     types: Vec::new(),
                     types_n: 0,
+                    session_show,
                 },
             );
         }
@@ -366,6 +379,20 @@ impl Session {
         let Some(st) = self.stmts.get(&id) else {
             return Ok(());
         };
+        if let (Some(show), false) = (st.session_show, bulk) {
+            let (sql, target) = (
+                st.sql.clone(),
+                plan_execute(
+                    &st.route,
+                    self.facts(),
+                    &self.user.policy(),
+                    self.group.plan_facts(),
+                    false,
+                )
+                .target,
+            );
+            return Box::pin(self.session_show(show, target, &sql, true)).await;
+        }
         // A cursor keeps the session on its connection while writes may
         // follow: it opens on the primary. (A bulk execute has none.)
         let cursor = !bulk && p.get(5).is_some_and(|f| f & cursor::READ_ONLY != 0);

@@ -105,7 +105,7 @@ impl Session {
         }
         if c.kind == Kind::Show {
             if let Some(show) = sextant_sql::session_info::session_show(&p[at..], self.lex_mode()) {
-                return Box::pin(self.session_show(show, plan.target, &p[at..])).await;
+                return Box::pin(self.session_show(show, plan.target, &p[at..], false)).await;
             }
         }
         if plan.restore_insert_id {
@@ -287,14 +287,18 @@ impl Session {
     /// `SHOW [SESSION] STATUS | VARIABLES ...`: the server's rows, with
     /// those about the connection itself (TLS, compression, timeouts,
     /// session tracking) describing the client's.
-    async fn session_show(
+    /// `binary`: the answer to an execute of the statement prepared.
+    pub(super) async fn session_show(
         &mut self,
         show: sextant_sql::session_info::SessionShow,
         target: Target,
         sql: &[u8],
+        binary: bool,
     ) -> Result<(), SessionError> {
         use sextant_protocol::compress::Algorithm;
-        use sextant_protocol::packets::{coltype, write_err, write_text_resultset_for};
+        use sextant_protocol::packets::{
+            coltype, write_binary_resultset_for, write_err, write_text_resultset_for,
+        };
         if let Err(e) = self.attach(target).await {
             return self.reply_error(e).await;
         }
@@ -428,7 +432,11 @@ impl Session {
             })
             .collect();
         self.after_statement();
-        write_text_resultset_for(
+        let write = match binary {
+            true => write_binary_resultset_for,
+            false => write_text_resultset_for,
+        };
+        write(
             &mut self.client.out,
             1,
             &[
