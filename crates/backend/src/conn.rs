@@ -170,6 +170,9 @@ impl StmtContext {
 }
 
 pub struct BackendConn {
+    /// The server's statement-flush epoch this connection has caught up
+    /// with (see `Server::flush_statements`).
+    pub stmt_epoch: u32,
     pub stream: Stream,
     /// Bytes read from the server and not yet consumed.
     pub rbuf: Vec<u8>,
@@ -250,6 +253,7 @@ impl BackendConn {
             created: Instant::now(),
             last_used: Instant::now(),
             home: crate::pipe::thread_slot(),
+            stmt_epoch: 0,
             stmts: HashMap::new(),
             stmt_clock: 0,
             max_prepared: 256,
@@ -727,6 +731,24 @@ impl BackendConn {
         p.extend_from_slice(&id.to_le_bytes());
         // COM_STMT_CLOSE has no answer.
         self.send(0, &p).await
+    }
+
+    /// Closes every server statement this connection keeps (the server
+    /// refused a prepare with 1461: its max_prepared_stmt_count was
+    /// reached, in part by statements sextant keeps for reuse). They are
+    /// prepared again when a session needs them.
+    pub async fn close_statements(&mut self) -> Result<usize, BackendError> {
+        let ids: Vec<u32> = self.stmts.values().map(|(s, _)| s.id).collect();
+        self.stmts.clear();
+        for id in &ids {
+            self.close_server_stmt(*id).await?;
+        }
+        Ok(ids.len())
+    }
+
+    /// How many server statements this connection keeps.
+    pub fn statements_kept(&self) -> usize {
+        self.stmts.len()
     }
 
     /// Forgets every server statement (after COM_RESET_CONNECTION).

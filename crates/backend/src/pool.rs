@@ -66,6 +66,10 @@ pub struct Server {
     connects: AtomicU64,
     connect_failures: AtomicU64,
     discarded: AtomicU64,
+    /// Raised when the server refused a prepare with 1461: connections
+    /// that keep statements and have not caught up are closed when given
+    /// back, so that the server frees their statements.
+    stmt_flush: std::sync::atomic::AtomicU32,
     probing: AtomicBool,
     /// Connections carrying pipelined reads (see pipe.rs).
     pipes: Mutex<Vec<Arc<Pipe>>>,
@@ -116,6 +120,7 @@ impl Server {
             connects: AtomicU64::new(0),
             connect_failures: AtomicU64::new(0),
             discarded: AtomicU64::new(0),
+            stmt_flush: std::sync::atomic::AtomicU32::new(0),
             probing: AtomicBool::new(false),
             pipes: Mutex::new(Vec::new()),
             pipe_counters: Arc::default(),
@@ -480,9 +485,45 @@ impl Server {
             self.discard(c);
             return;
         }
+        let epoch = self.stmt_flush.load(Ordering::Relaxed);
+        if c.stmt_epoch != epoch {
+            if c.statements_kept() > 0 {
+                self.discard(c);
+                return;
+            }
+            c.stmt_epoch = epoch;
+        }
         c.last_used = Instant::now();
         self.idle.lock().push(c);
         self.notify.notify_one();
+    }
+
+    /// The server refused a prepare with 1461: every connection keeping
+    /// statements gives them up, the idle ones now (closed, which frees
+    /// their statements), the busy ones when given back. Returns the new
+    /// epoch and how many idle connections were closed.
+    pub fn flush_statements(&self) -> (u32, usize) {
+        let epoch = self
+            .stmt_flush
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(1);
+        (epoch, self.close_idle_with_statements())
+    }
+
+    fn close_idle_with_statements(&self) -> usize {
+        let gone: Vec<BackendConn> = {
+            let mut idle = self.idle.lock();
+            let (keep, gone) = std::mem::take(&mut *idle)
+                .into_iter()
+                .partition(|c| c.statements_kept() == 0);
+            *idle = keep;
+            gone
+        };
+        let n = gone.len();
+        for c in gone {
+            self.discard(c);
+        }
+        n
     }
 
     /// Closes a connection whose state is unknown or unwanted.

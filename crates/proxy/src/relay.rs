@@ -35,6 +35,10 @@ pub struct RelayOpts {
     /// an answer that is only the server's read-only error is held back
     /// (`read_only_rejected`) instead of relayed.
     pub hold_read_only_error: bool,
+    /// A prepare that may be retried once sextant has closed statements it
+    /// keeps: an answer that is only the server's 1461 (too many prepared
+    /// statements) is held back (`stmt_limit_rejected`).
+    pub hold_stmt_limit_error: bool,
 }
 
 #[derive(Debug, Default)]
@@ -57,6 +61,9 @@ pub struct RelayResult {
     /// running anything, and the error was not relayed
     /// (`hold_read_only_error`).
     pub read_only_rejected: bool,
+    /// The server refused a prepare with 1461 and the error was not
+    /// relayed (`hold_stmt_limit_error`).
+    pub stmt_limit_rejected: bool,
 }
 
 /// The server refuses writes because it is read-only: the statement did
@@ -265,9 +272,17 @@ pub async fn relay(
                             && !sent_any
                             && client.out.is_empty()
                             && read_only_error(e.code, e.message);
+                        if opts.hold_stmt_limit_error
+                            && !sent_any
+                            && client.out.is_empty()
+                            && e.code == crate::errors::ER_MAX_PREPARED_STMT_COUNT_REACHED
+                        {
+                            hold = true;
+                            res.stmt_limit_rejected = true;
+                        }
                     }
                     if hold {
-                        res.read_only_rejected = true;
+                        res.read_only_rejected = !res.stmt_limit_rejected;
                     } else {
                         client.out.extend_from_slice(&be.rbuf[start..end]);
                     }

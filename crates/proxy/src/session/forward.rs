@@ -39,6 +39,9 @@ pub(super) enum RetryReason {
     ReadOnly,
     /// A pipelined connection failed before this statement's answer began.
     PipeBroken,
+    /// A prepare was refused with 1461 and sextant closed the statements
+    /// it keeps: it is sent once more (by `forward`).
+    StmtLimit,
 }
 
 /// What a plan runs: its command's payload.
@@ -121,9 +124,27 @@ impl Session {
             self.reply_error(e).await?;
             return Ok(Outcome::Reported);
         }
-        self.scratch.clear();
-        write_packet(&mut self.scratch, 0, payload);
-        self.send_and_relay(expect, client_stmt_id).await
+        // After a 1461, a few more tries while the other connections give
+        // their statements up (the busy ones when their statement ends);
+        // the last answer is the client's, whatever it is.
+        const PAUSES_MS: [u64; 3] = [0, 20, 100];
+        let mut tries = 0;
+        loop {
+            self.stmts_evicted = tries >= PAUSES_MS.len();
+            self.scratch.clear();
+            write_packet(&mut self.scratch, 0, payload);
+            match self.send_and_relay(expect, client_stmt_id).await? {
+                Outcome::Retry(RetryReason::StmtLimit) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(PAUSES_MS[tries])).await;
+                    tries += 1;
+                    if let Err(e) = self.attach(target).await {
+                        self.reply_error(e).await?;
+                        return Ok(Outcome::Reported);
+                    }
+                }
+                o => return Ok(o),
+            }
+        }
     }
 
     /// A plain read on a pipelined connection shared with other sessions'
@@ -189,6 +210,7 @@ impl Session {
             deprecate_eof: self.deprecate_eof,
             client_stmt_id: None,
             hold_read_only_error: false,
+            hold_stmt_limit_error: false,
         };
         let timed = self.user.policy().balance == sextant_config::Balance::LeastLatency;
         // Its turn: the answers before it were read, so the server runs it
@@ -265,6 +287,7 @@ impl Session {
             deprecate_eof: self.deprecate_eof,
             client_stmt_id,
             hold_read_only_error: self.retry == Retry::WriteAfterSwitchover,
+            hold_stmt_limit_error: expect == Expect::Prepare && !self.stmts_evicted,
         };
         let timed = self.user.policy().balance == sextant_config::Balance::LeastLatency;
         let (server, conn) = a.parts();
@@ -276,6 +299,21 @@ impl Session {
             r.handle.idle();
         }
         match relayed {
+            Ok(res) if res.stmt_limit_rejected => {
+                // The server holds as many prepared statements as it may,
+                // some of them kept by sextant for reuse: those go (this
+                // connection's, and idle connections' with any), and the
+                // prepare is sent once more.
+                let span = self.span.clone();
+                let (epoch, idle) = a.server.flush_statements();
+                let closed = a.conn_mut().close_statements().await;
+                a.conn_mut().stmt_epoch = epoch;
+                tracing::info!(parent: &span, server = %a.server.addr, ?closed, idle_connections_closed = idle, "server refused a prepare with 1461: closing the statements sextant keeps");
+                if closed.is_err() {
+                    self.detach_discard();
+                }
+                Ok(Outcome::Retry(RetryReason::StmtLimit))
+            }
             Ok(res) if res.read_only_rejected => {
                 // The server became read-only (a switchover the monitor has
                 // not seen yet). Nothing ran: the write waits for the new

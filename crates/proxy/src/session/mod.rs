@@ -123,6 +123,9 @@ pub struct Session {
     /// The client id of the statement prepared last, if that prepare
     /// succeeded (what MariaDB's statement id 0xFFFFFFFF names).
     last_prepared: Option<u32>,
+    /// This prepare already had sextant's kept statements closed after a
+    /// 1461: a second one goes to the client.
+    stmts_evicted: bool,
     cursor: Cursor,
     /// xorshift state for weighted random picks (per session: no lock).
     rng: u64,
@@ -335,6 +338,7 @@ impl Session {
             ran: (0, false, crate::digests::Ran::Other),
             next_stmt_id: 1,
             last_prepared: None,
+            stmts_evicted: false,
             cursor: Cursor {
                 rr: rand::random::<u32>() as u64,
                 percent_acc: 0,
