@@ -52,6 +52,8 @@ pub struct Sharding {
     pub merge_memory: usize,
     /// Each sequence's block of ids in hand.
     pub sequences: IdBlocks,
+    /// Column lists of sharded tables, for INSERTs that name none.
+    pub columns: sextant_sharding::columns::ColumnBook,
 }
 
 /// Each sequence's block of ids in hand: the next id, and the end. Taken
@@ -194,6 +196,7 @@ impl Runtime {
                         .map_or(64, |s| s.merge_memory_mb)
                         .saturating_mul(1 << 20) as usize,
                     sequences: Default::default(),
+                    columns: Default::default(),
                 }))
             }
             None => None,

@@ -458,3 +458,71 @@ fn correlated_subqueries_and_negation_equal_one_server() {
     }
     eprintln!("subqueries: {} identical", tally.compared);
 }
+
+/// INSERTs that name no columns (classic loaders' form) are placed by the
+/// shard key's position in the table's column order, as text and
+/// prepared, in one group or split over several; after DDL through
+/// sextant the new order is used.
+#[test]
+fn inserts_without_a_column_list_land_where_named_ones_do() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_p, mut c, mut reference) = start();
+    let both = |c: &mut mysql::Conn, reference: &mut mysql::Conn, sql: &str| {
+        reference.query_drop(sql).unwrap();
+        c.query_drop(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        assert_eq!(c.affected_rows(), reference.affected_rows(), "{sql}");
+    };
+    both(
+        &mut c,
+        &mut reference,
+        "INSERT INTO orders VALUES (5001, 42, 3, 2, 'new', NULL)",
+    );
+    both(
+        &mut c,
+        &mut reference,
+        "INSERT INTO orders VALUES (5002, 1, 1, 1, 'paid', 'a'), (5003, 2, 1, 1, 'paid', 'b'), (5004, 3, 1, 1, 'sent', NULL), (5005, 96, 2, 2, 'new', 'd')",
+    );
+    both(
+        &mut c,
+        &mut reference,
+        "REPLACE INTO orders VALUE (5001, 42, 4, 4, 'sent', 'r')",
+    );
+    let st = c
+        .prep("INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?)")
+        .unwrap();
+    for (id, user) in [(5100, 7), (5101, 8), (5102, 9), (5103, 77)] {
+        c.exec_drop(&st, (id, user, 5, 6, "new", "p")).unwrap();
+        reference
+            .exec_drop(
+                "INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?)",
+                (id, user, 5, 6, "new", "p"),
+            )
+            .unwrap();
+    }
+    checksums_agree(&mut reference, "inserts without a column list");
+    // Each row is in its key's group: a read by key finds it.
+    for (id, user) in [(5001, 42), (5002, 1), (5005, 96), (5101, 8), (5103, 77)] {
+        let found: Option<u32> = c
+            .query_first(format!(
+                "SELECT id FROM orders WHERE user_id = {user} AND id = {id}"
+            ))
+            .unwrap();
+        assert_eq!(found, Some(id), "row {id} of user {user}");
+    }
+    // DDL through sextant changes the order: the next INSERT follows it.
+    both(
+        &mut c,
+        &mut reference,
+        "ALTER TABLE orders ADD COLUMN extra INT NOT NULL DEFAULT 0 FIRST",
+    );
+    both(
+        &mut c,
+        &mut reference,
+        "INSERT INTO orders VALUES (9, 5200, 55, 1, 1, 'new', NULL)",
+    );
+    let found: Option<(u32, u32)> = c
+        .query_first("SELECT id, extra FROM orders WHERE user_id = 55 AND id = 5200")
+        .unwrap();
+    assert_eq!(found, Some((5200, 9)));
+    checksums_agree(&mut reference, "an INSERT after ALTER TABLE ... FIRST");
+}

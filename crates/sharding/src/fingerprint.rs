@@ -134,6 +134,7 @@ fn write_shape<'a>(
     let mut after_aggregate_name = false;
     // Right after SELECT, or after its modifiers, DISTINCT or ALL.
     let mut select_head = false;
+    let mut insert = false;
     let mut lexer = Lexer::with_mode(sql, mode).peekable();
     while let Some(t) = lexer.next() {
         let (start, end) = {
@@ -190,6 +191,18 @@ fn write_shape<'a>(
         }
         if t.is_word("over") {
             facts.window = true;
+        }
+        if shape.is_empty() && (t.is_word("insert") || t.is_word("replace")) {
+            insert = true;
+        }
+        // INSERT ... VALUE (...) is VALUES (...), which the parser knows.
+        if insert && t.is_word("value") && lexer.peek().is_some_and(|n| n.is_punct(b'(')) {
+            if !shape.is_empty() {
+                shape.push(b' ');
+            }
+            shape.extend_from_slice(b"VALUES");
+            prev_end = end;
+            continue;
         }
         // `!(...)` is NOT (...), which the parser knows (a bare `!` binds
         // tighter than NOT and is left as it is).

@@ -11,6 +11,7 @@
 
 pub mod analyze;
 pub mod cetus;
+pub mod columns;
 mod error;
 pub mod fingerprint;
 pub mod grouping;

@@ -1547,6 +1547,25 @@ pub struct IdNeed {
 }
 
 impl Router {
+    /// The analysis of a statement, from the shape cache when it parses
+    /// as a shape.
+    pub(crate) fn analysis_of(
+        &self,
+        db: Option<&str>,
+        sql: &[u8],
+        mode: LexMode,
+    ) -> Option<Arc<Analysis>> {
+        match self.lookup(db, sql, mode, &mut Vec::new()) {
+            Lookup::Shape(a) => Some(a),
+            Lookup::AsWritten(_) => self.analysis(db, sql, mode).0,
+        }
+    }
+
+    /// The first group of a vdb.
+    pub(crate) fn first_group_of(&self, vdb: usize) -> Option<usize> {
+        self.vdb_groups(self.layout.vdbs.get(vdb)?).first()
+    }
+
     /// Whether an INSERT needs ids from a sequence (None: it does not;
     /// Err: it would, in a form sextant does not fill).
     pub fn needs_ids(
@@ -1558,10 +1577,7 @@ impl Router {
         if self.layout.sequences.is_empty() {
             return None;
         }
-        let a = match self.lookup(db, sql, mode, &mut Vec::new()) {
-            Lookup::Shape(a) => a,
-            Lookup::AsWritten(_) => self.analysis(db, sql, mode).0?,
-        };
+        let a = self.analysis_of(db, sql, mode)?;
         let t = &a.tables[a.insert_target?];
         let (tdb, table) = t.name.split_once('.')?;
         let seq = self.layout.sequence(tdb, table)?;

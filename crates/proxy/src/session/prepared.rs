@@ -204,6 +204,19 @@ impl Session {
             }
         }
         if let Some(sh) = self.sharding.clone() {
+            // An INSERT that names no columns is prepared as if it did.
+            match self.named_columns(&sh, &sql).await {
+                Ok(None) => {}
+                Ok(Some(text)) => {
+                    let mut q = Vec::with_capacity(1 + text.len());
+                    q.push(p[0]);
+                    q.extend_from_slice(&text);
+                    return Box::pin(self.prepare(&q)).await;
+                }
+                Err(e) => return self.reply_error(e).await,
+            }
+        }
+        if let Some(sh) = self.sharding.clone() {
             let may_write = sextant_sql::classify(&sql).may_write();
             match Box::pin(self.shard_prepare(&sh, &sql, may_write, p)).await? {
                 super::shard::Sharded::Done => return Ok(()),

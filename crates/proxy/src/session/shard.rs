@@ -134,6 +134,21 @@ impl Session {
         }
         if matches!(c.kind, Kind::Insert | Kind::Replace) {
             let prefix = &packet[..packet.len() - sql.len()];
+            match self.named_columns(sh, sql).await {
+                Ok(None) => {}
+                // Runs as if the client had named the columns.
+                Ok(Some(text)) => {
+                    let mut q = Vec::with_capacity(prefix.len() + text.len());
+                    q.extend_from_slice(prefix);
+                    q.extend_from_slice(&text);
+                    Box::pin(self.query(&q)).await?;
+                    return Ok(Sharded::Done);
+                }
+                Err(e) => {
+                    self.reply_error(e).await?;
+                    return Ok(Sharded::Done);
+                }
+            }
             match self.with_ids(sh, sql, prefix).await {
                 Ok(None) => {}
                 // The INSERT with its ids runs as if the client sent it.
@@ -157,6 +172,60 @@ impl Session {
     /// An INSERT into a table whose column a sequence fills, without it:
     /// the command to run instead (`prefix`, then the INSERT with the
     /// column and its ids). None: the INSERT needs no ids.
+    /// An INSERT into a sharded table that names no columns, with the
+    /// table's columns written in (read from a group holding it, or kept
+    /// from a moment ago); None: not such an INSERT.
+    pub(super) async fn named_columns(
+        &mut self,
+        sh: &Arc<Sharding>,
+        sql: &[u8],
+    ) -> Result<Option<Vec<u8>>, SessionError> {
+        let mode = self.lex_mode();
+        let Some(u) = sh
+            .router
+            .unnamed_insert(self.vars.schema.as_deref(), sql, mode)
+        else {
+            return Ok(None);
+        };
+        let columns = match sh.columns.get(&u.db, &u.table) {
+            Some(c) => c,
+            None => {
+                let group = sh.groups.get(u.group).cloned().ok_or_else(|| {
+                    SessionError::ShardUnsupported("the table's group is not configured".into())
+                })?;
+                let server = self.primary_of(&group).await?;
+                let conn = server
+                    .acquire(
+                        &self.user.backend_user,
+                        &self.user.backend_password,
+                        self.flavor,
+                    )
+                    .await?;
+                let mut lease = Lease::new(server, conn);
+                let q = sextant_sharding::columns::columns_query(&u.db, &u.table);
+                let rows = match lease.conn_mut().query_internal(&q).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        lease.discard();
+                        return Err(e.into());
+                    }
+                };
+                let c: Vec<String> = rows
+                    .into_iter()
+                    .filter_map(|r| r.into_iter().next().flatten())
+                    .collect();
+                if c.is_empty() {
+                    // No such table there: the statement goes as written,
+                    // and the refusal (or the server's error) says so.
+                    return Ok(None);
+                }
+                sh.columns.put(&u.db, &u.table, c.clone());
+                c
+            }
+        };
+        Ok(sextant_sharding::columns::with_columns(sql, mode, &columns))
+    }
+
     async fn with_ids(
         &mut self,
         sh: &Arc<Sharding>,
@@ -466,6 +535,10 @@ impl Session {
                 None => return Ok(Sharded::Continue),
             },
             Route::Merge(_) | Route::Scatter(_) | Route::Broadcast(_) => {
+                if matches!(route, Route::Broadcast(_)) {
+                    // DDL may change a table's columns.
+                    sh.columns.forget_all();
+                }
                 let set = match &route {
                     Route::Merge(m) => m.groups,
                     Route::Scatter(set) | Route::Broadcast(set) => *set,
