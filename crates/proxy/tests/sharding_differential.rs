@@ -237,6 +237,18 @@ fn names_resolve_as_in_the_server() {
             false,
         );
     }
+    // GROUP BY takes the column before an alias of that name (an
+    // expression without values, so the alias reading groups otherwise).
+    for sql in [
+        "SELECT qty - qty AS item_id, COUNT(*) AS n FROM orders GROUP BY item_id",
+        "SELECT id - id AS status, COUNT(*) AS n, SUM(qty) AS s FROM orders GROUP BY status",
+        "SELECT o.qty - o.qty AS item_id, COUNT(*) AS n FROM orders o GROUP BY item_id HAVING n > 40",
+        "SELECT `qty` - qty AS `qty`, MAX(id) AS m FROM orders GROUP BY `qty`",
+        "SELECT qty - qty AS zero, COUNT(*) AS n FROM orders GROUP BY zero",
+        "SELECT status, qty - qty AS item_id, COUNT(*) AS n FROM orders GROUP BY status, item_id",
+    ] {
+        tally.read(&mut c, &mut reference, sql, false);
+    }
     // ORDER BY takes the alias before the column, outside grouping too.
     for sql in [
         "SELECT qty AS item_id, id FROM orders WHERE user_id IN (3, 4, 5, 6) ORDER BY item_id, id",

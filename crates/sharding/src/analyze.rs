@@ -157,6 +157,9 @@ pub struct Analysis {
     /// A top-level SELECT with GROUP BY, DISTINCT or aggregates: how its
     /// groups' rows combine, or why they cannot.
     pub grouping: Option<Result<Grouping, String>>,
+    /// The top-level SELECT's FROM tables: index in `tables`, and the name
+    /// a column is qualified with there (its alias, else its name).
+    pub top_from: Vec<(usize, String)>,
 }
 
 impl Analysis {
@@ -178,6 +181,7 @@ impl Analysis {
             limit: None,
             write_limit: false,
             grouping: None,
+            top_from: Vec::new(),
         }
     }
 
@@ -506,6 +510,12 @@ impl Cx<'_> {
         let mut scope = Vec::new();
         for t in &s.from {
             self.join_tree(t, &mut scope);
+        }
+        if top {
+            self.a.top_from = scope
+                .iter()
+                .map(|st| (st.idx, st.qualifier.clone()))
+                .collect();
         }
         // `k IN (SELECT k2 FROM ...)` with both shard keys: each outer row
         // meets only rows of its own key, which live in its group.

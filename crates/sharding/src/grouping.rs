@@ -22,6 +22,11 @@ pub struct Grouping {
     pub items: Vec<Item>,
     pub having: Having,
     pub order: Vec<(OrderRef, bool)>,
+    /// GROUP BY names read as a select-list alias of another expression
+    /// (`SELECT qty AS item_id ... GROUP BY item_id`): the server takes a
+    /// column of that name instead, if the FROM tables have one, which
+    /// only their catalogue tells (see `columns::ambiguous_group_by`).
+    pub alias_keys: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,6 +250,7 @@ fn read(
         return Err("DISTINCT together with GROUP BY".into());
     }
     let implicit = implicit && keys.is_empty();
+    let mut alias_keys = Vec::new();
     for e in group_by {
         if let Some(v) = val_of(e) {
             keys.push(Key::Position(v));
@@ -252,6 +258,9 @@ fn read(
         }
         if let Expr::Identifier(id) = e {
             if let Some(t) = alias_item(&id.value).and_then(text_of_item) {
+                if !t.eq_ignore_ascii_case(&id.value) {
+                    alias_keys.push(id.value.clone());
+                }
                 keys.push(Key::Expr(t));
                 continue;
             }
@@ -329,6 +338,7 @@ fn read(
         }
     }
     Ok(Grouping {
+        alias_keys,
         keys,
         implicit,
         items,
