@@ -70,7 +70,7 @@ pub enum SessionError {
     #[error("sextant: KILL QUERY ID and KILL USER are not supported; use KILL [CONNECTION | QUERY] <connection id>")]
     KillUnsupported,
     /// A KILL a server would carry out with its own thread ids.
-    #[error("sextant: KILL runs only as a statement of its own, not among other statements of one packet nor as the text of PREPARE, EXECUTE IMMEDIATE or a prepared statement (a server would take the id for one of its own threads); nothing was run; send KILL [CONNECTION | QUERY] <connection id> alone")]
+    #[error("sextant: KILL runs as a statement, or among statements of one packet, not as the text of PREPARE, EXECUTE IMMEDIATE or a prepared statement (a server would take the id for one of its own threads); nothing was run; send KILL [CONNECTION | QUERY] <connection id> as a statement")]
     KillNotAlone,
     /// Sharding: a statement sextant will not run on the layout, and why.
     #[error("sextant (sharding): {0}")]

@@ -889,12 +889,14 @@ fn kill_names_sextant_sessions_never_server_threads() {
     assert_eq!(v, Some(2));
 }
 
-/// A KILL a server would run with its own thread ids never reaches one:
-/// inside a packet of several statements, as the text of dynamic SQL, or
-/// as a prepared statement, it is refused (1235) and nothing of the
-/// packet runs; an unrelated connection with that thread id lives on.
+/// A KILL a server would run with its own thread ids never reaches one.
+/// Among other statements of one packet it is sextant's, and the
+/// statements after it still run (a failed KILL stops the packet there,
+/// as a failed statement does); as the text of dynamic SQL or prepared it
+/// is refused (1235). An unrelated connection with that thread id lives
+/// on.
 #[test]
-fn a_kill_that_is_not_alone_never_reaches_a_server() {
+fn a_kill_among_statements_is_sextants_and_never_reaches_a_server() {
     let p = Setup::default().start();
     let mut bystander = direct(lab().primary);
     let tid: u64 = bystander
@@ -905,44 +907,88 @@ fn a_kill_that_is_not_alone_never_reaches_a_server() {
     c.query_drop("CREATE TABLE IF NOT EXISTS kill_marks (n INT)")
         .unwrap();
     c.query_drop("DELETE FROM kill_marks").unwrap();
+    let err = |c: &mut mysql::Conn, sql: &str| -> (u16, String) {
+        match c.query_iter(sql).and_then(|mut r| {
+            while let Some(set) = r.iter() {
+                for row in set {
+                    row?;
+                }
+            }
+            Ok(())
+        }) {
+            Err(mysql::Error::MySqlError(e)) => (e.code, e.message),
+            other => panic!("{sql}: {other:?}"),
+        }
+    };
+    // tid is a server thread, no sextant session: 1094, where the KILL is.
+    assert_eq!(err(&mut c, &format!("SELECT 1; KILL {tid}")).0, 1094);
+    assert_eq!(
+        err(
+            &mut c,
+            &format!("INSERT INTO kill_marks VALUES (1); KILL QUERY {tid}")
+        )
+        .0,
+        1094
+    );
+    assert_eq!(
+        err(
+            &mut c,
+            &format!("KILL {tid}; INSERT INTO kill_marks VALUES (2)")
+        )
+        .0,
+        1094
+    );
     for sql in [
-        format!("SELECT 1; KILL {tid}"),
-        format!("INSERT INTO kill_marks VALUES (1); KILL QUERY {tid}"),
-        format!("KILL {tid}; INSERT INTO kill_marks VALUES (2)"),
         format!("EXECUTE IMMEDIATE 'KILL {tid}'"),
         format!("EXECUTE IMMEDIATE 'KILL QUERY {tid}'"),
         format!("PREPARE k FROM ' kill {tid}'"),
     ] {
-        match c.query_drop(&sql) {
-            Err(mysql::Error::MySqlError(e)) => {
-                assert_eq!(e.code, 1235, "{sql}: {}", e.message);
-                assert!(
-                    e.message
-                        .contains("KILL runs only as a statement of its own"),
-                    "{}",
-                    e.message
-                );
-            }
-            other => panic!("{sql}: {other:?}"),
-        }
+        let (code, msg) = err(&mut c, &sql);
+        assert_eq!(code, 1235, "{sql}: {msg}");
+        assert!(msg.contains("not as the text of PREPARE"), "{msg}");
     }
     match c.prep("KILL ?") {
         Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1235, "{}", e.message),
         other => panic!("KILL ? prepared: {other:?}"),
     }
-    // Nothing of the refused packets ran, and the session goes on.
-    let n: u64 = c
-        .query_first("SELECT COUNT(*) FROM kill_marks")
-        .unwrap()
-        .unwrap();
-    assert_eq!(n, 0);
+    // What came before a failed KILL ran; what came after did not.
+    let marks: Vec<u32> = c.query("SELECT n FROM kill_marks ORDER BY n").unwrap();
+    assert_eq!(marks, [1]);
     let alive: u64 = bystander
         .query_first("SELECT CONNECTION_ID()")
         .unwrap()
         .unwrap();
     assert_eq!(alive, tid, "the bystander's connection was not killed");
+    // A KILL that succeeds: the other session's statement ends, and the
+    // statements after the KILL answer (mysql2's pool sends this).
+    let mut sleeper = p.conn();
+    let sid: u64 = sleeper
+        .query_first("SELECT CONNECTION_ID()")
+        .unwrap()
+        .unwrap();
+    let t = std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        let _ = sleeper.query_drop("SELECT SLEEP(20)");
+        t0.elapsed()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut sets = Vec::new();
+    let mut r = c
+        .query_iter(format!("KILL QUERY {sid}; SELECT 7 AS seven"))
+        .unwrap();
+    while let Some(set) = r.iter() {
+        let rows: Vec<mysql::Row> = set.map(|row| row.unwrap()).collect();
+        sets.push(rows.len());
+    }
+    drop(r);
+    assert_eq!(sets, [0, 1], "an OK for the KILL, then the SELECT's row");
+    let took = t.join().unwrap();
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "the sleep was killed: {took:?}"
+    );
     // A string that only mentions KILL is not one.
-    let s: Vec<String> = c.query("SELECT 'KILL 5'; SELECT 'x'").unwrap();
+    let s: Vec<String> = c.query("SELECT 'KILL 5'").unwrap();
     assert_eq!(s, ["KILL 5"]);
 }
 

@@ -92,11 +92,13 @@ bitflags::bitflags! {
         /// Names a `session_track_*` variable: a SET of one changes what the
         /// client is to be sent, which the server does not always report.
         const TRACKING = 1 << 21;
-        /// A KILL other than as the packet's only statement: one of several
-        /// statements, or the text of dynamic SQL (PREPARE ... FROM,
-        /// EXECUTE IMMEDIATE). A server would take its id for one of its
-        /// own threads, which is not what the client's ids are.
+        /// A KILL among several statements of one packet: the proxy's to
+        /// carry out (a server would take its id for one of its own
+        /// threads), the others the server's ([`kill_spans`]).
         const KILL = 1 << 22;
+        /// The text of dynamic SQL (PREPARE ... FROM, EXECUTE IMMEDIATE)
+        /// is a KILL, which the server would run with its own thread ids.
+        const DYNAMIC_KILL = 1 << 23;
         /// Calls a function that may write, whichever server runs it
         /// (until the server's flavor is known, both of the above count).
         const MAY_WRITE_FUNCTION = Self::STORED_FUNCTION.bits()
@@ -357,7 +359,7 @@ fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
             TokenKind::Str
                 if matches!(seg.kind, Kind::Prepare | Kind::Execute) && dynamic_kill(t.text) =>
             {
-                flags.insert(Flags::KILL);
+                flags.insert(Flags::DYNAMIC_KILL);
             }
             TokenKind::UserVar => {
                 flags.insert(Flags::USER_VAR);
@@ -423,6 +425,46 @@ fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
         hints,
     };
     (c, lexer.mode_dependent)
+}
+
+/// The byte ranges of the KILL statements among a packet's statements
+/// (from the KILL to the end of its statement, its `;` left out).
+pub fn kill_spans(sql: &[u8], mode: LexMode) -> Vec<std::ops::Range<usize>> {
+    let base = sql.as_ptr() as usize;
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut first = true;
+    let mut open: Option<usize> = None;
+    let mut last_end = 0usize;
+    for t in Lexer::with_mode(sql, mode) {
+        if t.kind == TokenKind::Hint {
+            continue;
+        }
+        let start = t.text.as_ptr() as usize - base;
+        if t.is_punct(b';') && depth == 0 {
+            if let Some(s) = open.take() {
+                out.push(s..last_end);
+            }
+            first = true;
+            continue;
+        }
+        if t.is_punct(b'(') {
+            depth += 1;
+        } else if t.is_punct(b')') {
+            depth -= 1;
+        }
+        if first {
+            first = false;
+            if t.is_word("KILL") {
+                open = Some(start);
+            }
+        }
+        last_end = start + t.text.len();
+    }
+    if let Some(s) = open {
+        out.push(s..last_end);
+    }
+    out
 }
 
 /// Whether a string literal, as the text of dynamic SQL, is a KILL

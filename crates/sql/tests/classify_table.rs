@@ -51,9 +51,9 @@ fn cases() -> Vec<(&'static str, Kind, bool, Flags)> {
         ("FLUSH TABLES WITH READ LOCK", Kind::Flush, false, Flags::LOCK_TABLES),
         ("PREPARE s FROM 'SELECT 1'", Kind::Prepare, false, Flags::SQL_PREPARE),
         ("PREPARE s FROM 'SELECT \\'KILL 1\\''", Kind::Prepare, false, Flags::SQL_PREPARE),
-        ("PREPARE k FROM ' /* x */ kill query 5'", Kind::Prepare, false, Flags::SQL_PREPARE.union(Flags::KILL)),
-        ("EXECUTE IMMEDIATE 'KILL 12'", Kind::Execute, false, Flags::SQL_PREPARE.union(Flags::KILL)),
-        ("EXECUTE IMMEDIATE \"KILL QUERY 12\"", Kind::Execute, false, Flags::SQL_PREPARE.union(Flags::KILL)),
+        ("PREPARE k FROM ' /* x */ kill query 5'", Kind::Prepare, false, Flags::SQL_PREPARE.union(Flags::DYNAMIC_KILL)),
+        ("EXECUTE IMMEDIATE 'KILL 12'", Kind::Execute, false, Flags::SQL_PREPARE.union(Flags::DYNAMIC_KILL)),
+        ("EXECUTE IMMEDIATE \"KILL QUERY 12\"", Kind::Execute, false, Flags::SQL_PREPARE.union(Flags::DYNAMIC_KILL)),
         ("KILL 12", Kind::Kill, false, NONE),
         ("SELECT 1; KILL 123", Kind::Select, false, Flags::MULTI.union(Flags::KILL)),
         ("KILL 5; SELECT SLEEP(0.05)", Kind::Kill, false, Flags::MULTI.union(Flags::KILL)),
@@ -159,4 +159,16 @@ fn multibyte_sessions_are_read_in_their_own_character_set() {
     // ANSI (as a session may set it) implies ANSI_QUOTES.
     assert!(LexMode::of_session("ANSI", None).ansi_quotes);
     assert!(!LexMode::of_session("NO_BACKSLASH_ESCAPES", None).backslash_escapes);
+}
+
+#[test]
+fn kill_statements_among_others_are_found() {
+    use sextant_sql::{kill_spans, LexMode};
+    let sql = "SELECT 'KILL 1'; KILL 123 ; /* c */ kill query 7;SELECT (1);KILL CONNECTION_ID()";
+    let spans: Vec<&str> = kill_spans(sql.as_bytes(), LexMode::DEFAULT)
+        .into_iter()
+        .map(|r| &sql[r])
+        .collect();
+    assert_eq!(spans, ["KILL 123", "kill query 7", "KILL CONNECTION_ID()"]);
+    assert!(kill_spans(b"SELECT 1; SELECT 2", LexMode::DEFAULT).is_empty());
 }

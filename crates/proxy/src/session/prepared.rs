@@ -199,7 +199,10 @@ impl Session {
         let sql: Arc<[u8]> = Arc::from(&p[1..]);
         {
             let c = self.group.classify_in(&sql, || self.lex_mode());
-            if c.kind == sextant_sql::Kind::Kill || c.flags.contains(sextant_sql::Flags::KILL) {
+            if c.kind == sextant_sql::Kind::Kill
+                || c.flags
+                    .intersects(sextant_sql::Flags::KILL | sextant_sql::Flags::DYNAMIC_KILL)
+            {
                 return self.reply_error(SessionError::KillNotAlone).await;
             }
         }

@@ -61,8 +61,11 @@ impl Session {
             },
         };
         let c = self.group.classify_in(&p[at..], || self.lex_mode());
-        if c.flags.contains(Flags::KILL) {
+        if c.flags.contains(Flags::DYNAMIC_KILL) {
             return self.reply_error(SessionError::KillNotAlone).await;
+        }
+        if c.flags.contains(Flags::KILL) {
+            return Box::pin(self.kills_among(p, at)).await;
         }
         if c.kind == Kind::Kill {
             return Box::pin(self.kill(crate::kill::parse(&p[at..]))).await;
@@ -503,31 +506,80 @@ impl Session {
     /// `KILL [QUERY] <id>` (and COM_PROCESS_KILL): `id` is one of sextant's
     /// sessions, never passed to a server as it is.
     pub(super) async fn kill(&mut self, k: crate::kill::KillStatement) -> Result<(), SessionError> {
+        match self.carry_out_kill(k).await {
+            Ok(()) => {
+                crate::frontend::send_ok(&mut self.client, 1);
+                self.client.flush().await
+            }
+            Err(e) => self.reply_error(e).await,
+        }
+    }
+
+    /// Carries a KILL out among sextant's sessions; Err: what the client
+    /// is told instead.
+    async fn carry_out_kill(&mut self, k: crate::kill::KillStatement) -> Result<(), SessionError> {
         use crate::kill::{Found, KillStatement};
         let (id, query_only) = match k {
             KillStatement::Query(id) => (id, true),
             KillStatement::Connection(id) => (id, false),
             KillStatement::Own { query } => match &self.registered {
                 Some(r) => (r.id() as u64, query),
-                None => return self.reply_error(SessionError::KillUnsupported).await,
+                None => return Err(SessionError::KillUnsupported),
             },
-            KillStatement::Unsupported => {
-                return self.reply_error(SessionError::KillUnsupported).await
-            }
+            KillStatement::Unsupported => return Err(SessionError::KillUnsupported),
         };
         let Ok(id32) = u32::try_from(id) else {
-            return self.reply_error(SessionError::NoSuchThread(id)).await;
+            return Err(SessionError::NoSuchThread(id));
         };
         let handle = match self.shared.sessions.find(id32, &self.user) {
-            Found::Unknown => return self.reply_error(SessionError::NoSuchThread(id)).await,
-            Found::NotOwner => return self.reply_error(SessionError::KillDenied(id)).await,
+            Found::Unknown => return Err(SessionError::NoSuchThread(id)),
+            Found::NotOwner => return Err(SessionError::KillDenied(id)),
             Found::Session(h) => h,
         };
         crate::kill::kill_running(&handle).await;
         if !query_only {
             self.shared.sessions.hang_up(id32);
         }
-        crate::frontend::send_ok(&mut self.client, 1);
-        self.client.flush().await
+        Ok(())
+    }
+
+    /// A packet of several statements with KILLs among them: sextant
+    /// carries each KILL out, in order, and the server runs the packet with
+    /// `DO 0` in each one's place, so that every statement keeps its own
+    /// result in the client's stream. A KILL that fails becomes a SIGNAL
+    /// of its error: the server stops there, as it would at a failed
+    /// statement, and later KILLs are not carried out. (The statements
+    /// before a KILL run after it.)
+    pub(super) async fn kills_among(&mut self, p: &[u8], at: usize) -> Result<(), SessionError> {
+        let sql = &p[at..];
+        let mut out = Vec::with_capacity(p.len());
+        out.extend_from_slice(&p[..at]);
+        let mut from = 0;
+        let mut failed = false;
+        for r in sextant_sql::kill_spans(sql, self.lex_mode()) {
+            out.extend_from_slice(&sql[from..r.start]);
+            let stand_in = match failed {
+                true => "DO 0".to_string(),
+                false => match self
+                    .carry_out_kill(crate::kill::parse(&sql[r.clone()]))
+                    .await
+                {
+                    Ok(()) => "DO 0".to_string(),
+                    Err(e) => {
+                        failed = true;
+                        let (code, state, msg) = e.mysql();
+                        let msg: String = msg.chars().take(128).collect();
+                        format!(
+                            "SIGNAL SQLSTATE '{state}' SET MYSQL_ERRNO = {code}, MESSAGE_TEXT = '{}'",
+                            msg.replace('\\', "\\\\").replace('\'', "''")
+                        )
+                    }
+                },
+            };
+            out.extend_from_slice(stand_in.as_bytes());
+            from = r.end;
+        }
+        out.extend_from_slice(&sql[from..]);
+        Box::pin(self.query(&out)).await
     }
 }
