@@ -72,6 +72,10 @@ pub enum SessionError {
     /// A KILL a server would carry out with its own thread ids.
     #[error("sextant: KILL runs as a statement, or among statements of one packet, not as the text of PREPARE, EXECUTE IMMEDIATE or a prepared statement (a server would take the id for one of its own threads); nothing was run; send KILL [CONNECTION | QUERY] <connection id> as a statement")]
     KillNotAlone,
+    /// PREPARE or EXECUTE IMMEDIATE of a variable or expression among other
+    /// statements of one packet: its text cannot be checked for a KILL.
+    #[error("sextant: PREPARE ... FROM or EXECUTE IMMEDIATE of a variable or expression runs only as a statement of its own (sextant reads its text first: it must not be a KILL, which a server would run with its own thread ids); nothing was run")]
+    DynamicSqlNotAlone,
     /// Sharding: a statement sextant will not run on the layout, and why.
     #[error("sextant (sharding): {0}")]
     ShardUnsupported(String),
@@ -148,7 +152,7 @@ impl SessionError {
             HostBlocked(_) => (ER_HOST_IS_BLOCKED, "HY000", msg),
             NoSuchThread(_) => (ER_NO_SUCH_THREAD, "HY000", msg),
             KillDenied(_) => (ER_KILL_DENIED_ERROR, "HY000", msg),
-            KillUnsupported | KillNotAlone | ShardUnsupported(_) => {
+            KillUnsupported | KillNotAlone | DynamicSqlNotAlone | ShardUnsupported(_) => {
                 (ER_NOT_SUPPORTED_YET, "42000", msg)
             }
             ShardPartial(_) => (ER_SEXTANT_SHARD_PARTIAL, "HY000", msg),

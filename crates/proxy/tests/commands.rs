@@ -951,6 +951,26 @@ fn a_kill_among_statements_is_sextants_and_never_reaches_a_server() {
         Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1235, "{}", e.message),
         other => panic!("KILL ? prepared: {other:?}"),
     }
+    // Dynamic SQL whose text is in a variable: sextant reads it first.
+    c.query_drop(format!(
+        "SET @k = ' KILL QUERY {tid}', @id = {tid}, @s = 'SELECT 5'"
+    ))
+    .unwrap();
+    for sql in [
+        "PREPARE k FROM @k",
+        "EXECUTE IMMEDIATE @k",
+        "EXECUTE IMMEDIATE CONCAT('KI', 'LL ', @id)",
+    ] {
+        assert_eq!(err(&mut c, sql).0, 1235, "{sql}");
+    }
+    c.query_drop("PREPARE s FROM @s").unwrap();
+    let five: Option<u32> = c.query_first("EXECUTE s").unwrap();
+    assert_eq!(five, Some(5));
+    let five: Option<u32> = c.query_first("EXECUTE IMMEDIATE @s").unwrap();
+    assert_eq!(five, Some(5));
+    // Among other statements its text cannot be read first: refused.
+    let (code, msg) = err(&mut c, "SET @k2 = 'SELECT 1'; PREPARE k2 FROM @k2");
+    assert_eq!(code, 1235, "{msg}");
     // What came before a failed KILL ran; what came after did not.
     let marks: Vec<u32> = c.query("SELECT n FROM kill_marks ORDER BY n").unwrap();
     assert_eq!(marks, [1]);

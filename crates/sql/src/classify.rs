@@ -427,13 +427,12 @@ fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
     (c, lexer.mode_dependent)
 }
 
-/// The byte ranges of the KILL statements among a packet's statements
-/// (from the KILL to the end of its statement, its `;` left out).
-pub fn kill_spans(sql: &[u8], mode: LexMode) -> Vec<std::ops::Range<usize>> {
+/// The byte ranges of a packet's statements (each from its first token to
+/// its last, its `;` left out).
+pub fn statement_spans(sql: &[u8], mode: LexMode) -> Vec<std::ops::Range<usize>> {
     let base = sql.as_ptr() as usize;
     let mut out = Vec::new();
     let mut depth = 0i32;
-    let mut first = true;
     let mut open: Option<usize> = None;
     let mut last_end = 0usize;
     for t in Lexer::with_mode(sql, mode) {
@@ -445,7 +444,6 @@ pub fn kill_spans(sql: &[u8], mode: LexMode) -> Vec<std::ops::Range<usize>> {
             if let Some(s) = open.take() {
                 out.push(s..last_end);
             }
-            first = true;
             continue;
         }
         if t.is_punct(b'(') {
@@ -453,18 +451,27 @@ pub fn kill_spans(sql: &[u8], mode: LexMode) -> Vec<std::ops::Range<usize>> {
         } else if t.is_punct(b')') {
             depth -= 1;
         }
-        if first {
-            first = false;
-            if t.is_word("KILL") {
-                open = Some(start);
-            }
-        }
-        last_end = start + t.text.len();
+        open.get_or_insert(start);
+        last_end = start
+            + t.text.len()
+            + match t.kind {
+                // The closing quote.
+                TokenKind::QuotedIdent => 1,
+                _ => 0,
+            };
     }
     if let Some(s) = open {
-        out.push(s..last_end);
+        out.push(s..last_end.min(sql.len()));
     }
     out
+}
+
+/// The byte ranges of the KILL statements among a packet's statements.
+pub fn kill_spans(sql: &[u8], mode: LexMode) -> Vec<std::ops::Range<usize>> {
+    statement_spans(sql, mode)
+        .into_iter()
+        .filter(|r| is_kill(&sql[r.clone()]))
+        .collect()
 }
 
 /// Whether a string literal, as the text of dynamic SQL, is a KILL
@@ -474,9 +481,55 @@ fn dynamic_kill(quoted: &[u8]) -> bool {
     // Escapes and doubled quotes cannot hide the word itself: its letters
     // are plain; an escaped blank before it is still a blank.
     let text: Vec<u8> = inner.iter().copied().filter(|c| *c != b'\\').collect();
-    Lexer::new(&text)
+    is_kill(&text)
+}
+
+/// Whether `text`, run as a statement, is a KILL.
+pub fn is_kill(text: &[u8]) -> bool {
+    Lexer::new(text)
         .find(|t| t.kind != TokenKind::Hint)
         .is_some_and(|t| t.is_word("KILL"))
+}
+
+/// The source of dynamic SQL that the statement does not spell out: what
+/// follows `PREPARE name FROM` or `EXECUTE IMMEDIATE` (up to USING) when
+/// it is not a string literal, e.g. `@v` or `CONCAT(...)`. Its value is
+/// known only to the server connection.
+pub fn dynamic_source(sql: &[u8], mode: LexMode) -> Option<&[u8]> {
+    let base = sql.as_ptr() as usize;
+    let toks: Vec<Token<'_>> = Lexer::with_mode(sql, mode)
+        .filter(|t| t.kind != TokenKind::Hint)
+        .collect();
+    let start = match toks.as_slice() {
+        [p, _, from, ..] if p.is_word("PREPARE") && from.is_word("FROM") => 3,
+        [e, i, ..] if e.is_word("EXECUTE") && i.is_word("IMMEDIATE") => 2,
+        _ => return None,
+    };
+    let mut depth = 0i32;
+    let mut end = toks.len();
+    for (i, t) in toks.iter().enumerate().skip(start) {
+        if t.is_punct(b'(') {
+            depth += 1;
+        } else if t.is_punct(b')') {
+            depth -= 1;
+        } else if depth == 0 && (t.is_punct(b';') || t.is_word("USING")) {
+            end = i;
+            break;
+        }
+    }
+    let src = toks.get(start..end)?;
+    if src.is_empty() || matches!(src, [t] if t.kind == TokenKind::Str) {
+        return None;
+    }
+    let from = src[0].text.as_ptr() as usize - base;
+    let last = src[src.len() - 1];
+    let to = last.text.as_ptr() as usize - base + last.text.len();
+    // A quoted identifier's text is inside its quotes.
+    let to = match last.kind {
+        TokenKind::QuotedIdent => to + 1,
+        _ => to,
+    };
+    sql.get(from..to.min(sql.len()))
 }
 
 fn function_call(name: &[u8], flags: &mut Flags) {

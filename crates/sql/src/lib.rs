@@ -16,6 +16,9 @@ mod lexer;
 pub mod session_info;
 
 pub use catalogue::{Catalogue, ServerKind};
-pub use classify::{classify, classify_in, kill_spans, Classification, Flags, Kind};
+pub use classify::{
+    classify, classify_in, dynamic_source, is_kill, kill_spans, statement_spans, Classification,
+    Flags, Kind,
+};
 pub use hints::{Hints, MAX_HINTS};
 pub use lexer::{LexMode, Lexer, Multibyte, ServerVersion, Token, TokenKind};

@@ -172,3 +172,30 @@ fn kill_statements_among_others_are_found() {
     assert_eq!(spans, ["KILL 123", "kill query 7", "KILL CONNECTION_ID()"]);
     assert!(kill_spans(b"SELECT 1; SELECT 2", LexMode::DEFAULT).is_empty());
 }
+
+#[test]
+fn dynamic_sql_whose_text_is_not_spelt_out() {
+    use sextant_sql::{dynamic_source, LexMode};
+    let src = |s: &'static str| {
+        dynamic_source(s.as_bytes(), LexMode::DEFAULT)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    };
+    assert_eq!(src("PREPARE k FROM @v").as_deref(), Some("@v"));
+    assert_eq!(
+        src("prepare k from concat('KI', 'LL ', @id)").as_deref(),
+        Some("concat('KI', 'LL ', @id)")
+    );
+    assert_eq!(
+        src("EXECUTE IMMEDIATE @s USING 1, 2").as_deref(),
+        Some("@s")
+    );
+    assert_eq!(
+        src("EXECUTE IMMEDIATE CONCAT(@a, @b)").as_deref(),
+        Some("CONCAT(@a, @b)")
+    );
+    assert_eq!(src("PREPARE k FROM 'SELECT 1'"), None);
+    assert_eq!(src("EXECUTE IMMEDIATE 'SELECT ?' USING 1"), None);
+    assert_eq!(src("EXECUTE k USING @a"), None);
+    assert!(sextant_sql::is_kill(b" /* x */ KILL QUERY 5"));
+    assert!(!sextant_sql::is_kill(b"SELECT 'KILL'"));
+}

@@ -64,6 +64,16 @@ impl Session {
         if c.flags.contains(Flags::DYNAMIC_KILL) {
             return self.reply_error(SessionError::KillNotAlone).await;
         }
+        if c.flags.contains(Flags::SQL_PREPARE) && c.flags.contains(Flags::MULTI) {
+            let mode = self.lex_mode();
+            let sql = &p[at..];
+            let hidden = sextant_sql::statement_spans(sql, mode)
+                .into_iter()
+                .any(|r| sextant_sql::dynamic_source(&sql[r], mode).is_some());
+            if hidden {
+                return self.reply_error(SessionError::DynamicSqlNotAlone).await;
+            }
+        }
         if c.flags.contains(Flags::KILL) {
             return Box::pin(self.kills_among(p, at)).await;
         }
@@ -122,6 +132,13 @@ impl Session {
             true => self.tracking_set(&p[at..]),
             false => None,
         };
+        if matches!(c.kind, Kind::Prepare | Kind::Execute) {
+            if let Some(src) = sextant_sql::dynamic_source(&p[at..], self.lex_mode()) {
+                if Box::pin(self.dynamic_text_is_kill(plan.target, src)).await {
+                    return self.reply_error(SessionError::KillNotAlone).await;
+                }
+            }
+        }
         let res = self.run_plan(&plan, Work::Query(p)).await;
         self.read_done();
         if let Some((assigned, before)) = retrack {
@@ -541,6 +558,33 @@ impl Session {
             self.shared.sessions.hang_up(id32);
         }
         Ok(())
+    }
+
+    /// Whether dynamic SQL whose text lives on the server connection (a
+    /// user variable, an expression of them) is a KILL: its text is read
+    /// there first. (MariaDB allows no subquery or stored function in such
+    /// an expression: reading it changes nothing.) Unknown: false, and the
+    /// statement runs as it would have.
+    async fn dynamic_text_is_kill(&mut self, target: sextant_routing::Target, src: &[u8]) -> bool {
+        if self.attach(target).await.is_err() {
+            return false;
+        }
+        let Some(a) = self.binding.direct_mut() else {
+            return false;
+        };
+        let q = format!("SELECT {}", String::from_utf8_lossy(src));
+        match a.conn_mut().query_internal(&q).await {
+            Ok(rows) => rows
+                .first()
+                .and_then(|r| r.first())
+                .and_then(|v| v.as_deref())
+                .is_some_and(|t| sextant_sql::is_kill(t.as_bytes())),
+            Err(sextant_backend::BackendError::Server { .. }) => false,
+            Err(_) => {
+                self.detach_discard();
+                false
+            }
+        }
     }
 
     /// A packet of several statements with KILLs among them: sextant
