@@ -337,8 +337,8 @@ fn what_cannot_be_done_right_is_refused_and_changes_nothing() {
         "SELECT note, COUNT(*) FROM orders GROUP BY note HAVING COUNT(*) > 1.5",
         // An ORDER BY sextant cannot merge by.
         "SELECT * FROM orders ORDER BY FIELD(id, 2, 1)",
-        // No key to place the row by.
-        "INSERT INTO orders VALUES (5, 3, 'e')",
+        // No key to place the row by (without a column list the table's
+        // column order gives it: tests/sharding_differential.rs).
         "INSERT INTO orders (id, customer_id) VALUES (6, NULL)",
         // A join of single and sharded tables in different groups.
         "SELECT * FROM orders o JOIN settings s ON s.k = o.note",

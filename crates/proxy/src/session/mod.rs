@@ -24,6 +24,7 @@
 //!   retry loop.
 
 mod binding;
+mod columns;
 mod command;
 mod consistency;
 mod forward;
