@@ -118,7 +118,10 @@ async fn check(
             tls: server.settings.tls.as_ref(),
             min_wait_timeout: None,
         };
-        *conn = Some(BackendConn::connect(&p).await?);
+        let c = BackendConn::connect(&p).await?;
+        // What executable comments mean to it (the pool notes it too).
+        server.health.note_version(&c.server_version);
+        *conn = Some(c);
     }
     let Some(c) = conn.as_mut() else {
         return Ok(());

@@ -185,6 +185,17 @@ impl Router {
         if let Some(r) = self.hinted(db, c) {
             return r;
         }
+        if mode.server.is_none() {
+            // Which rows a versioned comment's content picks depends on the
+            // servers' version, not known yet (just after start).
+            let mut l = Lexer::with_mode(sql, mode);
+            l.by_ref().for_each(drop);
+            if l.versioned {
+                return Route::Refuse(
+                    "a versioned executable comment (/*!NNNNN or /*M!) before sextant knows the servers' version: try again in a moment".into(),
+                );
+            }
+        }
         let mut slots = Vec::new();
         match self.lookup(db, sql, mode, &mut slots) {
             Lookup::Shape(a) => {

@@ -212,6 +212,9 @@ pub struct Lexer<'a> {
     /// A quoted run held a backslash, or "..." was met: under another
     /// sql_mode or character set the statement could read differently.
     pub mode_dependent: bool,
+    /// A versioned executable comment (`/*!50708`, `/*M!`) was met: what
+    /// it holds is code or comment by the server's version.
+    pub versioned: bool,
 }
 
 impl<'a> Lexer<'a> {
@@ -226,6 +229,7 @@ impl<'a> Lexer<'a> {
             in_exec_comment: false,
             mode,
             mode_dependent: false,
+            versioned: false,
         }
     }
 
@@ -311,6 +315,7 @@ impl<'a> Lexer<'a> {
         } else {
             (0, None)
         };
+        self.versioned |= version.is_some() || maria;
         let runs = match self.mode.server {
             Some(server) => match version {
                 Some(v) => server.runs(v, maria),

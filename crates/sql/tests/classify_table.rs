@@ -199,3 +199,18 @@ fn dynamic_sql_whose_text_is_not_spelt_out() {
     assert!(sextant_sql::is_kill(b" /* x */ KILL QUERY 5"));
     assert!(!sextant_sql::is_kill(b"SELECT 'KILL'"));
 }
+
+#[test]
+fn versioned_comments_are_read_the_careful_way() {
+    use sextant_sql::{classify_in, LexMode, ServerVersion};
+    let maria = LexMode::DEFAULT.on(ServerVersion::parse("10.11.6-MariaDB"));
+    // Run by this server: a locking read.
+    let c = classify_in(b"SELECT * FROM t /*M!100000 FOR UPDATE */", || maria);
+    assert!(!c.read_only && c.flags.contains(Flags::LOCKING_READ));
+    // Not run by it, but code to another reading: never sent to a replica.
+    let c = classify_in(b"SELECT * FROM t /*!999999 FOR UPDATE */", || maria);
+    assert!(!c.read_only);
+    // Plain reads stay plain.
+    let c = classify_in(b"SELECT * FROM t /*!999999 , 1 */", || maria);
+    assert!(c.read_only);
+}

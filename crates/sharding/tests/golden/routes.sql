@@ -174,7 +174,10 @@ SELECT HIGH_PRIORITY SQL_SMALL_RESULT w_id FROM warehouse ORDER BY w_id LIMIT 5
 SELECT STRAIGHT_JOIN SQL_BUFFER_RESULT w_id FROM warehouse ORDER BY w_id LIMIT 5
 SELECT DISTINCTROW w_name FROM warehouse
 SELECT SQL_BIG_RESULT w_name, COUNT(*) FROM warehouse GROUP BY w_name
-# executable comments: code only where the server runs them
+# executable comments: code only where the server runs them; refused
+# while the servers' version is not known
+SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*!999999 AND w_id = 3 */
+SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*! AND w_id = 3 */
 @server 5.5.5-10.11.6-MariaDB-0+deb12u1
 SELECT COUNT(*) FROM warehouse WHERE w_tax = 9 /*!999999 AND w_id = 3 */
 UPDATE warehouse SET w_name = 'x' WHERE w_tax = 9 /*!999999 AND w_id = 5 */
