@@ -21,16 +21,23 @@ impl Drop for Limit {
 /// The tests change the server's global limit: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
-fn many_clients_preparing_stay_within_the_servers_limit() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+/// The primary's limit set to `n` until the returned guards drop, and a
+/// direct connection to it.
+fn limited(n: u64) -> (std::sync::MutexGuard<'static, ()>, Limit, mysql::Conn) {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut d = direct(lab().primary);
     let old: Option<u64> = d
         .query_first("SELECT @@global.max_prepared_stmt_count")
         .unwrap();
-    let _restore = Limit(old.unwrap_or(16382));
-    d.query_drop("SET GLOBAL max_prepared_stmt_count = 2000")
+    let restore = Limit(old.unwrap_or(16382));
+    d.query_drop(format!("SET GLOBAL max_prepared_stmt_count = {n}"))
         .unwrap();
+    (serial, restore, d)
+}
+
+#[test]
+fn many_clients_preparing_stay_within_the_servers_limit() {
+    let (_serial, _restore, mut d) = limited(2000);
     let p = Setup {
         group: "pool_max = 40\n",
         no_replicas: true,
@@ -87,14 +94,7 @@ fn many_clients_preparing_stay_within_the_servers_limit() {
 /// prepare, run and close go on working.
 #[test]
 fn a_limit_lowered_at_run_time_frees_what_sextant_keeps() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut d = direct(lab().primary);
-    let old: Option<u64> = d
-        .query_first("SELECT @@global.max_prepared_stmt_count")
-        .unwrap();
-    let _restore = Limit(old.unwrap_or(16382));
-    d.query_drop("SET GLOBAL max_prepared_stmt_count = 16382")
-        .unwrap();
+    let (_serial, _restore, mut d) = limited(16382);
     let p = Setup {
         group: "pool_max = 4\n",
         no_replicas: true,

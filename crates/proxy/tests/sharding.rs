@@ -540,22 +540,6 @@ impl Rng {
 
 type Rows = Vec<Vec<Option<String>>>;
 
-/// Rows as text, for comparing what sextant and the server return.
-fn text_rows(rows: Vec<mysql::Row>) -> Rows {
-    rows.into_iter()
-        .map(|r| {
-            r.unwrap()
-                .into_iter()
-                .map(|v| match v {
-                    mysql::Value::NULL => None,
-                    mysql::Value::Bytes(b) => Some(String::from_utf8_lossy(&b).into_owned()),
-                    other => Some(other.as_sql(true)),
-                })
-                .collect()
-        })
-        .collect()
-}
-
 fn rows_of(c: &mut mysql::Conn, sql: &str) -> Result<Rows, (u16, String)> {
     Ok(text_rows(c.query(sql).map_err(code)?))
 }

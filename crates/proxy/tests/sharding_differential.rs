@@ -73,20 +73,7 @@ fn load(c: &mut mysql::Conn, reference: &mut mysql::Conn) {
 type Rows = Vec<Vec<Option<String>>>;
 
 fn rows_of(c: &mut mysql::Conn, sql: &str) -> Result<Rows, (u16, String)> {
-    let rows: Vec<mysql::Row> = c.query(sql).map_err(code)?;
-    Ok(rows
-        .into_iter()
-        .map(|r| {
-            r.unwrap()
-                .into_iter()
-                .map(|v| match v {
-                    mysql::Value::NULL => None,
-                    mysql::Value::Bytes(b) => Some(String::from_utf8_lossy(&b).into_owned()),
-                    other => Some(other.as_sql(true)),
-                })
-                .collect()
-        })
-        .collect())
+    Ok(text_rows(c.query(sql).map_err(code)?))
 }
 
 fn code(e: mysql::Error) -> (u16, String) {

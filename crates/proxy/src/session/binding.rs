@@ -319,3 +319,16 @@ fn read_weights(group: &Group) -> ([u32; MAX_GROUP_SERVERS], usize) {
     }
     (w, n)
 }
+
+/// The server connection's variables become the session's (`vars`), after
+/// a statement changed them. The session's own timeouts are its own: the
+/// server connection reports only the ones just set.
+pub(super) fn adopt_vars(
+    vars: &mut sextant_backend::SessionVars,
+    from: &sextant_backend::SessionVars,
+) {
+    let mut mine = std::mem::take(&mut vars.client_side);
+    vars.clone_from(from);
+    mine.extend(from.client_side.iter().map(|(k, v)| (k.clone(), v.clone())));
+    vars.client_side = mine;
+}

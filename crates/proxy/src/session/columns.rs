@@ -7,7 +7,6 @@
 use super::Session;
 use crate::errors::SessionError;
 use crate::shared::Sharding;
-use sextant_backend::Lease;
 use std::sync::Arc;
 
 impl Session {
@@ -47,18 +46,7 @@ impl Session {
         if let Some(c) = sh.columns.get(db, table) {
             return Ok(c);
         }
-        let group = sh.groups.get(group).cloned().ok_or_else(|| {
-            SessionError::ShardUnsupported("the table's group is not configured".into())
-        })?;
-        let server = self.primary_of(&group).await?;
-        let conn = server
-            .acquire(
-                &self.user.backend_user,
-                &self.user.backend_password,
-                self.flavor,
-            )
-            .await?;
-        let mut lease = Lease::new(server, conn);
+        let mut lease = self.primary_lease(sh, group, "table").await?;
         let q = sextant_sharding::columns::columns_query(db, table);
         let rows = match lease.conn_mut().query_internal(&q).await {
             Ok(r) => r,

@@ -345,17 +345,7 @@ impl Session {
                     return Ok(Outcome::Done(res));
                 }
                 if res.vars_changed {
-                    // The session's own timeouts are its own: the server
-                    // connection reports only the ones just set.
-                    let mut mine = std::mem::take(&mut self.vars.client_side);
-                    self.vars.clone_from(&conn.vars);
-                    mine.extend(
-                        conn.vars
-                            .client_side
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone())),
-                    );
-                    self.vars.client_side = mine;
+                    super::binding::adopt_vars(&mut self.vars, &conn.vars);
                     let secs = |name: &str| {
                         let v = self.vars.client_side.get(name)?;
                         v.parse().ok().map(std::time::Duration::from_secs)

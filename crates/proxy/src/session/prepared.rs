@@ -599,7 +599,32 @@ impl Session {
         let Some(a) = self.binding.direct_mut() else {
             return Ok(Err(Outcome::Reported));
         };
-        match a.conn_mut().ensure_prepared(&sql).await {
+        // The server's max_prepared_stmt_count reached (1461), in part by
+        // statements sextant keeps: they go, as after a client's prepare
+        // refused so (forward.rs), and the prepare is tried again.
+        let mut prepared = a.conn_mut().ensure_prepared(&sql).await;
+        let mut broken = None;
+        for pause_ms in [0, 20, 100] {
+            if !matches!(&prepared, Err(sextant_backend::BackendError::Server { code, .. }) if *code == crate::errors::ER_MAX_PREPARED_STMT_COUNT_REACHED)
+            {
+                break;
+            }
+            let (epoch, _) = a.server.flush_statements();
+            if let Err(e) = a.conn_mut().close_statements().await {
+                broken = Some(e);
+                break;
+            }
+            a.conn_mut().stmt_epoch = epoch;
+            tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
+            prepared = a.conn_mut().ensure_prepared(&sql).await;
+        }
+        if let Some(e) = broken {
+            // The connection failed while closing statements: not reused.
+            self.detach_discard();
+            self.reply_error(e.into()).await?;
+            return Ok(Err(Outcome::Reported));
+        }
+        match prepared {
             Ok(s) => Ok(Ok((s.id, s.types_sent))),
             // The statement no longer prepares there: the connection is
             // fine, and the client gets the server's error.

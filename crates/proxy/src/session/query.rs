@@ -264,15 +264,7 @@ impl Session {
         }
         if changed {
             // As after a statement whose changes the server reported.
-            let mut mine = std::mem::take(&mut self.vars.client_side);
-            self.vars.clone_from(&conn.vars);
-            mine.extend(
-                conn.vars
-                    .client_side
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone())),
-            );
-            self.vars.client_side = mine;
+            super::binding::adopt_vars(&mut self.vars, &conn.vars);
         }
         let mut t = self
             .client

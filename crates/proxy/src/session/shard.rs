@@ -133,38 +133,17 @@ impl Session {
             return Ok(Sharded::Done);
         }
         if c.kind == Kind::Select {
-            match self.qualified_group_by(sh, sql).await {
-                Ok(None) => {}
-                Ok(Some(text)) => {
-                    let prefix = &packet[..packet.len() - sql.len()];
-                    let mut q = Vec::with_capacity(prefix.len() + text.len());
-                    q.extend_from_slice(prefix);
-                    q.extend_from_slice(&text);
-                    Box::pin(self.query(&q)).await?;
-                    return Ok(Sharded::Done);
-                }
-                Err(e) => {
-                    self.reply_error(e).await?;
-                    return Ok(Sharded::Done);
-                }
+            let r = self.qualified_group_by(sh, sql).await;
+            if let Some(done) = self.run_rewritten(packet, sql, r).await? {
+                return Ok(done);
             }
         }
         if matches!(c.kind, Kind::Insert | Kind::Replace) {
             let prefix = &packet[..packet.len() - sql.len()];
-            match self.named_columns(sh, sql).await {
-                Ok(None) => {}
-                // Runs as if the client had named the columns.
-                Ok(Some(text)) => {
-                    let mut q = Vec::with_capacity(prefix.len() + text.len());
-                    q.extend_from_slice(prefix);
-                    q.extend_from_slice(&text);
-                    Box::pin(self.query(&q)).await?;
-                    return Ok(Sharded::Done);
-                }
-                Err(e) => {
-                    self.reply_error(e).await?;
-                    return Ok(Sharded::Done);
-                }
+            // Runs as if the client had named the columns.
+            let r = self.named_columns(sh, sql).await;
+            if let Some(done) = self.run_rewritten(packet, sql, r).await? {
+                return Ok(done);
             }
             match self.with_ids(sh, sql, prefix).await {
                 Ok(None) => {}
@@ -189,6 +168,54 @@ impl Session {
     /// An INSERT into a table whose column a sequence fills, without it:
     /// the command to run instead (`prefix`, then the INSERT with the
     /// column and its ids). None: the INSERT needs no ids.
+    /// A connection of its own to the primary of group `index` (for the
+    /// `what` it holds: a sequence, a table), as the session's account.
+    pub(super) async fn primary_lease(
+        &self,
+        sh: &Arc<Sharding>,
+        index: usize,
+        what: &str,
+    ) -> Result<Lease, SessionError> {
+        let group = sh.groups.get(index).cloned().ok_or_else(|| {
+            SessionError::ShardUnsupported(format!("the {what}'s group is not configured"))
+        })?;
+        let server = self.primary_of(&group).await?;
+        let conn = server
+            .acquire(
+                &self.user.backend_user,
+                &self.user.backend_password,
+                self.flavor,
+            )
+            .await?;
+        Ok(Lease::new(server, conn))
+    }
+
+    /// The statement as rewritten by a step before routing (None: not
+    /// rewritten), run as if the client had sent it, after the packet's
+    /// own prefix (query attributes). Some: the statement was handled.
+    async fn run_rewritten(
+        &mut self,
+        packet: &[u8],
+        sql: &[u8],
+        rewritten: Result<Option<Vec<u8>>, SessionError>,
+    ) -> Result<Option<Sharded>, SessionError> {
+        match rewritten {
+            Ok(None) => Ok(None),
+            Ok(Some(text)) => {
+                let prefix = &packet[..packet.len() - sql.len()];
+                let mut q = Vec::with_capacity(prefix.len() + text.len());
+                q.extend_from_slice(prefix);
+                q.extend_from_slice(&text);
+                Box::pin(self.query(&q)).await?;
+                Ok(Some(Sharded::Done))
+            }
+            Err(e) => {
+                self.reply_error(e).await?;
+                Ok(Some(Sharded::Done))
+            }
+        }
+    }
+
     async fn with_ids(
         &mut self,
         sh: &Arc<Sharding>,
@@ -230,18 +257,7 @@ impl Session {
         if let Some(first) = sh.sequences.take_ids(&need.name, n) {
             return Ok(first);
         }
-        let group = sh.groups.get(need.group).cloned().ok_or_else(|| {
-            SessionError::ShardUnsupported("the sequence's group is not configured".into())
-        })?;
-        let server = self.primary_of(&group).await?;
-        let conn = server
-            .acquire(
-                &self.user.backend_user,
-                &self.user.backend_password,
-                self.flavor,
-            )
-            .await?;
-        let mut lease = Lease::new(server, conn);
+        let mut lease = self.primary_lease(sh, need.group, "sequence").await?;
         let c = lease.conn_mut();
         let size = need.block.max(n);
         let name = need.name.replace('\'', "''");

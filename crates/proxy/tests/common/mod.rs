@@ -576,6 +576,23 @@ pub fn hash_layout(n: usize, rest: &str) -> String {
     )
 }
 
+/// Rows as text (NULL as None), for comparing what sextant and a server
+/// return.
+pub fn text_rows(rows: Vec<mysql::Row>) -> Vec<Vec<Option<String>>> {
+    rows.into_iter()
+        .map(|r| {
+            r.unwrap()
+                .into_iter()
+                .map(|v| match v {
+                    mysql::Value::NULL => None,
+                    mysql::Value::Bytes(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+                    other => Some(other.as_sql(true)),
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// A direct connection to a lab server.
 pub fn direct(port: u16) -> mysql::Conn {
     mysql::Conn::new(
