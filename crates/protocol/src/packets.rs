@@ -380,46 +380,42 @@ pub fn write_text_resultset_for(
     status_flags: u16,
     extended_metadata: bool,
 ) -> u8 {
-    write_resultset(
-        out,
-        seq,
-        columns,
-        rows,
-        (deprecate_eof, status_flags, extended_metadata),
-        false,
-    )
+    let format = ResultsetFormat {
+        deprecate_eof,
+        status_flags,
+        extended_metadata,
+        binary: false,
+    };
+    write_resultset(out, seq, columns, rows, format)
 }
 
-/// [`write_text_resultset_for`] with the rows in the binary protocol (the
-/// answer to COM_STMT_EXECUTE): a NULL bitmap, strings length-encoded,
-/// LONGLONG cells as 8-byte integers.
-pub fn write_binary_resultset_for(
-    out: &mut Vec<u8>,
-    seq: u8,
-    columns: &[(&str, u8)],
-    rows: &[Vec<Option<String>>],
-    deprecate_eof: bool,
-    status_flags: u16,
-    extended_metadata: bool,
-) -> u8 {
-    write_resultset(
-        out,
-        seq,
-        columns,
-        rows,
-        (deprecate_eof, status_flags, extended_metadata),
-        true,
-    )
+/// How [`write_resultset`] writes a result set.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ResultsetFormat {
+    pub deprecate_eof: bool,
+    pub status_flags: u16,
+    /// MariaDB's extended metadata: an empty block in each definition.
+    pub extended_metadata: bool,
+    /// Rows in the binary protocol (the answer to COM_STMT_EXECUTE): a
+    /// NULL bitmap, strings length-encoded, LONGLONG cells as 8-byte
+    /// integers. Otherwise text rows.
+    pub binary: bool,
 }
 
-fn write_resultset(
+/// Writes a whole result set of string (and LONGLONG) columns.
+pub fn write_resultset(
     out: &mut Vec<u8>,
     mut seq: u8,
     columns: &[(&str, u8)],
     rows: &[Vec<Option<String>>],
-    (deprecate_eof, status_flags, extended_metadata): (bool, u16, bool),
-    binary: bool,
+    format: ResultsetFormat,
 ) -> u8 {
+    let ResultsetFormat {
+        deprecate_eof,
+        status_flags,
+        extended_metadata,
+        binary,
+    } = format;
     let at = begin_packet(out);
     write_lenenc_int(out, columns.len() as u64);
     finish_packet(out, at, seq);

@@ -308,9 +308,7 @@ impl Session {
         binary: bool,
     ) -> Result<(), SessionError> {
         use sextant_protocol::compress::Algorithm;
-        use sextant_protocol::packets::{
-            coltype, write_binary_resultset_for, write_err, write_text_resultset_for,
-        };
+        use sextant_protocol::packets::{coltype, write_err, write_resultset, ResultsetFormat};
         if let Err(e) = self.attach(target).await {
             return self.reply_error(e).await;
         }
@@ -444,11 +442,15 @@ impl Session {
             })
             .collect();
         self.after_statement();
-        let write = match binary {
-            true => write_binary_resultset_for,
-            false => write_text_resultset_for,
+        let format = ResultsetFormat {
+            deprecate_eof: self.deprecate_eof,
+            status_flags: self.status,
+            extended_metadata: self.flavor.mariadb
+                & sextant_protocol::consts::mariadb_cap::EXTENDED_METADATA
+                != 0,
+            binary,
         };
-        write(
+        write_resultset(
             &mut self.client.out,
             1,
             &[
@@ -456,9 +458,7 @@ impl Session {
                 ("Value", coltype::VAR_STRING),
             ],
             &rows,
-            self.deprecate_eof,
-            self.status,
-            self.flavor.mariadb & sextant_protocol::consts::mariadb_cap::EXTENDED_METADATA != 0,
+            format,
         );
         self.client.flush().await
     }
