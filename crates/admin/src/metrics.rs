@@ -236,6 +236,26 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
         Counter,
         "Reads that shared a pipelined connection.",
     );
+    let mut waits = Family::new(
+        "sextant_causal_waits_total",
+        Counter,
+        "Reads that waited on this replica for a write they must see (read_your_writes).",
+    );
+    let mut wait_timeouts = Family::new(
+        "sextant_causal_wait_timeouts_total",
+        Counter,
+        "Waits on this replica that ran out of causal_wait_ms; the read went to the primary.",
+    );
+    let mut wait_time = Family::new(
+        "sextant_causal_wait_seconds_total",
+        Counter,
+        "Time reads spent waiting on this replica for a write.",
+    );
+    let mut primary_reads = Family::new(
+        "sextant_causal_primary_reads_total",
+        Counter,
+        "Reads sent to this primary because no replica was known to have (or could wait for in time) a write they must see.",
+    );
     for s in ctx.pool.servers() {
         let labels = vec![
             ("group", s.group.to_string()),
@@ -287,6 +307,15 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
         connects.push(l(), p.connects as f64);
         connect_failures.push(l(), p.connect_failures as f64);
         pipelined.push(l(), p.pipelined as f64);
+        let c = s.health.causal.read();
+        match s.role() {
+            sextant_backend::Role::Replica => {
+                waits.push(l(), c.waits as f64);
+                wait_timeouts.push(l(), c.timeouts as f64);
+                wait_time.push(l(), c.wait_us as f64 / 1e6);
+            }
+            sextant_backend::Role::Primary => primary_reads.push(l(), c.primary_reads as f64),
+        }
     }
     out.extend([
         up,
@@ -301,6 +330,10 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
         connects,
         connect_failures,
         pipelined,
+        waits,
+        wait_timeouts,
+        wait_time,
+        primary_reads,
     ]);
     out
 }

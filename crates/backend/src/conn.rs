@@ -961,14 +961,34 @@ impl BackendConn {
         &mut self,
         sql: &str,
     ) -> Result<(Vec<String>, Vec<Vec<Option<String>>>), BackendError> {
-        let mut p = Vec::with_capacity(sql.len() + 1);
+        let mut out = Vec::with_capacity(sql.len() + 8);
+        self.internal_query_packet(sql, &mut out);
+        self.write_raw(&out).await?;
+        self.read_named(sql).await
+    }
+
+    /// Appends a COM_QUERY packet of sextant's own statement `sql` to
+    /// `out`, to be sent with other packets in one write (its answer is
+    /// then read with [`BackendConn::read_named`] in its turn).
+    pub fn internal_query_packet(&self, sql: &str, out: &mut Vec<u8>) {
+        let mut p = Vec::with_capacity(sql.len() + 3);
         p.push(com::QUERY);
         if self.negotiated & cap::QUERY_ATTRIBUTES != 0 {
             // No attributes: a count of 0, one parameter set.
             p.extend_from_slice(&[0, 1]);
         }
         p.extend_from_slice(sql.as_bytes());
-        self.send(0, &p).await?;
+        write_packet(out, 0, &p);
+    }
+
+    /// Reads the answer to a query of sextant's own (`what`, for its
+    /// error): its column names and rows as text.
+    #[allow(clippy::type_complexity)]
+    pub async fn read_named(
+        &mut self,
+        what: &str,
+    ) -> Result<(Vec<String>, Vec<Vec<Option<String>>>), BackendError> {
+        let sql = what;
         let mut t = Tracker::new(Expect::Query, self.flavor.deprecate_eof())
             .with_metadata_flag(self.negotiated & cap::OPTIONAL_RESULTSET_METADATA != 0);
         let mut rows = Vec::new();
@@ -1034,6 +1054,34 @@ impl BackendConn {
             return Err(self.server_error(sql, &e));
         }
         Ok((names, rows))
+    }
+
+    /// Reads and drops a whole answer to a command sent earlier (a read
+    /// whose result may not reach the client), leaving the connection at
+    /// the start of the next answer.
+    pub async fn skip_answer(&mut self, expect: Expect) -> Result<(), BackendError> {
+        let mut t = Tracker::new(expect, self.flavor.deprecate_eof())
+            .with_metadata_flag(self.negotiated & cap::OPTIONAL_RESULTSET_METADATA != 0);
+        while !t.is_done() {
+            let (_, pkt) = self.read_packet().await?;
+            t.feed(pkt.len(), &pkt)
+                .map_err(|source| BackendError::Protocol {
+                    addr: self.addr.to_string(),
+                    source,
+                })?;
+            if t.awaiting_infile() {
+                // A read does not ask for a file; this connection's
+                // exchange is not one sextant can finish.
+                return Err(BackendError::Protocol {
+                    addr: self.addr.to_string(),
+                    source: sextant_protocol::ProtoError::Truncated(
+                        "LOCAL INFILE in a skipped answer",
+                    ),
+                });
+            }
+        }
+        self.status = t.status();
+        Ok(())
     }
 
     fn server_error(&self, what: &str, pkt: &[u8]) -> BackendError {

@@ -84,6 +84,55 @@ impl Gtid {
     }
 }
 
+/// The newest write of a set of sessions (a user's, for read_your_writes
+/// with scope "user"), shared between threads without a lock. Published
+/// as soon as a server reports the write, before its answer reaches the
+/// client: a read sent after the client heard of the write must find it
+/// here.
+#[derive(Default)]
+pub struct Newest {
+    packed: std::sync::atomic::AtomicU64,
+    server: std::sync::atomic::AtomicU32,
+    /// MySQL: the source uuid (high, low halves); 0 for MariaDB.
+    uuid: [std::sync::atomic::AtomicU64; 2],
+}
+
+impl Newest {
+    /// Records `g` if it is newer than the write recorded (or of another
+    /// domain): sessions may report out of order.
+    pub fn publish(&self, g: &Gtid) {
+        use std::sync::atomic::Ordering;
+        let p = g.pack();
+        let newer = self
+            .packed
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                let newer = old == 0 || domain(old) != domain(p) || seq(p) > seq(old);
+                newer.then_some(p)
+            })
+            .is_ok();
+        if newer {
+            // Only the wait statement uses these; a torn set makes that
+            // wait time out and the read go to the primary.
+            self.server.store(g.server, Ordering::Relaxed);
+            self.uuid[0].store((g.uuid >> 64) as u64, Ordering::Relaxed);
+            self.uuid[1].store(g.uuid as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The newest write recorded, if any.
+    pub fn load(&self) -> Option<Gtid> {
+        use std::sync::atomic::Ordering;
+        let p = self.packed.load(Ordering::Acquire);
+        (p != 0).then(|| Gtid {
+            domain: domain(p) as u32,
+            server: self.server.load(Ordering::Relaxed),
+            seq: seq(p),
+            uuid: (self.uuid[0].load(Ordering::Relaxed) as u128) << 64
+                | self.uuid[1].load(Ordering::Relaxed) as u128,
+        })
+    }
+}
+
 pub fn domain(p: Packed) -> u64 {
     p >> SEQ_BITS
 }
@@ -156,6 +205,20 @@ fn fold(u: u128) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn newest_keeps_the_newest_write_of_its_domain() {
+        let n = Newest::default();
+        assert_eq!(n.load(), None);
+        let a = Gtid::parse("0-1-100").unwrap();
+        let b = Gtid::parse("0-2-99").unwrap();
+        n.publish(&a);
+        n.publish(&b);
+        assert_eq!(n.load(), Some(a), "an older write reported later loses");
+        let c = Gtid::parse("1-3-5").unwrap();
+        n.publish(&c);
+        assert_eq!(n.load(), Some(c), "another domain: the last one reported");
+    }
 
     #[test]
     fn parse_and_pack() {

@@ -61,8 +61,14 @@ pub struct Health {
     /// Moving average of statement response time, microseconds
     /// (least_latency balancing); 0 until the first sample.
     latency_us: AtomicU64,
+    /// The newest GTID (packed) a wait on this server timed out for,
+    /// until the server is seen to have it: reads needing it or a later
+    /// write of its domain do not wait here again (0: none).
+    wait_failed: AtomicU64,
     /// Statements relayed for clients, errors, response times.
     pub stats: crate::stats::StatementStats,
+    /// Read-your-writes waits and primary reads (docs/consistency.md).
+    pub causal: crate::stats::CausalStats,
     last_error: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
     /// The same version as the lexer reads it: id, bit 31 set for MariaDB;
@@ -89,7 +95,9 @@ impl Health {
             stmt_limit: AtomicU32::new(0),
             outstanding: AtomicU32::new(0),
             latency_us: AtomicU64::new(0),
+            wait_failed: AtomicU64::new(0),
             stats: Default::default(),
+            causal: Default::default(),
             last_error: Mutex::new(None),
             version: Mutex::new(None),
             version_id: AtomicU32::new(0),
@@ -263,6 +271,46 @@ impl Health {
         })
     }
 
+    /// The server was seen to have applied `g` (a wait for it returned
+    /// at once or in time): reads needing it need not wait again. Never
+    /// moves a position back; the monitor's next reading replaces it.
+    pub fn note_applied(&self, g: crate::gtid::Packed) {
+        let d = crate::gtid::domain(g);
+        for a in &self.applied {
+            let v = a.load(Ordering::Relaxed);
+            if v != 0 && crate::gtid::domain(v) == d {
+                a.fetch_max(g, Ordering::Relaxed);
+                return;
+            }
+        }
+        // A domain the monitor has not reported: a free slot, if any.
+        for a in &self.applied {
+            if a.compare_exchange(0, g.max(1), Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    /// A wait for `g` ran out of time here.
+    pub fn note_wait_failed(&self, g: crate::gtid::Packed) {
+        self.wait_failed.fetch_max(g, Ordering::Relaxed);
+    }
+
+    /// Whether a read needing `g` may wait on this server: not while a
+    /// wait for `g` or an earlier write of its domain has timed out here
+    /// and the server has not been seen to catch up with it since. (A
+    /// server behind by more than the wait budget would otherwise cost
+    /// every read the whole budget before it goes to the primary.)
+    pub fn may_wait_for(&self, g: crate::gtid::Packed) -> bool {
+        let f = self.wait_failed.load(Ordering::Relaxed);
+        f == 0
+            || crate::gtid::domain(f) != crate::gtid::domain(g)
+            || crate::gtid::seq(g) < crate::gtid::seq(f)
+            || self.has_applied(f)
+    }
+
     /// The applied positions as last seen, `domain-sequence` each (the
     /// server id is not kept).
     pub fn applied_list(&self) -> String {
@@ -342,5 +390,55 @@ impl Health {
         } else {
             "up"
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gtid::Gtid;
+
+    fn g(domain: u32, seq: u64) -> u64 {
+        Gtid {
+            domain,
+            server: 1,
+            seq,
+            uuid: 0,
+        }
+        .pack()
+    }
+
+    #[test]
+    fn a_wait_that_caught_up_teaches_the_position_and_never_moves_it_back() {
+        let h = Health::new(Role::Replica);
+        h.set_applied("0-1-10");
+        assert!(!h.has_applied(g(0, 12)));
+        h.note_applied(g(0, 12));
+        assert!(h.has_applied(g(0, 12)));
+        h.note_applied(g(0, 11));
+        assert!(
+            h.has_applied(g(0, 12)),
+            "an older wait does not move it back"
+        );
+        // A domain the monitor has not reported takes a free slot.
+        h.note_applied(g(3, 5));
+        assert!(h.has_applied(g(3, 5)) && h.has_applied(g(0, 12)));
+        // The monitor's next reading is the truth again.
+        h.set_applied("0-1-11");
+        assert!(!h.has_applied(g(0, 12)) && !h.has_applied(g(3, 1)));
+    }
+
+    #[test]
+    fn after_a_timed_out_wait_later_writes_do_not_wait_until_it_catches_up() {
+        let h = Health::new(Role::Replica);
+        h.set_applied("0-1-10");
+        assert!(h.may_wait_for(g(0, 20)));
+        h.note_wait_failed(g(0, 20));
+        assert!(!h.may_wait_for(g(0, 20)));
+        assert!(!h.may_wait_for(g(0, 25)), "a later write is further off");
+        assert!(h.may_wait_for(g(0, 15)), "an earlier one may be there");
+        assert!(h.may_wait_for(g(1, 30)), "another domain is another stream");
+        h.set_applied("0-1-20");
+        assert!(h.may_wait_for(g(0, 25)), "seen to catch up: waits again");
     }
 }

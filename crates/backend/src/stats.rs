@@ -81,6 +81,53 @@ impl StatementStats {
     }
 }
 
+/// What read-your-writes cost on a server: waits for a GTID sent to it
+/// (a replica), how long they took, how many ran out of time, and reads
+/// that went to it (a primary) because no replica was known to have the
+/// session's write. Updated only on those reads.
+#[derive(Default)]
+pub struct CausalStats {
+    waits: AtomicU64,
+    timeouts: AtomicU64,
+    wait_us: AtomicU64,
+    primary_reads: AtomicU64,
+}
+
+/// A reading of [`CausalStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CausalCounts {
+    pub waits: u64,
+    pub timeouts: u64,
+    pub wait_us: u64,
+    pub primary_reads: u64,
+}
+
+impl CausalStats {
+    /// A wait on this replica ended after `us`; `caught_up`: the replica
+    /// had the GTID in time and the read ran there.
+    pub fn wait(&self, us: u64, caught_up: bool) {
+        self.waits.fetch_add(1, Ordering::Relaxed);
+        self.wait_us.fetch_add(us, Ordering::Relaxed);
+        if !caught_up {
+            self.timeouts.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A read that had to see a write went to this primary instead.
+    pub fn primary_read(&self) {
+        self.primary_reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn read(&self) -> CausalCounts {
+        CausalCounts {
+            waits: self.waits.load(Ordering::Relaxed),
+            timeouts: self.timeouts.load(Ordering::Relaxed),
+            wait_us: self.wait_us.load(Ordering::Relaxed),
+            primary_reads: self.primary_reads.load(Ordering::Relaxed),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

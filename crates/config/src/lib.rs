@@ -601,9 +601,9 @@ pub struct Routing {
     #[serde(default)]
     pub consistency_scope: ConsistencyScope,
     /// With read_your_writes, how long a read may wait on a replica for a
-    /// write it must see (MASTER_GTID_WAIT) before it goes to the primary;
-    /// 0: go to the primary at once.
-    #[serde(default)]
+    /// write it must see (MASTER_GTID_WAIT, sent with the read) before it
+    /// goes to the primary; 0: go to the primary at once.
+    #[serde(default = "default_causal_wait_ms")]
     pub causal_wait_ms: u64,
 }
 
@@ -778,7 +778,7 @@ impl Default for RoutingPolicy {
             read_only_transactions_on_replicas: true,
             consistency: Consistency::default(),
             consistency_scope: ConsistencyScope::default(),
-            causal_wait_ms: 0,
+            causal_wait_ms: default_causal_wait_ms(),
         }
     }
 }
@@ -1001,6 +1001,16 @@ fn default_max_lag_ms() -> u64 {
 }
 fn default_hold_ms() -> u64 {
     256
+}
+
+/// A few times the usual lag of a replica that keeps up
+/// (docs/consistency.md has the measurement): long enough that a read
+/// right after a write rarely falls back to the primary, short enough
+/// that a replica that has fallen behind costs a read little before it
+/// does. Waits that time out keep further reads off that replica until
+/// it catches up, so a lagging replica costs one budget, not one a read.
+fn default_causal_wait_ms() -> u64 {
+    50
 }
 
 impl Sharding {
@@ -2016,7 +2026,7 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
         r.set("consistency", "\"strong\"").unwrap();
         assert_eq!(r.get("consistency").as_deref(), Some("strong"));
         assert_eq!(r.get("consistency_scope").as_deref(), Some("user"));
-        assert_eq!(r.get("causal_wait_ms").as_deref(), Some("0"));
+        assert_eq!(r.get("causal_wait_ms").as_deref(), Some("50"));
     }
 
     #[test]

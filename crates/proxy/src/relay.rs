@@ -26,8 +26,11 @@ const WHOLE_FRAME_MAX: usize = 256 * 1024;
 const IDLE_BUFFER_MAX: usize = 32 * 1024;
 const IDLE_BUFFER: usize = 8 * 1024;
 
-pub struct RelayOpts {
+pub struct RelayOpts<'a> {
     pub session_track: bool,
+    /// Where a write's GTID is published the moment its OK is read,
+    /// before the client hears of it (read_your_writes, scope user).
+    pub writes: Option<&'a sextant_backend::gtid::Newest>,
     pub deprecate_eof: bool,
     /// For COM_STMT_PREPARE: the id the client will know the statement by.
     pub client_stmt_id: Option<u32>,
@@ -147,7 +150,7 @@ pub async fn relay(
     client: &mut Client,
     be: &mut BackendConn,
     expect: Expect,
-    opts: &RelayOpts,
+    opts: &RelayOpts<'_>,
 ) -> Result<RelayResult, RelayError> {
     let mut t = Tracker::new(expect, opts.deprecate_eof)
         .with_metadata_flag(be.negotiated & cap::OPTIONAL_RESULTSET_METADATA != 0);
@@ -239,6 +242,9 @@ pub async fn relay(
                             &mut be.track,
                             ok.session_state,
                         );
+                        if let (Some(w), Some(g)) = (opts.writes, &be.track.last_gtid) {
+                            w.publish(g);
+                        }
                     }
                     if !opts.session_track {
                         write_ok(&mut client.out, h.seq, &ok, false);

@@ -30,12 +30,9 @@ pub struct UserEntry {
     pub backend_user: String,
     pub backend_password: String,
     pub group: Arc<Group>,
-    /// The newest write of any session of this user (packed GTID, and its
-    /// server id), for read_your_writes with scope "user".
-    pub latest_write: std::sync::atomic::AtomicU64,
-    pub latest_write_server: AtomicU32,
-    /// MySQL: that write's source uuid (high, low halves); 0 for MariaDB.
-    pub latest_write_uuid: [std::sync::atomic::AtomicU64; 2],
+    /// The newest write of any session of this user, for read_your_writes
+    /// with scope "user".
+    pub latest_write: sextant_backend::gtid::Newest,
     /// Most sessions at once (0: no limit), and how many there are.
     pub max_connections: usize,
     pub connections: std::sync::atomic::AtomicUsize,
@@ -164,8 +161,6 @@ impl Runtime {
                     connection_admin: u.connection_admin,
                     policy: PolicyCell::new(policy),
                     latest_write: Default::default(),
-                    latest_write_server: Default::default(),
-                    latest_write_uuid: Default::default(),
                     backend_user: u.backend_user().to_string(),
                     backend_password: u.backend_password().to_string(),
                     group,

@@ -295,3 +295,174 @@ fn monotonic_reads_never_go_back_in_time() {
         "hinted reads keep to one replica (or ones as far along): {got:?}"
     );
 }
+
+/// What a busy application's reads did: how many, where they ran, how
+/// many missed the newest row the user had written when they were sent.
+#[derive(Debug, Default)]
+struct Busy {
+    reads: u64,
+    on_primary: u64,
+    on_replicas: u64,
+    stale: u64,
+    writes: u64,
+}
+
+/// One user, as applications run: 2 connections inserting about 90 rows
+/// a second between them, 6 reading by primary key the newest row either
+/// writer has committed (3 with text statements, 3 with prepared ones),
+/// for `secs`. Each read names the server that answered it (`@@port`).
+/// With `bursts`, meanwhile a replica at a time stops applying for
+/// 0.1-2 s.
+fn busy_writer(p: &Proxy, name: &str, secs: u64, bursts: bool) -> Busy {
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::*};
+    use std::sync::Arc;
+    let mut c = p.conn();
+    c.query_drop(format!("DROP TABLE IF EXISTS {name}"))
+        .unwrap();
+    c.query_drop(format!(
+        "CREATE TABLE {name} (id BIGINT PRIMARY KEY, v BIGINT)"
+    ))
+    .unwrap();
+    c.query_drop(format!("INSERT INTO {name} VALUES (0, 0)"))
+        .unwrap();
+    sync_replicas();
+    let lab = lab();
+    let primary = lab.primary as i64;
+    let next_id = Arc::new(AtomicI64::new(1));
+    let newest = Arc::new(AtomicI64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let [reads, on_primary, on_replicas, stale, writes] =
+        std::array::from_fn(|_| Arc::new(AtomicU64::new(0)));
+    let mut threads = Vec::new();
+    for _ in 0..2 {
+        let (mut w, next_id, newest, stop, writes) = (
+            p.conn(),
+            next_id.clone(),
+            newest.clone(),
+            stop.clone(),
+            writes.clone(),
+        );
+        let sql = format!("INSERT INTO {name} VALUES (?, ?)");
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Relaxed) {
+                let id = next_id.fetch_add(1, SeqCst);
+                w.exec_drop(&sql, (id, id)).unwrap();
+                // Committed and acknowledged: from now on every read of
+                // this user must see it.
+                newest.fetch_max(id, SeqCst);
+                writes.fetch_add(1, Relaxed);
+                std::thread::sleep(Duration::from_millis(22));
+            }
+        }));
+    }
+    for i in 0..6 {
+        let (mut r, newest, stop) = (p.conn(), newest.clone(), stop.clone());
+        let counters = [&reads, &on_primary, &on_replicas, &stale].map(|a| (*a).clone());
+        let sql = format!("SELECT v, @@port FROM {name} WHERE id = ?");
+        threads.push(std::thread::spawn(move || {
+            let [reads, on_primary, on_replicas, stale] = counters;
+            while !stop.load(Relaxed) {
+                let want = newest.load(SeqCst);
+                let row: Option<(Option<i64>, i64)> = if i % 2 == 0 {
+                    r.query_first(sql.replace('?', &want.to_string())).unwrap()
+                } else {
+                    r.exec_first(&sql, (want,)).unwrap()
+                };
+                reads.fetch_add(1, Relaxed);
+                match row {
+                    Some((Some(v), port)) if v == want => {
+                        if port == primary {
+                            on_primary.fetch_add(1, Relaxed);
+                        } else {
+                            on_replicas.fetch_add(1, Relaxed);
+                        }
+                    }
+                    _ => {
+                        stale.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    let _restore = RestoreReplication;
+    let end = std::time::Instant::now() + Duration::from_secs(secs);
+    let mut n = 0u64;
+    while std::time::Instant::now() < end {
+        if !bursts {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        // A replica stops applying for 0.1-2 s, then catches up.
+        n += 1;
+        let replica = lab.replicas[(n % lab.replicas.len() as u64) as usize];
+        let pause = 100 + (n * 7919) % 1900;
+        let mut d = direct(replica);
+        d.query_drop("STOP SLAVE SQL_THREAD").unwrap();
+        std::thread::sleep(Duration::from_millis(pause));
+        d.query_drop("START SLAVE SQL_THREAD").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop.store(true, Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let busy = Busy {
+        reads: reads.load(Relaxed),
+        on_primary: on_primary.load(Relaxed),
+        on_replicas: on_replicas.load(Relaxed),
+        stale: stale.load(Relaxed),
+        writes: writes.load(Relaxed),
+    };
+    eprintln!("{name}: {busy:?}");
+    busy
+}
+
+#[test]
+fn a_busy_writers_reads_stay_on_the_replicas_and_see_its_writes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // sextant's defaults: read_your_writes, scope user, waits on.
+    let p = Setup::default().start();
+    let b = busy_writer(&p, "busy_ryw", 8, false);
+    assert!(b.writes > 400, "the writers wrote too little: {b:?}");
+    assert_eq!(b.stale, 0, "reads missed the user's newest row: {b:?}");
+    assert!(
+        b.on_replicas * 100 >= b.reads * 95,
+        "fewer than 95% of reads on the replicas: {b:?}"
+    );
+    // The waits and what they cost are counted.
+    let mut a = p.admin();
+    let rows: Vec<(String, String, String)> = a
+        .query("SHOW STATS")
+        .unwrap()
+        .into_iter()
+        .map(|r: mysql::Row| {
+            let cell = |i: usize| r.get::<Option<String>, _>(i).flatten().unwrap_or_default();
+            (cell(0), cell(1), cell(2))
+        })
+        .collect();
+    let waits: f64 = rows
+        .iter()
+        .filter(|(name, _, _)| name == "sextant_causal_waits_total")
+        .map(|(_, _, v)| v.parse::<f64>().unwrap_or(0.0))
+        .sum();
+    assert!(waits > 0.0, "no waits counted: {rows:?}");
+    // EXPLAIN ROUTE says when such a read waits, and for how long.
+    let row: mysql::Row = a
+        .query_first("EXPLAIN ROUTE SELECT v FROM busy_ryw WHERE id = 1")
+        .unwrap()
+        .unwrap();
+    let wait: String = row.get("wait").unwrap();
+    assert!(wait.contains("waits up to 50 ms"), "{wait}");
+}
+
+#[test]
+fn a_busy_writers_reads_fall_back_to_the_primary_when_replicas_stall() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Replicas stop applying in bursts of 0.1-2 s: waits time out and
+    // those reads go to the primary; none is stale.
+    let p = Setup::default().start();
+    let b = busy_writer(&p, "busy_bursts", 10, true);
+    assert_eq!(b.stale, 0, "reads missed the user's newest row: {b:?}");
+    assert!(b.on_primary > 0, "no read fell back to the primary: {b:?}");
+    assert!(b.on_replicas > 0, "no read ran on a replica: {b:?}");
+}

@@ -141,6 +141,20 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
         Target::Primary => "primary",
         Target::Replica => "replica",
     };
+    let galera = g.is_some_and(|g| g.topology == sextant_config::Topology::Galera);
+    let wait = match (d.target, d.read.own_writes) {
+        (Target::Replica, Some(_)) if galera => {
+            "after a write no node is known to have: the primary, until one has it".to_string()
+        }
+        (Target::Replica, Some(_)) if policy.causal_wait_ms > 0 => format!(
+            "after a write no replica is known to have: waits up to {} ms on a replica (sent with the read), else the primary",
+            policy.causal_wait_ms
+        ),
+        (Target::Replica, Some(_)) => {
+            "after a write no replica is known to have: the primary (causal_wait_ms = 0)".into()
+        }
+        _ => String::new(),
+    };
     Answer::Table(Table {
         columns: [
             "user",
@@ -152,6 +166,7 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
             "read_only",
             "consistency",
             "requires",
+            "wait",
             "retry",
             "pipeline",
             "note",
@@ -169,6 +184,7 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
             Some(c.read_only.to_string()),
             Some(consistency_name(d.consistency).into()),
             Some(d.requirement().into()),
+            Some(wait),
             Some(d.retry.name().into()),
             Some(d.pipeline.to_string()),
             Some(note),

@@ -2,9 +2,10 @@
 //! plan's target, borrowing a connection and bringing it to the session's
 //! state, holding it for the hold window, giving it back.
 
-use super::consistency::mono_ok;
+use super::consistency::{caught_up, mono_ok, wait_ended, wait_sql};
 use super::Session;
 use crate::errors::SessionError;
+use sextant_backend::gtid::Gtid;
 use sextant_backend::{Binding, Group, Lease, Role, Server, MAX_GROUP_SERVERS};
 use sextant_protocol::consts::status;
 use sextant_routing::{pick, SessionFacts, Target};
@@ -71,12 +72,21 @@ impl Session {
                     // Right after a write, reads stay on the primary
                     // connection: the session reads its own writes.
                     Target::Replica => {
-                        let fresh = self.need.is_none_or(|g| {
+                        let mono =
+                            !self.mono || mono_ok(self.seen_us, self.sticky.as_ref(), &a.server);
+                        let has = self.need.is_none_or(|g| {
                             a.server.role() == Role::Primary
                                 || a.server.health.has_applied(g.pack())
-                        }) && (!self.mono
-                            || mono_ok(self.seen_us, self.sticky.as_ref(), &a.server));
-                        (self.group.takes_reads(&a.server) && fresh)
+                        });
+                        let takes = self.group.takes_reads(&a.server);
+                        if takes && mono && !has && self.wait_here(&a.server) {
+                            // The held replica may have it already: the
+                            // wait goes ahead of the read.
+                            self.wait.pending = self.need;
+                            self.hold_until = None;
+                            return Ok(());
+                        }
+                        (takes && has && mono)
                             || self.primary_reads_until.is_some_and(|t| Instant::now() < t)
                     }
                 };
@@ -91,13 +101,21 @@ impl Session {
             Target::Primary => self.primary_of(&group).await?,
             Target::Replica => match (self.pick_reader(), self.need) {
                 (Some(s), _) => s,
-                (None, Some(g)) if self.user.policy().causal_wait_ms > 0 => {
-                    if Box::pin(self.wait_on_replica(&group, g)).await {
-                        return Ok(());
+                (None, Some(g)) => match self.pick_waiter(&group) {
+                    Some(s) if self.wait.pipelined => {
+                        // Attached below; the wait goes ahead of the read.
+                        self.wait.pending = Some(g);
+                        s
                     }
-                    self.primary_of(&group).await?
-                }
-                (None, _) => self.primary_of(&group).await?,
+                    Some(s) => {
+                        if Box::pin(self.wait_on_replica(s, g)).await {
+                            return Ok(());
+                        }
+                        self.read_primary(&group).await?
+                    }
+                    None => self.read_primary(&group).await?,
+                },
+                (None, None) => self.primary_of(&group).await?,
             },
         };
         let conn = match server
@@ -110,6 +128,7 @@ impl Session {
         {
             Ok(c) => c,
             Err(e) if target == Target::Replica && server.role() == Role::Replica => {
+                self.wait.pending = None;
                 // A read never fails while the primary is up.
                 tracing::info!(parent: &self.span, server = %server.addr, "replica unavailable, reading from the primary: {e}");
                 let p = self.primary_of(&group).await?;
@@ -157,29 +176,59 @@ impl Session {
         Some(group.members[i].clone())
     }
 
-    /// read_your_writes with causal_wait_ms: no replica is known to have
-    /// the write yet, so wait on one (MASTER_GTID_WAIT) for up to
-    /// causal_wait_ms. True when it caught up and is now attached.
-    async fn wait_on_replica(
-        &mut self,
-        group: &Arc<Group>,
-        g: sextant_backend::gtid::Gtid,
-    ) -> bool {
+    /// Whether a read needing the session's write may wait for it on
+    /// `server`: waits are on (causal_wait_ms), none of this statement's
+    /// has timed out, and none for that write timed out there lately.
+    fn wait_here(&self, server: &Server) -> bool {
+        may_wait(self.waitable(), server)
+    }
+
+    /// The write a read may wait for on a replica (None: it may not).
+    fn waitable(&self) -> Option<u64> {
+        // Galera nodes apply write sets outside replication's position
+        // (MASTER_GTID_WAIT would never return): reads wait for the
+        // monitor to see a node's binlog position instead.
+        let on = self.user.policy().causal_wait_ms > 0
+            && !self.wait.gave_up
+            && self.group.topology != sextant_config::Topology::Galera;
+        self.need.filter(|_| on).map(|g| g.pack())
+    }
+
+    /// No replica is known to have the write the read must see: a replica
+    /// to wait on for it, by the balancing policy. None: the read goes to
+    /// the primary.
+    fn pick_waiter(&mut self, group: &Arc<Group>) -> Option<Arc<Server>> {
         let (weights, n) = read_weights(group);
-        let Some(i) = pick(
+        let (mono, seen_us) = (self.mono, self.seen_us);
+        let sticky = if mono { self.sticky.clone() } else { None };
+        let need = self.waitable();
+        let i = pick(
             self.user.policy().balance,
             &weights[..n],
             |i| {
-                group.members[i]
-                    .load()
-                    .filter(|_| group.members[i].role() == Role::Replica)
+                let s = &group.members[i];
+                s.load().filter(|_| {
+                    may_wait(need, s) && (!mono || mono_ok(seen_us, sticky.as_ref(), s))
+                })
             },
             &mut self.cursor,
             self.rng,
-        ) else {
-            return false;
-        };
-        let server = group.members[i].clone();
+        )?;
+        Some(group.members[i].clone())
+    }
+
+    /// The primary, for a read that must see a write no replica is known
+    /// to have (and none could wait for in time).
+    async fn read_primary(&mut self, group: &Arc<Group>) -> Result<Arc<Server>, SessionError> {
+        let p = self.primary_of(group).await?;
+        p.health.causal.primary_read();
+        Ok(p)
+    }
+
+    /// The wait as a round trip of its own (a statement that is not sent
+    /// right after it is attached, e.g. a prepare): up to causal_wait_ms
+    /// on `server`. True when it caught up and is now attached.
+    async fn wait_on_replica(&mut self, server: Arc<Server>, g: Gtid) -> bool {
         let Ok(conn) = server
             .acquire(
                 &self.user.backend_user,
@@ -192,17 +241,42 @@ impl Session {
         };
         // Returned to the pool on any path that does not keep it.
         let mut lease = Lease::new(server, conn);
-        let secs = self.user.policy().causal_wait_ms as f64 / 1000.0;
-        let sql = g.wait_sql(secs);
-        let caught_up = matches!(
-            lease.conn_mut().query_internal(&sql).await.as_deref(),
-            Ok([row]) if row.first().and_then(|v| v.as_deref()) == Some("0")
-        );
-        if caught_up {
-            self.binding = Binding::Direct(lease);
-            return self.sync_attached().await.is_ok();
+        let sql = wait_sql(&g, self.user.policy().causal_wait_ms);
+        let started = std::time::Instant::now();
+        let ok = match lease.conn_mut().query_internal(&sql).await {
+            Ok(rows) => caught_up(&rows),
+            Err(_) => false,
+        };
+        wait_ended(&lease.server, &g, started, ok);
+        if !ok {
+            self.wait.gave_up = true;
+            return false;
         }
-        false
+        self.binding = Binding::Direct(lease);
+        self.sync_attached().await.is_ok()
+    }
+
+    /// The pending wait (attach chose a replica for it) as a round trip
+    /// of its own on the attached connection. False: it timed out or
+    /// failed, the connection is given back, and the statement must be
+    /// attached again (to the primary).
+    pub(super) async fn wait_now(&mut self) -> bool {
+        let (Some(g), Some(a)) = (self.wait.pending.take(), self.binding.direct_mut()) else {
+            return true;
+        };
+        let sql = wait_sql(&g, self.user.policy().causal_wait_ms);
+        let started = std::time::Instant::now();
+        let answer = a.conn_mut().query_internal(&sql).await;
+        let ok = matches!(&answer, Ok(rows) if caught_up(rows));
+        wait_ended(&a.server, &g, started, ok);
+        if !ok {
+            self.wait.gave_up = true;
+            match answer {
+                Ok(_) | Err(sextant_backend::BackendError::Server { .. }) => self.release(),
+                Err(_) => self.detach_discard(),
+            }
+        }
+        ok
     }
 
     /// The group's primary, waiting up to its primary_wait_ms when none is
@@ -308,6 +382,12 @@ impl Session {
         self.last_insert_conn = None;
         self.binding.discard();
     }
+}
+
+/// Whether a read needing write `need` may wait for it on `server`: a
+/// replica where no wait for it (or a later write) timed out lately.
+fn may_wait(need: Option<u64>, server: &Server) -> bool {
+    need.is_some_and(|g| server.role() == Role::Replica && server.health.may_wait_for(g))
 }
 
 /// Each member's read weight by its current role, on the stack.

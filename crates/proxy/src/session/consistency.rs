@@ -1,15 +1,15 @@
 //! What a read must see (docs/consistency.md), and what the session
 //! remembers for it: its writes' GTIDs (read_your_writes), the server and
 //! time of its last read (monotonic), the id its last insert generated
-//! (LAST_INSERT_ID() wherever it lands).
+//! (LAST_INSERT_ID() wherever it lands); and the wait on a replica for a
+//! write it is not yet known to have.
 
 use super::Session;
 use crate::relay::RelayResult;
-use sextant_backend::gtid::{self, Gtid};
+use sextant_backend::gtid::Gtid;
 use sextant_backend::{Role, Server};
 use sextant_config::ConsistencyScope;
 use sextant_routing::Plan;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// monotonic: `s` may serve a read of a session that last read from
@@ -29,6 +29,46 @@ fn now_us() -> i64 {
         .unwrap_or(0)
 }
 
+/// read_your_writes: a read that must see a write no replica is known to
+/// have waits for it on a replica (MASTER_GTID_WAIT) rather than going to
+/// the primary. Per statement: set while it is placed, cleared after.
+#[derive(Default)]
+pub(super) struct ReplicaWait {
+    /// The statement is sent right after its connection is attached
+    /// (run_plan), so the wait can travel in the same write, ahead of it.
+    /// Otherwise the wait is a round trip of its own before it.
+    pub pipelined: bool,
+    /// Attached to a replica not known to have this write: the wait goes
+    /// ahead of the statement (forward.rs).
+    pub pending: Option<Gtid>,
+    /// A wait of this statement ran out of time: it reads the primary.
+    pub gave_up: bool,
+}
+
+/// What the answer to a wait says.
+pub(super) fn caught_up(rows: &[Vec<Option<String>>]) -> bool {
+    matches!(rows, [row] if row.first().and_then(|v| v.as_deref()) == Some("0"))
+}
+
+/// The wait statement for `g` within the session's budget.
+pub(super) fn wait_sql(g: &Gtid, budget_ms: u64) -> String {
+    g.wait_sql(budget_ms as f64 / 1000.0)
+}
+
+/// Books the end of a wait for `g` on `server`: a wait that caught up
+/// teaches sextant the replica's position (reads needing that write go
+/// there without waiting); one that timed out keeps further waits off the
+/// replica until it is seen to catch up.
+pub(super) fn wait_ended(server: &Server, g: &Gtid, started: std::time::Instant, ok: bool) {
+    let us = started.elapsed().as_micros() as u64;
+    server.health.causal.wait(us, ok);
+    if ok {
+        server.health.note_applied(g.pack());
+    } else {
+        server.health.note_wait_failed(g.pack());
+    }
+}
+
 impl Session {
     /// Takes the plan's read requirement for the statement about to run:
     /// which write a replica must have applied, whether it may not go back
@@ -36,12 +76,14 @@ impl Session {
     pub(super) fn require(&mut self, plan: &Plan) {
         self.need = plan.read.own_writes.and_then(|s| self.own_write(s));
         self.mono = plan.read.monotonic;
+        self.wait = ReplicaWait::default();
     }
 
     /// After the statement: requirements end, and a monotonic read is
     /// remembered as seen.
     pub(super) fn read_done(&mut self) {
         self.need = None;
+        self.wait = ReplicaWait::default();
         if std::mem::take(&mut self.mono) {
             self.note_seen();
         }
@@ -51,20 +93,7 @@ impl Session {
     fn own_write(&self, scope: ConsistencyScope) -> Option<Gtid> {
         match scope {
             ConsistencyScope::Session => self.last_write,
-            ConsistencyScope::User => {
-                let u = &self.user;
-                let packed = u.latest_write.load(Ordering::Acquire);
-                if packed == 0 {
-                    return self.last_write;
-                }
-                Some(Gtid {
-                    domain: gtid::domain(packed) as u32,
-                    server: u.latest_write_server.load(Ordering::Relaxed),
-                    seq: gtid::seq(packed),
-                    uuid: (u.latest_write_uuid[0].load(Ordering::Relaxed) as u128) << 64
-                        | u.latest_write_uuid[1].load(Ordering::Relaxed) as u128,
-                })
-            }
+            ConsistencyScope::User => self.user.latest_write.load().or(self.last_write),
         }
     }
 
@@ -74,26 +103,12 @@ impl Session {
         self.seen_us = now_us();
     }
 
-    /// Records the GTID of a write the server just reported.
+    /// Records the GTID of a write the server just reported (the relay
+    /// published it for the user already; again here for writes answered
+    /// another way).
     pub(super) fn note_write(&mut self, g: Gtid) {
         self.last_write = Some(g);
-        let packed = g.pack();
-        let u = &self.user;
-        // Keep the newest per user: concurrent sessions may report out of
-        // order.
-        let _ = u
-            .latest_write
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
-                let newer = old == 0
-                    || gtid::domain(old) != gtid::domain(packed)
-                    || gtid::seq(packed) > gtid::seq(old);
-                newer.then_some(packed)
-            });
-        u.latest_write_server.store(g.server, Ordering::Relaxed);
-        // (Only the wait statement of causal_wait_ms uses the uuid; a torn
-        // pair makes that wait time out and the read go to the primary.)
-        u.latest_write_uuid[0].store((g.uuid >> 64) as u64, Ordering::Relaxed);
-        u.latest_write_uuid[1].store(g.uuid as u64, Ordering::Relaxed);
+        self.user.latest_write.publish(&g);
     }
 
     /// Remembers the id a write generated, and on which connection

@@ -42,6 +42,10 @@ pub(super) enum RetryReason {
     /// A prepare was refused with 1461 and sextant closed the statements
     /// it keeps: it is sent once more (by `forward`).
     StmtLimit,
+    /// The replica did not apply the write the read must see within the
+    /// wait's budget: its answer was dropped, and the read runs on the
+    /// primary.
+    WaitTimedOut,
 }
 
 /// What a plan runs: its command's payload.
@@ -68,12 +72,16 @@ impl Session {
         plan: &Plan,
         work: Work<'_>,
     ) -> Result<Option<RelayResult>, SessionError> {
-        for attempt in 0..ATTEMPTS {
+        let mut attempt = 0;
+        while attempt < ATTEMPTS {
             self.retry = if attempt + 1 < ATTEMPTS {
                 plan.retry
             } else {
                 Retry::Never
             };
+            // Text reads and executions are sent right after their
+            // connection is attached: a wait for a write goes with them.
+            self.wait.pipelined = !matches!(work, Work::Bulk { .. });
             let outcome = match work {
                 Work::Query(p) => self.query_once(plan, p, attempt == 0).await,
                 Work::Execute { id, payload } => {
@@ -82,13 +90,23 @@ impl Session {
                 Work::Bulk { id, payload } => self.bulk_once(plan, id, payload).await,
             };
             self.retry = Retry::Never;
+            self.wait.pipelined = false;
+            self.wait.pending = None;
             match outcome? {
                 Outcome::Done(r) => return Ok(Some(r)),
                 Outcome::Reported => return Ok(None),
-                Outcome::Retry(why) => tracing::info!(parent: &self.span, attempt,
-                    ?why,
-                    "statement failed before any result reached the client; retrying"
-                ),
+                // Not an attempt: nothing failed, and the next goes to the
+                // primary (a statement waits at most once).
+                Outcome::Retry(RetryReason::WaitTimedOut) => {
+                    tracing::debug!(parent: &self.span, "the replica did not catch up within causal_wait_ms: reading the primary");
+                }
+                Outcome::Retry(why) => {
+                    tracing::info!(parent: &self.span, attempt,
+                        ?why,
+                        "statement failed before any result reached the client; retrying"
+                    );
+                    attempt += 1;
+                }
             }
         }
         Ok(None)
@@ -207,6 +225,7 @@ impl Session {
         }
         let opts = RelayOpts {
             session_track: self.session_track,
+            writes: None,
             deprecate_eof: self.deprecate_eof,
             client_stmt_id: None,
             hold_read_only_error: false,
@@ -265,25 +284,134 @@ impl Session {
         expect: Expect,
         client_stmt_id: Option<u32>,
     ) -> Result<Outcome, SessionError> {
+        if let Some(g) = self.wait.pending.take() {
+            if let Some(o) = self.send_after_wait(g, expect).await? {
+                return Ok(o);
+            }
+        } else if let Some(o) = self.send_scratch().await? {
+            return Ok(o);
+        }
+        self.relay_sent(expect, client_stmt_id).await
+    }
+
+    /// Writes what is in `scratch` to the attached connection. Some: it
+    /// could not, and what happened instead.
+    async fn send_scratch(&mut self) -> Result<Option<Outcome>, SessionError> {
+        let Some(a) = self.binding.direct_mut() else {
+            return Ok(Some(Outcome::Reported));
+        };
+        match a.conn_mut().write_raw(&self.scratch).await {
+            Ok(()) => Ok(None),
+            Err(e) => self.send_failed(e).await.map(Some),
+        }
+    }
+
+    /// The attached connection failed as the statement was sent: it is
+    /// closed, and the statement runs again elsewhere if the plan allows.
+    async fn send_failed(
+        &mut self,
+        e: sextant_backend::BackendError,
+    ) -> Result<Outcome, SessionError> {
         let Some(a) = self.binding.direct_mut() else {
             return Ok(Outcome::Reported);
         };
-        if let Err(e) = a.conn_mut().write_raw(&self.scratch).await {
-            let addr = a.server.addr.to_string();
-            a.server.mark_unreachable(&e.to_string());
-            self.detach_discard();
-            if self.retry == Retry::Read {
-                return Ok(Outcome::Retry(RetryReason::ServerFailed));
-            }
-            self.reply_error(SessionError::BackendLost {
-                addr,
-                reason: e.to_string(),
-            })
-            .await?;
-            return Ok(Outcome::Reported);
+        let addr = a.server.addr.to_string();
+        a.server.mark_unreachable(&e.to_string());
+        self.detach_discard();
+        if self.retry == Retry::Read {
+            return Ok(Outcome::Retry(RetryReason::ServerFailed));
         }
+        self.reply_error(SessionError::BackendLost {
+            addr,
+            reason: e.to_string(),
+        })
+        .await?;
+        Ok(Outcome::Reported)
+    }
+
+    /// Sends a wait for `g` and, in the same write, the statement in
+    /// `scratch` to the attached replica; reads the wait's answer. None:
+    /// the replica had the write in time and the statement's answer is
+    /// next on the connection. Otherwise the statement's answer was read
+    /// and dropped, and what to do instead.
+    async fn send_after_wait(
+        &mut self,
+        g: sextant_backend::gtid::Gtid,
+        expect: Expect,
+    ) -> Result<Option<Outcome>, SessionError> {
+        let budget_ms = self.user.policy().causal_wait_ms;
+        let Some(a) = self.binding.direct_mut() else {
+            return Ok(Some(Outcome::Reported));
+        };
+        let sql = super::consistency::wait_sql(&g, budget_ms);
+        let mut out = Vec::with_capacity(sql.len() + self.scratch.len() + 16);
+        a.conn().internal_query_packet(&sql, &mut out);
+        out.extend_from_slice(&self.scratch);
+        let started = std::time::Instant::now();
+        if let Err(e) = a.conn_mut().write_raw(&out).await {
+            return self.send_failed(e).await.map(Some);
+        }
+        if let Some(r) = &self.registered {
+            // A KILL QUERY meanwhile stops the wait, and the read after it
+            // is not relayed (below).
+            r.handle
+                .running_on(&self.group, &a.server, a.conn().connection_id);
+        }
+        let answer = a.conn_mut().read_named(&sql).await;
+        let ok = matches!(&answer, Ok((_, rows)) if super::consistency::caught_up(rows));
+        if ok {
+            super::consistency::wait_ended(&a.server, &g, started, true);
+            return Ok(None);
+        }
+        let server = a.server.clone();
+        let interrupted = match answer {
+            // KILL QUERY (1317; MariaDB's 1927 is a killed connection).
+            Err(e @ sextant_backend::BackendError::Server { code: 1317, .. }) => Some(e),
+            Err(sextant_backend::BackendError::Server { .. }) => None,
+            Err(e) => {
+                // The connection failed: nothing reached the client.
+                if let Some(r) = &self.registered {
+                    r.handle.idle();
+                }
+                return self.send_failed(e).await.map(Some);
+            }
+            Ok(_) => None,
+        };
+        if interrupted.is_none() {
+            super::consistency::wait_ended(&server, &g, started, false);
+        }
+        // The read ran after the wait, maybe without the write: its answer
+        // is not the client's.
+        let skipped = a.conn_mut().skip_answer(expect).await;
+        if let Some(r) = &self.registered {
+            r.handle.idle();
+        }
+        let clean = skipped.is_ok() && !a.conn().in_transaction();
+        if clean {
+            self.release();
+        } else {
+            self.detach_discard();
+        }
+        if let Some(e) = interrupted {
+            self.reply_error(e.into()).await?;
+            return Ok(Some(Outcome::Reported));
+        }
+        self.wait.gave_up = true;
+        Ok(Some(Outcome::Retry(RetryReason::WaitTimedOut)))
+    }
+
+    /// Relays the answer to the statement sent to the attached connection.
+    async fn relay_sent(
+        &mut self,
+        expect: Expect,
+        client_stmt_id: Option<u32>,
+    ) -> Result<Outcome, SessionError> {
+        let Some(a) = self.binding.direct_mut() else {
+            return Ok(Outcome::Reported);
+        };
         let opts = RelayOpts {
             session_track: self.session_track,
+            writes: Some(&self.user.latest_write),
             deprecate_eof: self.deprecate_eof,
             client_stmt_id,
             hold_read_only_error: self.retry == Retry::WriteAfterSwitchover,
@@ -446,7 +574,7 @@ async fn relay_counted(
     server: &Server,
     timed: bool,
     expect: Expect,
-    opts: &RelayOpts,
+    opts: &RelayOpts<'_>,
 ) -> Result<RelayResult, RelayError> {
     let started = std::time::Instant::now();
     server.health.statement_started();

@@ -149,6 +149,9 @@ pub struct Session {
     /// While a statement is being placed: it must not read older data than
     /// the session has seen (monotonic).
     mono: bool,
+    /// While a statement is being placed: its wait on a replica for the
+    /// write it must see.
+    wait: consistency::ReplicaWait,
     /// monotonic: the server of the session's last read, and when (sextant's
     /// clock, microseconds) that read ended. Whatever it saw, the primary
     /// had committed by then; a server that has applied a later heartbeat
@@ -354,6 +357,7 @@ impl Session {
             last_write: None,
             need: None,
             mono: false,
+            wait: Default::default(),
             sticky: None,
             seen_us: 0,
             span,

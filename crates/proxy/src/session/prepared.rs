@@ -596,6 +596,19 @@ impl Session {
             self.reply_error(e).await?;
             return Ok(Err(Outcome::Reported));
         }
+        let prepared_here = self
+            .binding
+            .direct()
+            .is_some_and(|a| a.conn().stmt(&sql).is_some());
+        if self.wait.pending.is_some() && !prepared_here && !Box::pin(self.wait_now()).await {
+            // The statement is prepared before it runs, and the prepare
+            // must see the write too (a table it created): the wait went
+            // alone first, and timed out.
+            if let Err(e) = self.attach(target).await {
+                self.reply_error(e).await?;
+                return Ok(Err(Outcome::Reported));
+            }
+        }
         let Some(a) = self.binding.direct_mut() else {
             return Ok(Err(Outcome::Reported));
         };
