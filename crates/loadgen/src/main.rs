@@ -12,7 +12,13 @@
 //! answers (the protocol allows it: the server answers in order); it
 //! measures what a server saves when statements arrive together.
 //!
-//! Prints one line of JSON: queries, errors, qps, p50/p95/p99 in ms.
+//! `--write-percent P` adds writer connections (`--writers`, default 4)
+//! of the same user, updating rows (`UPDATE sbtestT SET k = k + 1 WHERE
+//! id = K`) so that P% of all statements are writes: the shape of an
+//! application whose reads follow its own writes (read_your_writes).
+//!
+//! Prints one line of JSON: queries (reads), writes, errors, qps (reads
+//! per second), p50/p95/p99 of the reads in ms.
 
 use sextant_protocol::auth::native_scramble;
 use sextant_protocol::codec::{parse_header, write_packet, HEADER_LEN};
@@ -47,6 +53,19 @@ struct Args {
     /// Statements sent in one write before their answers are read.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pipeline: u64,
+    /// Percent of all statements that are writes, from writer connections.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..100))]
+    write_percent: u64,
+    /// Writer connections (with --write-percent).
+    #[arg(long, default_value_t = 4)]
+    writers: usize,
+}
+
+/// Reads and writes done so far, for the writers' share.
+#[derive(Default)]
+struct Done {
+    reads: std::sync::atomic::AtomicU64,
+    writes: std::sync::atomic::AtomicU64,
 }
 
 type Io<T> = std::io::Result<T>;
@@ -119,7 +138,12 @@ async fn read_answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> Io<bool> {
 
 /// Runs point selects until `until`; returns latencies in microseconds and
 /// the number of errors.
-async fn client(a: std::sync::Arc<Args>, until: Instant, seed: u64) -> (Vec<u32>, u64) {
+async fn client(
+    a: std::sync::Arc<Args>,
+    done: std::sync::Arc<Done>,
+    until: Instant,
+    seed: u64,
+) -> (Vec<u32>, u64) {
     let mut lat = Vec::with_capacity(1 << 14);
     let mut errors = 0;
     // A connection that cannot log in within 10 s counts as an error
@@ -161,6 +185,8 @@ async fn client(a: std::sync::Arc<Args>, until: Instant, seed: u64) -> (Vec<u32>
                 Ok(error) => {
                     errors += u64::from(error);
                     lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                    done.reads
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 Err(_) => {
                     errors += 1;
@@ -170,6 +196,49 @@ async fn client(a: std::sync::Arc<Args>, until: Instant, seed: u64) -> (Vec<u32>
         }
     }
     (lat, errors)
+}
+
+/// Updates rows while writes are below `write_percent` of all statements;
+/// returns the number of errors.
+async fn writer(
+    a: std::sync::Arc<Args>,
+    done: std::sync::Arc<Done>,
+    until: Instant,
+    seed: u64,
+) -> u64 {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut s = match tokio::time::timeout(Duration::from_secs(10), login(&a)).await {
+        Ok(Ok(s)) => s,
+        _ => return 1,
+    };
+    let (mut rng, mut errors) = (seed | 1, 0);
+    let mut out = Vec::with_capacity(128);
+    let mut buf = Vec::with_capacity(256);
+    while Instant::now() < until {
+        let (r, w) = (done.reads.load(Relaxed), done.writes.load(Relaxed));
+        if w * 100 >= (r + w) * a.write_percent {
+            tokio::time::sleep(Duration::from_micros(500)).await;
+            continue;
+        }
+        done.writes.fetch_add(1, Relaxed);
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let table = rng % a.tables as u64 + 1;
+        let id = (rng >> 16) % a.table_size as u64 + 1;
+        let mut q = vec![0x03];
+        q.extend_from_slice(format!("UPDATE sbtest{table} SET k = k + 1 WHERE id={id}").as_bytes());
+        out.clear();
+        write_packet(&mut out, 0, &q);
+        if s.write_all(&out).await.is_err() {
+            return errors + 1;
+        }
+        match read_answer(&mut s, &mut buf).await {
+            Ok(error) => errors += u64::from(error),
+            Err(_) => return errors + 1,
+        }
+    }
+    errors
 }
 
 fn main() {
@@ -184,11 +253,30 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let (mut lat, errors, elapsed) = rt.block_on(async {
+    let (mut lat, errors, writes, elapsed) = rt.block_on(async {
         let start = Instant::now();
         let until = start + Duration::from_secs(a.seconds);
+        let done = std::sync::Arc::new(Done::default());
+        let writers = if a.write_percent > 0 { a.writers } else { 0 };
+        let writers: Vec<_> = (0..writers)
+            .map(|i| {
+                tokio::spawn(writer(
+                    a.clone(),
+                    done.clone(),
+                    until,
+                    0x5851_f42d ^ i as u64,
+                ))
+            })
+            .collect();
         let tasks: Vec<_> = (0..a.connections)
-            .map(|i| tokio::spawn(client(a.clone(), until, 0x9e37_79b9_7f4a_7c15 ^ i as u64)))
+            .map(|i| {
+                tokio::spawn(client(
+                    a.clone(),
+                    done.clone(),
+                    until,
+                    0x9e37_79b9_7f4a_7c15 ^ i as u64,
+                ))
+            })
             .collect();
         let mut lat = Vec::new();
         let mut errors = 0;
@@ -198,7 +286,11 @@ fn main() {
                 errors += e;
             }
         }
-        (lat, errors, start.elapsed())
+        for t in writers {
+            errors += t.await.unwrap_or(1);
+        }
+        let writes = done.writes.load(std::sync::atomic::Ordering::Relaxed);
+        (lat, errors, writes, start.elapsed())
     });
     lat.sort_unstable();
     let pct = |p: f64| {
@@ -206,9 +298,10 @@ fn main() {
             .map_or(0.0, |&us| us as f64 / 1000.0)
     };
     println!(
-        "{{\"connections\": {}, \"queries\": {}, \"errors\": {}, \"qps\": {:.1}, \"p50_ms\": {:.3}, \"p95_ms\": {:.3}, \"p99_ms\": {:.3}}}",
+        "{{\"connections\": {}, \"queries\": {}, \"writes\": {}, \"errors\": {}, \"qps\": {:.1}, \"p50_ms\": {:.3}, \"p95_ms\": {:.3}, \"p99_ms\": {:.3}}}",
         a.connections,
         lat.len(),
+        writes,
         errors,
         lat.len() as f64 / elapsed.as_secs_f64(),
         pct(0.50),
