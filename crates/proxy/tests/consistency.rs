@@ -430,22 +430,8 @@ fn a_busy_writers_reads_stay_on_the_replicas_and_see_its_writes() {
         "fewer than 95% of reads on the replicas: {b:?}"
     );
     // The waits and what they cost are counted.
-    let mut a = p.admin();
-    let rows: Vec<(String, String, String)> = a
-        .query("SHOW STATS")
-        .unwrap()
-        .into_iter()
-        .map(|r: mysql::Row| {
-            let cell = |i: usize| r.get::<Option<String>, _>(i).flatten().unwrap_or_default();
-            (cell(0), cell(1), cell(2))
-        })
-        .collect();
-    let waits: f64 = rows
-        .iter()
-        .filter(|(name, _, _)| name == "sextant_causal_waits_total")
-        .map(|(_, _, v)| v.parse::<f64>().unwrap_or(0.0))
-        .sum();
-    assert!(waits > 0.0, "no waits counted: {rows:?}");
+    let waits = stat(&p, "sextant_causal_waits_total");
+    assert!(waits > 0.0, "no waits counted");
     // A wait that caught up teaches sextant the replica's position: the
     // other reads needing that write go there without one.
     eprintln!("waits: {waits} for {} reads", b.reads);
@@ -454,7 +440,8 @@ fn a_busy_writers_reads_stay_on_the_replicas_and_see_its_writes() {
         "most reads should need no wait: {waits} waits, {b:?}"
     );
     // EXPLAIN ROUTE says when such a read waits, and for how long.
-    let row: mysql::Row = a
+    let row: mysql::Row = p
+        .admin()
         .query_first("EXPLAIN ROUTE SELECT v FROM busy_ryw WHERE id = 1")
         .unwrap()
         .unwrap();
@@ -472,4 +459,23 @@ fn a_busy_writers_reads_fall_back_to_the_primary_when_replicas_stall() {
     assert_eq!(b.stale, 0, "reads missed the user's newest row: {b:?}");
     assert!(b.on_primary > 0, "no read fell back to the primary: {b:?}");
     assert!(b.on_replicas > 0, "no read ran on a replica: {b:?}");
+    let timeouts = stat(&p, "sextant_causal_wait_timeouts_total");
+    let fallbacks = stat(&p, "sextant_causal_primary_reads_total");
+    eprintln!("wait timeouts: {timeouts}, reads sent to the primary: {fallbacks}");
+    assert!(timeouts > 0.0, "no wait timed out");
+    assert!(fallbacks > 0.0, "no read counted as sent to the primary");
+}
+
+/// A counter of SHOW STATS, summed over its labels.
+fn stat(p: &Proxy, name: &str) -> f64 {
+    let rows: Vec<mysql::Row> = p.admin().query("SHOW STATS").unwrap();
+    rows.into_iter()
+        .filter(|r| r.get::<String, _>(0).as_deref() == Some(name))
+        .map(|r| {
+            r.get::<Option<String>, _>(2)
+                .flatten()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        })
+        .sum()
 }

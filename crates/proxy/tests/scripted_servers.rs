@@ -6,7 +6,9 @@
 //! answer). sextant runs in-process, started through its library.
 //!
 //! What they check: how one attempt at a statement ends (done, retried,
-//! reported) and that a statement that may have written is never run twice.
+//! reported) and that a statement that may have written is never run twice;
+//! and, greeting as MySQL 8, read-your-writes' wait on a replica
+//! (WAIT_FOR_EXECUTED_GTID_SET), which MariaDB cannot show.
 
 mod common;
 use common::{err_of, free_port, Raw};
@@ -24,6 +26,8 @@ enum Reply {
     Ok,
     /// Close the connection after reading the statement: nothing answered.
     HangUp,
+    /// This OK packet, byte for byte.
+    RawOk(&'static [u8]),
 }
 
 type Script = fn(&str) -> Reply;
@@ -37,6 +41,11 @@ struct FakeServer {
 
 impl FakeServer {
     fn start(script: Script) -> FakeServer {
+        Self::start_as("10.11.99-MariaDB-scripted", script)
+    }
+
+    /// A fake server that greets as `version` (e.g. a MySQL 8 one).
+    fn start_as(version: &'static str, script: Script) -> FakeServer {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = l.local_addr().expect("addr").port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -46,7 +55,7 @@ impl FakeServer {
                 let Ok(conn) = conn else { continue };
                 let seen = s2.clone();
                 std::thread::spawn(move || {
-                    let _ = serve(conn, script, &seen);
+                    let _ = serve(conn, version, script, &seen);
                 });
             }
         });
@@ -63,8 +72,13 @@ impl FakeServer {
     }
 }
 
-fn serve(mut s: TcpStream, script: Script, seen: &Mutex<Vec<String>>) -> std::io::Result<()> {
-    let resp = common::fake_login(&mut s, "10.11.99-MariaDB-scripted", 45)?;
+fn serve(
+    mut s: TcpStream,
+    version: &str,
+    script: Script,
+    seen: &Mutex<Vec<String>>,
+) -> std::io::Result<()> {
+    let resp = common::fake_login(&mut s, version, 45)?;
     // (Any password: the login itself is tested against MariaDB.)
     let deprecate_eof = resp.capabilities & cap::DEPRECATE_EOF != 0;
     let mut out = Vec::new();
@@ -104,6 +118,9 @@ fn serve(mut s: TcpStream, script: Script, seen: &Mutex<Vec<String>>) -> std::io
                         );
                     }
                     Reply::HangUp => return Ok(()),
+                    Reply::RawOk(p) => {
+                        sextant_protocol::codec::write_packet(&mut out, 1, p);
+                    }
                 }
             }
             // COM_INIT_DB, COM_PING, COM_RESET_CONNECTION...
@@ -116,12 +133,16 @@ fn serve(mut s: TcpStream, script: Script, seen: &Mutex<Vec<String>>) -> std::io
 /// sextant in this process (its library), in front of the fake servers,
 /// with no monitor (the fake servers know no replication) and no hold.
 fn sextant(primary: u16, replica: u16) -> u16 {
+    sextant_as("10.11.99-MariaDB-scripted", primary, replica)
+}
+
+fn sextant_as(version: &str, primary: u16, replica: u16) -> u16 {
     let port = free_port();
     let text = format!(
         r#"
 [proxy]
 listen = "127.0.0.1:{port}"
-server_version = "10.11.99-MariaDB-scripted"
+server_version = "{version}"
 [[users]]
 name = "app"
 password = "apppass"
@@ -185,4 +206,63 @@ fn scripted_a_write_whose_server_hangs_up_is_reported_and_never_run_twice() {
     let r = c.read_response();
     assert_eq!(r[0][0], 0x00, "{}", String::from_utf8_lossy(&r[0]));
     assert_eq!(primary.seen("UPDATE t SET v = 2"), 1);
+}
+
+/// The OK packet of a write with session_track_gtids = OWN_GTID, laid out
+/// as the MySQL 8 protocol documentation describes (OK_Packet with
+/// SERVER_SESSION_STATE_CHANGED, one SESSION_TRACK_GTIDS entry: encoding
+/// specification 0, then the GTID as a length-encoded string).
+const OK_WITH_OWN_GTID: &[u8] = b"\x00\x01\x00\x02\x40\x00\x00\x00\
+\x2b\x03\x29\x00\x27\
+3e11fa47-71ca-11e1-9e33-c80aa9429562:23";
+
+const MYSQL8: &str = "8.0.36-scripted";
+const WAIT: &str =
+    "SELECT WAIT_FOR_EXECUTED_GTID_SET('3e11fa47-71ca-11e1-9e33-c80aa9429562:23', 0.05)";
+
+/// MySQL 8 (SIMULATED: scripted servers greeting as 8.0.36): a write
+/// reports its GTID with OWN_GTID; the next read goes to the replica with
+/// WAIT_FOR_EXECUTED_GTID_SET ahead of it. `replica` scripts the
+/// replica, including its answer to the wait (0: it has the write; 1:
+/// timed out). Returns what the client read, and the fake servers.
+fn mysql8_read_after_write(replica: Script) -> (String, FakeServer, FakeServer) {
+    let primary = FakeServer::start_as(MYSQL8, |sql| match sql {
+        "INSERT INTO t VALUES (1)" => Reply::RawOk(OK_WITH_OWN_GTID),
+        _ => Reply::Value("from the primary"),
+    });
+    let replica = FakeServer::start_as(MYSQL8, replica);
+    let port = sextant_as(MYSQL8, primary.port, replica.port);
+    let mut c = Raw::login(port, "app", "apppass", None);
+    c.query("INSERT INTO t VALUES (1)");
+    let r = c.read_response();
+    assert_eq!(r[0][0], 0x00, "{}", String::from_utf8_lossy(&r[0]));
+    c.query("SELECT v FROM t");
+    let r = c.read_response();
+    assert_ne!(r[0][0], 0xff, "{}", String::from_utf8_lossy(&r[0]));
+    (answer_text(&r), primary, replica)
+}
+
+#[test]
+fn scripted_mysql8_a_read_after_a_write_waits_on_the_replica_with_the_read() {
+    let (got, primary, replica) = mysql8_read_after_write(|sql| match sql {
+        WAIT => Reply::Value("0"),
+        _ => Reply::Value("from the replica"),
+    });
+    assert_eq!(got, "from the replica");
+    assert_eq!(replica.seen(WAIT), 1, "the wait for the write's GTID");
+    assert_eq!(replica.seen("SELECT v FROM t"), 1);
+    assert_eq!(primary.seen("SELECT v FROM t"), 0);
+}
+
+#[test]
+fn scripted_mysql8_a_wait_that_times_out_reads_the_primary_instead() {
+    let (got, primary, replica) = mysql8_read_after_write(|sql| match sql {
+        WAIT => Reply::Value("1"),
+        _ => Reply::Value("from the replica"),
+    });
+    // The replica's answer (after a wait that timed out) is dropped.
+    assert_eq!(got, "from the primary");
+    assert_eq!(replica.seen(WAIT), 1);
+    assert_eq!(replica.seen("SELECT v FROM t"), 1);
+    assert_eq!(primary.seen("SELECT v FROM t"), 1);
 }

@@ -100,21 +100,19 @@ impl Session {
         let server = match target {
             Target::Primary => self.primary_of(&group).await?,
             Target::Replica => match (self.pick_reader(), self.need) {
-                (Some(s), _) => s,
-                (None, Some(g)) => match self.pick_waiter(&group) {
-                    Some(s) if self.wait.pipelined => {
+                (Some(s), Some(g)) if must_wait(&s, g) => {
+                    if self.wait.pipelined {
                         // Attached below; the wait goes ahead of the read.
                         self.wait.pending = Some(g);
                         s
-                    }
-                    Some(s) => {
-                        if Box::pin(self.wait_on_replica(s, g)).await {
-                            return Ok(());
-                        }
+                    } else if Box::pin(self.wait_on_replica(s, g)).await {
+                        return Ok(());
+                    } else {
                         self.read_primary(&group).await?
                     }
-                    None => self.read_primary(&group).await?,
-                },
+                }
+                (Some(s), _) => s,
+                (None, Some(_)) => self.read_primary(&group).await?,
                 (None, None) => self.primary_of(&group).await?,
             },
         };
@@ -150,8 +148,11 @@ impl Session {
     }
 
     /// A server for a read by the balancing policy, among those that have
-    /// what the read must see (read_your_writes, monotonic).
+    /// what the read must see (read_your_writes, monotonic), or can wait
+    /// for it (a replica not known to have the session's write yet:
+    /// [`must_wait`]).
     pub(super) fn pick_reader(&mut self) -> Option<Arc<Server>> {
+        let waitable = self.waitable();
         let group = &self.group;
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
@@ -166,8 +167,11 @@ impl Session {
             |i| {
                 let s = &group.members[i];
                 s.load().filter(|_| {
-                    need.is_none_or(|g| s.role() == Role::Primary || s.health.has_applied(g))
-                        && (!mono || mono_ok(seen_us, sticky, s))
+                    need.is_none_or(|g| {
+                        s.role() == Role::Primary
+                            || s.health.has_applied(g)
+                            || may_wait(waitable, s)
+                    }) && (!mono || mono_ok(seen_us, sticky, s))
                 })
             },
             &mut self.cursor,
@@ -192,29 +196,6 @@ impl Session {
             && !self.wait.gave_up
             && self.group.topology != sextant_config::Topology::Galera;
         self.need.filter(|_| on).map(|g| g.pack())
-    }
-
-    /// No replica is known to have the write the read must see: a replica
-    /// to wait on for it, by the balancing policy. None: the read goes to
-    /// the primary.
-    fn pick_waiter(&mut self, group: &Arc<Group>) -> Option<Arc<Server>> {
-        let (weights, n) = read_weights(group);
-        let (mono, seen_us) = (self.mono, self.seen_us);
-        let sticky = if mono { self.sticky.clone() } else { None };
-        let need = self.waitable();
-        let i = pick(
-            self.user.policy().balance,
-            &weights[..n],
-            |i| {
-                let s = &group.members[i];
-                s.load().filter(|_| {
-                    may_wait(need, s) && (!mono || mono_ok(seen_us, sticky.as_ref(), s))
-                })
-            },
-            &mut self.cursor,
-            self.rng,
-        )?;
-        Some(group.members[i].clone())
     }
 
     /// The primary, for a read that must see a write no replica is known
@@ -382,6 +363,12 @@ impl Session {
         self.last_insert_conn = None;
         self.binding.discard();
     }
+}
+
+/// Whether a read that must see write `g` has to wait for it on `server`
+/// first: a replica not known to have applied it.
+pub(super) fn must_wait(server: &Server, g: Gtid) -> bool {
+    server.role() == Role::Replica && !server.health.has_applied(g.pack())
 }
 
 /// Whether a read needing write `need` may wait for it on `server`: a

@@ -189,6 +189,13 @@ impl Session {
             self.release();
         }
         let server = self.pick_reader()?;
+        if self
+            .need
+            .is_some_and(|g| super::binding::must_wait(&server, g))
+        {
+            // A pipe carries no wait: the read goes the usual way, with one.
+            return None;
+        }
         let pipe = Box::pin(server.pipe(
             &self.user.backend_user,
             &self.user.backend_password,
