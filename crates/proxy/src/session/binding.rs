@@ -148,16 +148,32 @@ impl Session {
     }
 
     /// A server for a read by the balancing policy, among those that have
-    /// what the read must see (read_your_writes, monotonic), or can wait
-    /// for it (a replica not known to have the session's write yet:
-    /// [`must_wait`]).
+    /// what the read must see (read_your_writes, monotonic): replicas
+    /// known to have the session's write first; if none, the primary (when
+    /// it takes reads) or a replica that can wait for the write
+    /// ([`must_wait`]). Keeping to replicas that need no wait spares a
+    /// statement; counting waiting replicas in keeps reads off a primary
+    /// that takes reads whenever the replicas have not been seen to apply
+    /// the newest write.
     pub(super) fn pick_reader(&mut self) -> Option<Arc<Server>> {
+        let need = self.need.map(|g| g.pack());
+        let fresh = self.pick_among(|s| {
+            need.is_none_or(|g| s.role() == Role::Replica && s.health.has_applied(g))
+        });
+        if fresh.is_some() || need.is_none() {
+            return fresh;
+        }
         let waitable = self.waitable();
+        self.pick_among(|s| s.role() == Role::Primary || may_wait(waitable, s))
+    }
+
+    /// A server for a read by the balancing policy among usable members
+    /// that pass `ok` and the monotonic rule.
+    fn pick_among(&mut self, ok: impl Fn(&Server) -> bool) -> Option<Arc<Server>> {
         let group = &self.group;
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
-        let need = self.need.map(|g| g.pack());
         let (mono, seen_us) = (self.mono, self.seen_us);
         let sticky = if mono { self.sticky.as_ref() } else { None };
         let (weights, n) = read_weights(group);
@@ -166,13 +182,8 @@ impl Session {
             &weights[..n],
             |i| {
                 let s = &group.members[i];
-                s.load().filter(|_| {
-                    need.is_none_or(|g| {
-                        s.role() == Role::Primary
-                            || s.health.has_applied(g)
-                            || may_wait(waitable, s)
-                    }) && (!mono || mono_ok(seen_us, sticky, s))
-                })
+                s.load()
+                    .filter(|_| ok(s) && (!mono || mono_ok(seen_us, sticky, s)))
             },
             &mut self.cursor,
             self.rng,
