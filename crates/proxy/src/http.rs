@@ -15,13 +15,26 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 
 const STATUS_PAGE: &str = include_str!("status.html");
 
+/// Connections the HTTP port serves at once; more are answered 503 and
+/// closed (a monitoring system needs a few; thousands are an attack).
+const MAX_CONNECTIONS: usize = 256;
+/// A request's headers must arrive within this (slowloris).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection is closed this long after it opened, whatever it does
+/// (a status page polling over keep-alive just connects again).
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+/// Bytes a request may buffer (headers included): every request is a GET.
+const MAX_REQUEST_BYTES: usize = 16 * 1024;
+
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let (mut stream, peer) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!("http accept failed: {e}");
@@ -29,18 +42,34 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
                 continue;
             }
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::debug!(%peer, "http port full ({MAX_CONNECTIONS} connections): refused");
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let busy = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 31\r\nconnection: close\r\n\r\ntoo many HTTP connections open\n";
+                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(busy)).await;
+            });
+            continue;
+        };
         let shared = shared.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let svc = hyper::service::service_fn(move |req| {
                 let shared = shared.clone();
                 async move { Ok::<_, std::convert::Infallible>(answer(&shared, &req)) }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, svc)
-                .await
-            {
-                tracing::debug!(%peer, "http connection ended: {e}");
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_buf_size(MAX_REQUEST_BYTES)
+                .serve_connection(io, svc);
+            match tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
+                Ok(Err(e)) => tracing::debug!(%peer, "http connection ended: {e}"),
+                Ok(Ok(())) => {}
+                Err(_) => {
+                    tracing::debug!(%peer, "http connection closed after {CONNECTION_LIFETIME:?}")
+                }
             }
         });
     }

@@ -1274,3 +1274,85 @@ fn a_reload_picks_up_renewed_tls_certificates() {
     let one: Option<i32> = before.query_first("SELECT 1").unwrap();
     assert_eq!(one, Some(1), "a session from before goes on");
 }
+
+#[test]
+fn the_http_port_times_out_idle_and_slow_connections_and_caps_them() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    let p = Setup {
+        http: true,
+        ..Default::default()
+    }
+    .start();
+    let port = p.http_port.expect("http port");
+    let open = |n: usize| -> Vec<TcpStream> {
+        (0..n)
+            .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect"))
+            .collect()
+    };
+    // Is the connection closed (the server ended it), within `wait`?
+    let closed = |s: &mut TcpStream, wait: Duration| -> bool {
+        s.set_read_timeout(Some(wait)).unwrap();
+        let mut buf = [0u8; 512];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    };
+    // More idle connections than the port serves: the extra ones are told
+    // so at once.
+    let mut idle = open(256);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut extra = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut got = String::new();
+    let _ = extra.read_to_string(&mut got);
+    assert!(got.starts_with("HTTP/1.1 503"), "over the cap: {got:?}");
+    let started = std::time::Instant::now();
+    // The idle ones are closed once the header timeout passes.
+    for s in &mut idle {
+        assert!(
+            closed(s, Duration::from_secs(10)),
+            "an idle connection still open after {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(9));
+    drop(idle);
+    // A slow client: a request line, then a header byte a second.
+    let mut slow2 = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    slow2.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+    let t = std::time::Instant::now();
+    let mut cut = false;
+    for _ in 0..20 {
+        if slow2.write_all(b"X").is_err() {
+            cut = true;
+            break;
+        }
+        if closed(&mut slow2, Duration::from_secs(1)) {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "a slowloris connection was never closed");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    // A request bigger than any GET needs is refused.
+    let mut big = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut req = b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-pad: ".to_vec();
+    req.extend(std::iter::repeat_n(b'a', 64 * 1024));
+    let _ = big.write_all(&req);
+    let mut got = Vec::new();
+    big.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = big.read_to_end(&mut got);
+    let got = String::from_utf8_lossy(&got);
+    assert!(!got.contains("200 OK"), "a 64 KiB header was served: {got}");
+    // And the port still serves.
+    let (status, body) = p.http_get("/healthz");
+    assert_eq!(status, 200, "{body}");
+}
