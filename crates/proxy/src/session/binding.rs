@@ -231,21 +231,9 @@ impl Session {
         else {
             return false;
         };
-        // Returned to the pool on any path that does not keep it.
-        let mut lease = Lease::new(server, conn);
-        let sql = wait_sql(&g, self.user.policy().causal_wait_ms);
-        let started = std::time::Instant::now();
-        let ok = match lease.conn_mut().query_internal(&sql).await {
-            Ok(rows) => caught_up(&rows),
-            Err(_) => false,
-        };
-        wait_ended(&lease.server, &g, started, ok);
-        if !ok {
-            self.wait.gave_up = true;
-            return false;
-        }
-        self.binding = Binding::Direct(lease);
-        self.sync_attached().await.is_ok()
+        self.binding = Binding::Direct(Lease::new(server, conn));
+        self.wait.pending = Some(g);
+        Box::pin(self.wait_now()).await && self.sync_attached().await.is_ok()
     }
 
     /// The pending wait (attach chose a replica for it) as a round trip
