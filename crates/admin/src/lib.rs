@@ -18,6 +18,10 @@ pub enum Answer {
     Table(Table),
     Ok,
     Error(String),
+    /// `SET` of a name that is neither a routing key nor a variable a
+    /// client library sets on connect: the message says which keys exist
+    /// (1193, as a server answers an unknown system variable).
+    UnknownVariable(String),
     /// `KILL [QUERY | CONNECTION] id`: for the proxy to carry out.
     Kill {
         id: u32,
@@ -196,6 +200,39 @@ mod tests {
             ),
             _ => panic!("expected a table"),
         }
+        // What client libraries SET on connect is answered OK; a name the
+        // admin port does not know is refused with the keys it does.
+        for sql in [
+            "SET NAMES utf8mb4",
+            "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci, autocommit=1",
+            "SET CHARACTER SET utf8",
+            "set autocommit=1",
+            "SET character_set_results = NULL",
+            "SET @@session.sql_mode = 'STRICT_TRANS_TABLES,NO_ZERO_DATE'",
+            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            "SET @x = 1",
+            "SET net_write_timeout=600",
+            "SET session_track_schema = 1",
+        ] {
+            assert!(matches!(execute(sql, &ctx), Answer::Ok), "{sql}");
+        }
+        for (sql, name) in [
+            ("SET totally_bogus_key = 'x'", "totally_bogus_key"),
+            ("SET autocommit = 1, hold_msec = 5", "hold_msec"),
+            ("SET GLOBAL consistensy = 'strong'", "consistensy"),
+        ] {
+            match execute(sql, &ctx) {
+                Answer::UnknownVariable(m) => {
+                    assert!(m.contains(&format!("'{name}'")), "{m}");
+                    assert!(m.contains("causal_wait_ms"), "the keys are listed: {m}");
+                }
+                _ => panic!("{sql}: expected an unknown variable"),
+            }
+        }
+        assert!(matches!(
+            execute("SET hold_ms = 100", &ctx),
+            Answer::SetRouting { .. }
+        ));
         assert!(matches!(
             execute("KILL QUERY 7", &ctx),
             Answer::Kill {

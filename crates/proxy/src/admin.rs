@@ -170,6 +170,7 @@ async fn session(
                         write_simple_ok(&mut client.out, 1, status::AUTOCOMMIT)
                     }
                     Answer::Error(m) => write_err(&mut client.out, 1, 1064, "42000", &m),
+                    Answer::UnknownVariable(m) => write_err(&mut client.out, 1, 1193, "HY000", &m),
                 }
             }
             Some(&other) => {

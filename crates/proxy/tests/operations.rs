@@ -1013,6 +1013,14 @@ fn admin_changes_routing_keys_and_backend_states_live() {
         }
         other => panic!("a bad value is refused: {other:?}"),
     }
+    // A name that is no key is refused too, naming the keys there are.
+    match admin.query_drop("SET totally_bogus_key = 'x'") {
+        Err(mysql::Error::MySqlError(e)) => {
+            assert_eq!(e.code, 1193);
+            assert!(e.message.contains("consistency"), "{}", e.message);
+        }
+        other => panic!("an unknown key is refused: {other:?}"),
+    }
     assert!(p.logs().contains("routing.primary_preferred = false"));
 
     // A primary in maintenance: an open transaction on it finishes, new
