@@ -251,6 +251,16 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
         Counter,
         "Time reads spent waiting on this replica for a write.",
     );
+    let mut followed = Family::new(
+        "sextant_causal_followed_waits_total",
+        Counter,
+        "Reads that waited for another read's wait on this replica instead of sending their own.",
+    );
+    let mut follow_time = Family::new(
+        "sextant_causal_followed_wait_seconds_total",
+        Counter,
+        "Time reads spent waiting for another read's wait on this replica.",
+    );
     let mut primary_reads = Family::new(
         "sextant_causal_primary_reads_total",
         Counter,
@@ -313,6 +323,8 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
                 waits.push(l(), c.waits as f64);
                 wait_timeouts.push(l(), c.timeouts as f64);
                 wait_time.push(l(), c.wait_us as f64 / 1e6);
+                followed.push(l(), c.followed as f64);
+                follow_time.push(l(), c.follow_us as f64 / 1e6);
             }
             sextant_backend::Role::Primary => primary_reads.push(l(), c.primary_reads as f64),
         }
@@ -333,6 +345,8 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
         waits,
         wait_timeouts,
         wait_time,
+        followed,
+        follow_time,
         primary_reads,
     ]);
     out

@@ -61,16 +61,22 @@ impl Gtid {
     }
 
     /// A statement that waits up to `secs` for this GTID to be applied and
-    /// returns 0 once it is.
+    /// returns 0 once it is; its second column is the server's applied
+    /// positions after the wait (evaluated after it: a replica that has
+    /// applied later writes meanwhile says so, and reads needing those need
+    /// no wait of their own).
     pub fn wait_sql(&self, secs: f64) -> String {
         if self.is_mysql() {
             format!(
-                "SELECT WAIT_FOR_EXECUTED_GTID_SET('{}:{}', {secs})",
+                "SELECT WAIT_FOR_EXECUTED_GTID_SET('{}:{}', {secs}), @@gtid_executed",
                 format_uuid(self.uuid),
                 self.seq
             )
         } else {
-            format!("SELECT MASTER_GTID_WAIT('{}', {secs})", self.to_sql())
+            format!(
+                "SELECT MASTER_GTID_WAIT('{}', {secs}), @@gtid_slave_pos",
+                self.to_sql()
+            )
         }
     }
 
@@ -246,7 +252,7 @@ mod tests {
         assert_eq!(g.seq, 23);
         assert_eq!(
             g.wait_sql(2.0),
-            "SELECT WAIT_FOR_EXECUTED_GTID_SET('3e11fa47-71ca-11e1-9e33-c80aa9429562:23', 2)"
+            "SELECT WAIT_FOR_EXECUTED_GTID_SET('3e11fa47-71ca-11e1-9e33-c80aa9429562:23', 2), @@gtid_executed"
         );
         let set = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-30:35-40,\n\
                    aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee:5-9,\n\

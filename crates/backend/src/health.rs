@@ -69,6 +69,9 @@ pub struct Health {
     pub stats: crate::stats::StatementStats,
     /// Read-your-writes waits and primary reads (docs/consistency.md).
     pub causal: crate::stats::CausalStats,
+    /// The wait for a write in flight here, which reads needing that
+    /// write follow instead of sending their own.
+    pub shared_wait: crate::shared_wait::SharedWait,
     last_error: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
     /// The same version as the lexer reads it: id, bit 31 set for MariaDB;
@@ -98,6 +101,7 @@ impl Health {
             wait_failed: AtomicU64::new(0),
             stats: Default::default(),
             causal: Default::default(),
+            shared_wait: Default::default(),
             last_error: Mutex::new(None),
             version: Mutex::new(None),
             version_id: AtomicU32::new(0),
@@ -334,6 +338,7 @@ impl Health {
         for a in &self.applied[slot..] {
             a.store(0, Ordering::Relaxed);
         }
+        self.shared_wait.wake();
     }
 
     #[inline]

@@ -91,6 +91,8 @@ pub struct CausalStats {
     timeouts: AtomicU64,
     wait_us: AtomicU64,
     primary_reads: AtomicU64,
+    followed: AtomicU64,
+    follow_us: AtomicU64,
 }
 
 /// A reading of [`CausalStats`].
@@ -100,6 +102,9 @@ pub struct CausalCounts {
     pub timeouts: u64,
     pub wait_us: u64,
     pub primary_reads: u64,
+    /// Reads that waited for another read's wait instead of sending one.
+    pub followed: u64,
+    pub follow_us: u64,
 }
 
 impl CausalStats {
@@ -113,6 +118,12 @@ impl CausalStats {
         }
     }
 
+    /// A read waited `us` for another read's wait on this replica.
+    pub fn followed(&self, us: u64) {
+        self.followed.fetch_add(1, Ordering::Relaxed);
+        self.follow_us.fetch_add(us, Ordering::Relaxed);
+    }
+
     /// A read that had to see a write went to this primary instead.
     pub fn primary_read(&self) {
         self.primary_reads.fetch_add(1, Ordering::Relaxed);
@@ -124,6 +135,8 @@ impl CausalStats {
             timeouts: self.timeouts.load(Ordering::Relaxed),
             wait_us: self.wait_us.load(Ordering::Relaxed),
             primary_reads: self.primary_reads.load(Ordering::Relaxed),
+            followed: self.followed.load(Ordering::Relaxed),
+            follow_us: self.follow_us.load(Ordering::Relaxed),
         }
     }
 }

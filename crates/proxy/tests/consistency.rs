@@ -197,6 +197,49 @@ fn causal_wait_reads_from_a_replica_once_it_has_the_write() {
     );
 }
 
+#[test]
+fn reads_needing_the_same_write_share_one_wait_per_replica() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = proxy("causal_wait_ms = 5000");
+    let mut w = p.conn();
+    table(&mut w, "sw_t");
+    sync_replicas();
+    let _delay = Delay::set(1);
+    let lab = lab();
+    let primary_port = lab.primary as i64;
+    let readers = 12;
+    // Connected first: the reads start together right after the write.
+    let conns: Vec<mysql::Conn> = (0..readers).map(|_| p.conn()).collect();
+    w.query_drop("INSERT INTO sw_t VALUES (1, 42)").unwrap();
+    let threads: Vec<_> = conns
+        .into_iter()
+        .map(|mut c| {
+            std::thread::spawn(move || {
+                c.query_first::<(Option<i32>, i64), _>("SELECT v, @@port FROM sw_t WHERE id = 1")
+                    .unwrap()
+                    .unwrap()
+            })
+        })
+        .collect();
+    let got: Vec<(Option<i32>, i64)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    // Every read saw the write, on a replica (the one-second delay is well
+    // within the budget).
+    for (v, port) in &got {
+        assert_eq!(*v, Some(42), "a read missed the write: {got:?}");
+        assert_ne!(*port, primary_port, "a read went to the primary: {got:?}");
+    }
+    // About one wait per replica; the other reads followed one. (A
+    // follower may still send its own: the monitor's reading, taken just
+    // before the replica applied the write, can replace the position the
+    // wait taught, and the follower then waits itself. Never stale.)
+    let waits = stat(&p, "sextant_causal_waits_total");
+    let followed = stat(&p, "sextant_causal_followed_waits_total");
+    eprintln!("{readers} reads: {waits} waits sent, {followed} followed");
+    let most = 2.0 * lab.replicas.len() as f64;
+    assert!(waits >= 1.0 && waits <= most, "waits sent: {waits}");
+    assert!(waits + followed >= readers as f64, "every read waited");
+}
+
 /// Reads a counter that a direct connection to the primary keeps raising,
 /// `reads` times through `c`, with replica 0 current and replica 1 two
 /// seconds behind (both in rotation). Halfway, replica 0 goes into

@@ -218,7 +218,7 @@ const OK_WITH_OWN_GTID: &[u8] = b"\x00\x01\x00\x02\x40\x00\x00\x00\
 
 const MYSQL8: &str = "8.0.36-scripted";
 const WAIT: &str =
-    "SELECT WAIT_FOR_EXECUTED_GTID_SET('3e11fa47-71ca-11e1-9e33-c80aa9429562:23', 0.05)";
+    "SELECT WAIT_FOR_EXECUTED_GTID_SET('3e11fa47-71ca-11e1-9e33-c80aa9429562:23', 0.05), @@gtid_executed";
 
 /// MySQL 8 (SIMULATED: scripted servers greeting as 8.0.36): a write
 /// reports its GTID with OWN_GTID; the next read goes to the replica with

@@ -2,10 +2,11 @@
 //! plan's target, borrowing a connection and bringing it to the session's
 //! state, holding it for the hold window, giving it back.
 
-use super::consistency::{caught_up, mono_ok, wait_ended, wait_sql};
+use super::consistency::{mono_ok, wait_ended, wait_sql};
 use super::Session;
 use crate::errors::SessionError;
 use sextant_backend::gtid::Gtid;
+use sextant_backend::shared_wait::Claim;
 use sextant_backend::{Binding, Group, Lease, Role, Server, MAX_GROUP_SERVERS};
 use sextant_protocol::consts::status;
 use sextant_routing::{pick, SessionFacts, Target};
@@ -100,17 +101,24 @@ impl Session {
         let server = match target {
             Target::Primary => self.primary_of(&group).await?,
             Target::Replica => match (self.pick_reader(), self.need) {
-                (Some(s), Some(g)) if must_wait(&s, g) => {
-                    if self.wait.pipelined {
+                (Some(s), Some(g)) if must_wait(&s, g) => match self.follow_wait(&s, g).await {
+                    Followed::Applied => s,
+                    Followed::GaveUp => {
+                        self.wait.gave_up = true;
+                        self.read_primary(&group).await?
+                    }
+                    Followed::Own if self.wait.pipelined => {
                         // Attached below; the wait goes ahead of the read.
                         self.wait.pending = Some(g);
                         s
-                    } else if Box::pin(self.wait_on_replica(s, g)).await {
-                        return Ok(());
-                    } else {
+                    }
+                    Followed::Own => {
+                        if Box::pin(self.wait_on_replica(s, g)).await {
+                            return Ok(());
+                        }
                         self.read_primary(&group).await?
                     }
-                }
+                },
                 (Some(s), _) => s,
                 (None, Some(_)) => self.read_primary(&group).await?,
                 (None, None) => self.primary_of(&group).await?,
@@ -126,7 +134,9 @@ impl Session {
         {
             Ok(c) => c,
             Err(e) if target == Target::Replica && server.role() == Role::Replica => {
-                self.wait.pending = None;
+                if let Some(g) = self.wait.pending.take() {
+                    server.health.shared_wait.ended(g.pack());
+                }
                 // A read never fails while the primary is up.
                 tracing::info!(parent: &self.span, server = %server.addr, "replica unavailable, reading from the primary: {e}");
                 let p = self.primary_of(&group).await?;
@@ -217,6 +227,42 @@ impl Session {
         Ok(p)
     }
 
+    /// A read that must wait for write `g` on replica `s`: if another
+    /// read's wait for it (or a later write) is in flight there, waits for
+    /// that one's end without holding a server connection (up to
+    /// causal_wait_ms), and says whether the replica has the write now.
+    /// `Own`: none is in flight, and this read's wait is the one others
+    /// follow.
+    async fn follow_wait(&mut self, s: &Server, g: Gtid) -> Followed {
+        let budget = Duration::from_millis(self.user.policy().causal_wait_ms);
+        let (p, h) = (g.pack(), &s.health);
+        if h.shared_wait.claim(p, budget.as_micros() as i64) == Claim::Own {
+            return Followed::Own;
+        }
+        let started = Instant::now();
+        let outcome = h
+            .shared_wait
+            .follow(started + budget, || {
+                if h.has_applied(p) {
+                    Some(Followed::Applied)
+                } else if !h.may_wait_for(p) {
+                    Some(Followed::GaveUp)
+                } else if !h.shared_wait.covers(p) {
+                    // The wait followed ended without an answer (killed,
+                    // connection lost): this read sends one, or follows a
+                    // newer one.
+                    (h.shared_wait.claim(p, budget.as_micros() as i64) == Claim::Own)
+                        .then_some(Followed::Own)
+                } else {
+                    None
+                }
+            })
+            .await
+            .unwrap_or(Followed::GaveUp);
+        h.causal.followed(started.elapsed().as_micros() as u64);
+        outcome
+    }
+
     /// The wait as a round trip of its own (a statement that is not sent
     /// right after it is attached, e.g. a prepare): up to causal_wait_ms
     /// on `server`. True when it caught up and is now attached.
@@ -247,8 +293,8 @@ impl Session {
         let sql = wait_sql(&g, self.user.policy().causal_wait_ms);
         let started = std::time::Instant::now();
         let answer = a.conn_mut().query_internal(&sql).await;
-        let ok = matches!(&answer, Ok(rows) if caught_up(rows));
-        wait_ended(&a.server, &g, started, ok);
+        let rows = answer.as_deref().unwrap_or_default();
+        let ok = wait_ended(&a.server, &g, started, rows);
         if !ok {
             self.wait.gave_up = true;
             match answer {
@@ -362,6 +408,16 @@ impl Session {
         self.last_insert_conn = None;
         self.binding.discard();
     }
+}
+
+/// How a read that followed another read's wait goes on.
+enum Followed {
+    /// The replica has the write: the read goes there, without a wait.
+    Applied,
+    /// The wait timed out (or this read's budget ran out): the primary.
+    GaveUp,
+    /// No wait to follow: this read sends its own.
+    Own,
 }
 
 /// Whether a read that must see write `g` has to wait for it on `server`

@@ -55,18 +55,34 @@ pub(super) fn wait_sql(g: &Gtid, budget_ms: u64) -> String {
     g.wait_sql(budget_ms as f64 / 1000.0)
 }
 
-/// Books the end of a wait for `g` on `server`: a wait that caught up
-/// teaches sextant the replica's position (reads needing that write go
-/// there without waiting); one that timed out keeps further waits off the
-/// replica until it is seen to catch up.
-pub(super) fn wait_ended(server: &Server, g: &Gtid, started: std::time::Instant, ok: bool) {
+/// Books the end of a wait for `g` on `server` (`rows`: its answer, if
+/// any): a wait that caught up teaches sextant the replica's position
+/// (reads needing that write go there without waiting), and so does the
+/// position the answer carries; one that timed out keeps further waits off
+/// the replica until it is seen to catch up.
+pub(super) fn wait_ended(
+    server: &Server,
+    g: &Gtid,
+    started: std::time::Instant,
+    rows: &[Vec<Option<String>>],
+) -> bool {
+    let ok = caught_up(rows);
     let us = started.elapsed().as_micros() as u64;
     server.health.causal.wait(us, ok);
+    if let [row] = rows {
+        if let Some(Some(list)) = row.get(1) {
+            for p in sextant_backend::gtid::parse_list(list) {
+                server.health.note_applied(p.pack());
+            }
+        }
+    }
     if ok {
         server.health.note_applied(g.pack());
     } else {
         server.health.note_wait_failed(g.pack());
     }
+    server.health.shared_wait.ended(g.pack());
+    ok
 }
 
 impl Session {

@@ -91,7 +91,10 @@ impl Session {
             };
             self.retry = Retry::Never;
             self.wait.pipelined = false;
-            self.wait.pending = None;
+            if let (Some(g), Some(a)) = (self.wait.pending.take(), self.binding.direct()) {
+                // Never sent: the reads following it must not wait for it.
+                a.server.health.shared_wait.ended(g.pack());
+            }
             match outcome? {
                 Outcome::Done(r) => return Ok(Some(r)),
                 Outcome::Reported => return Ok(None),
@@ -356,6 +359,7 @@ impl Session {
         out.extend_from_slice(&self.scratch);
         let started = std::time::Instant::now();
         if let Err(e) = a.conn_mut().write_raw(&out).await {
+            a.server.health.shared_wait.ended(g.pack());
             return self.send_failed(e).await.map(Some);
         }
         if let Some(r) = &self.registered {
@@ -365,27 +369,37 @@ impl Session {
                 .running_on(&self.group, &a.server, a.conn().connection_id);
         }
         let answer = a.conn_mut().read_named(&sql).await;
-        let ok = matches!(&answer, Ok((_, rows)) if super::consistency::caught_up(rows));
-        if ok {
-            super::consistency::wait_ended(&a.server, &g, started, true);
-            return Ok(None);
+        if let Ok((_, rows)) = &answer {
+            if super::consistency::caught_up(rows) {
+                super::consistency::wait_ended(&a.server, &g, started, rows);
+                return Ok(None);
+            }
         }
         let server = a.server.clone();
+        let mut timed_out = Vec::new();
         let interrupted = match answer {
             // KILL QUERY (1317; MariaDB's 1927 is a killed connection).
             Err(e @ sextant_backend::BackendError::Server { code: 1317, .. }) => Some(e),
             Err(sextant_backend::BackendError::Server { .. }) => None,
             Err(e) => {
                 // The connection failed: nothing reached the client.
+                server.health.shared_wait.ended(g.pack());
                 if let Some(r) = &self.registered {
                     r.handle.idle();
                 }
                 return self.send_failed(e).await.map(Some);
             }
-            Ok(_) => None,
+            Ok((_, rows)) => {
+                timed_out = rows;
+                None
+            }
         };
-        if interrupted.is_none() {
-            super::consistency::wait_ended(&server, &g, started, false);
+        match interrupted {
+            None => {
+                super::consistency::wait_ended(&server, &g, started, &timed_out);
+            }
+            // Killed, not timed out: the reads following it wait their own.
+            Some(_) => server.health.shared_wait.ended(g.pack()),
         }
         // The read ran after the wait, maybe without the write: its answer
         // is not the client's.
