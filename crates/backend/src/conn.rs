@@ -199,6 +199,10 @@ pub struct BackendConn {
     pub track: TrackFlags,
     pub created: Instant,
     pub last_used: Instant,
+    /// Borrowed from the pool after lying idle there, rather than opened
+    /// for its borrower: it may have been closed by the server meanwhile
+    /// (a KILL, wait_timeout), which says nothing about the server.
+    pub from_pool: bool,
     /// The thread whose runtime the socket is registered with
     /// (`pipe::thread_slot`): its readiness events wake that thread.
     pub home: usize,
@@ -252,6 +256,7 @@ impl BackendConn {
             track: TrackFlags::default(),
             created: Instant::now(),
             last_used: Instant::now(),
+            from_pool: false,
             home: crate::pipe::thread_slot(),
             stmt_epoch: 0,
             stmts: HashMap::new(),

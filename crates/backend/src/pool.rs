@@ -153,13 +153,20 @@ impl Server {
         self.close_idle();
     }
 
-    /// Closes every idle connection and pipe (a server taken offline);
-    /// connections sessions hold stay theirs until they give them back.
-    pub fn close_idle(&self) {
+    /// Closes every idle connection (not the pipes): one of them was
+    /// found closed by the server, and those that lay idle beside it were
+    /// likely closed too (a KILL of every connection, a restart).
+    pub fn discard_idle(&self) {
         let idle: Vec<BackendConn> = std::mem::take(&mut *self.idle.lock());
         for c in idle {
             self.discard(c);
         }
+    }
+
+    /// Closes every idle connection and pipe (a server taken offline);
+    /// connections sessions hold stay theirs until they give them back.
+    pub fn close_idle(&self) {
+        self.discard_idle();
         let pipes: Vec<Arc<Pipe>> = std::mem::take(&mut *self.pipes.lock());
         for p in pipes {
             self.close_pipe(&p, None);
@@ -359,6 +366,7 @@ impl Server {
                 }
                 self.borrows.fetch_add(1, Ordering::Relaxed);
                 c.max_prepared = self.stmt_cap();
+                c.from_pool = true;
                 return Ok(c);
             }
             if self.try_reserve() {

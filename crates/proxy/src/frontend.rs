@@ -290,22 +290,66 @@ async fn login_checked(
     let caps = resp.capabilities & caps_offered;
     let mariadb_caps = resp.mariadb_caps & mariadb_offered;
     let mut seq = client.last_seq.wrapping_add(1);
-    let host = client_host(client);
-    let denied = |using_password| SessionError::AccessDenied {
-        user: resp.user.clone(),
-        host: host.clone(),
-        using_password,
-    };
-    // An unknown user goes through every step a known one does, against a
-    // password nobody knows.
-    let known = users.password(&resp.user);
+    let checked = authenticate(
+        client,
+        users,
+        auth,
+        Credentials {
+            user: &resp.user,
+            plugin: resp.auth_plugin.as_deref(),
+            response: &resp.auth_response,
+            nonce: &nonce,
+        },
+        &mut seq,
+    )
+    .await?;
+    if !checked.ok {
+        return Err(SessionError::AccessDenied {
+            user: resp.user.clone(),
+            host: client_host(client),
+            using_password: checked.using_password,
+        });
+    }
+    Ok(Login::new(resp, caps, mariadb_caps, nonce, seq))
+}
+
+/// What a client sent to prove who it is: at login, or in COM_CHANGE_USER.
+pub struct Credentials<'a> {
+    pub user: &'a str,
+    /// The plugin the client used (None: mysql_native_password).
+    pub plugin: Option<&'a str>,
+    pub response: &'a [u8],
+    /// The scramble the client was given (the greeting's).
+    pub nonce: &'a [u8; 20],
+}
+
+/// Whether credentials check out, and whether a password was given.
+pub struct Checked {
+    pub ok: bool,
+    pub using_password: bool,
+}
+
+/// Checks `c` for a configured user as the server would, switching the
+/// client to the plugin the user needs first (client_ed25519 for a user
+/// configured so; mysql_native_password for one known by its hash; the
+/// listener's plugin for any other the client chose), and running
+/// caching_sha2_password's exchange. `seq`: the next sequence id sextant
+/// sends, kept up to date. An unknown user goes through every step a known
+/// one does, against a password nobody knows, and is refused.
+pub async fn authenticate(
+    client: &mut Client,
+    users: &impl Users,
+    auth: &AuthSetup,
+    c: Credentials<'_>,
+    seq: &mut u8,
+) -> Result<Checked, SessionError> {
+    let known = users.password(c.user);
     let password: &str = match known {
         Some(p) => p,
         None => decoy_password(),
     };
-    let mut plugin = resp.auth_plugin.as_deref().unwrap_or(NATIVE_PASSWORD);
-    let mut response = resp.auth_response.clone();
-    if known.is_some() && users.ed25519(&resp.user) {
+    let mut payload = Vec::new();
+    if known.is_some() && users.ed25519(c.user) {
         // As MariaDB's server: a switch to client_ed25519 with a fresh
         // 32-byte nonce (exactly 32 bytes, no terminating zero).
         let mut nonce32: [u8; 32] = rand::random();
@@ -319,15 +363,17 @@ async fn login_checked(
         sw.extend_from_slice(ED25519.as_bytes());
         sw.push(0);
         sw.extend_from_slice(&nonce32);
-        write_packet(&mut client.out, seq, &sw);
+        write_packet(&mut client.out, *seq, &sw);
         client.flush().await?;
         client.read_packet(&mut payload).await?;
-        seq = client.last_seq.wrapping_add(1);
-        if !auth::verify_ed25519(password.as_bytes(), &nonce32, &payload) {
-            return Err(denied(!payload.is_empty()));
-        }
-        return Ok(Login::new(resp, caps, mariadb_caps, nonce, seq));
+        *seq = client.last_seq.wrapping_add(1);
+        return Ok(Checked {
+            ok: auth::verify_ed25519(password.as_bytes(), &nonce32, &payload),
+            using_password: !payload.is_empty(),
+        });
     }
+    let mut plugin = c.plugin.unwrap_or(NATIVE_PASSWORD);
+    let mut response = c.response;
     // A user known by a mysql_native_password hash can only be checked
     // with that plugin.
     let hashed = known.is_some_and(sextant_config::is_native_hash);
@@ -335,26 +381,23 @@ async fn login_checked(
     if plugin != NATIVE_PASSWORD && (plugin != CACHING_SHA2_PASSWORD || hashed) {
         // Any other plugin: ask the client to switch to ours.
         let mut sw = Vec::new();
-        encode_auth_switch(&mut sw, wanted, &nonce);
-        write_packet(&mut client.out, seq, &sw);
+        encode_auth_switch(&mut sw, wanted, c.nonce);
+        write_packet(&mut client.out, *seq, &sw);
         client.flush().await?;
         client.read_packet(&mut payload).await?;
-        seq = client.last_seq.wrapping_add(1);
+        *seq = client.last_seq.wrapping_add(1);
         plugin = wanted;
-        response = payload.clone();
+        response = &payload;
     }
     let ok = if plugin == CACHING_SHA2_PASSWORD {
-        sha2_login(
-            client, auth, &resp.user, password, &nonce, &response, &mut seq,
-        )
-        .await?
+        sha2_login(client, auth, c.user, password, c.nonce, response, seq).await?
     } else {
-        check_native(password, &nonce, &response)
+        check_native(password, c.nonce, response)
     };
-    if !ok || known.is_none() {
-        return Err(denied(!response.is_empty()));
-    }
-    Ok(Login::new(resp, caps, mariadb_caps, nonce, seq))
+    Ok(Checked {
+        ok: ok && known.is_some(),
+        using_password: !response.is_empty(),
+    })
 }
 
 impl Login {
@@ -509,18 +552,4 @@ pub fn parse_change_user(payload: &[u8], caps: u32) -> Result<ChangeUser, Sessio
         charset,
         plugin,
     })
-}
-
-/// Checks a COM_CHANGE_USER answer against the connection's nonce.
-pub fn check_change_user(cu: &ChangeUser, password: &str, nonce: &[u8]) -> bool {
-    match cu.plugin.as_deref() {
-        Some(CACHING_SHA2_PASSWORD) => {
-            if password.is_empty() {
-                cu.auth_response.is_empty()
-            } else {
-                auth::verify_sha2(password.as_bytes(), nonce, &cu.auth_response)
-            }
-        }
-        _ => check_native(password, nonce, &cu.auth_response),
-    }
 }

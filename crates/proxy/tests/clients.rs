@@ -378,3 +378,150 @@ backend_password = "apppass"
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("1045") && err.contains("ed_front"), "{err}");
 }
+
+/// A native-password login that keeps the greeting's scramble (which a
+/// COM_CHANGE_USER answers) and the session id.
+fn login_keeping_nonce(port: u16, user: &str, pass: &str, db: Option<&str>) -> (Raw, Vec<u8>, u32) {
+    let mut r = Raw::connect(port);
+    let (_, greeting) = r.read().unwrap();
+    let hs = sextant_protocol::handshake::InitialHandshake::parse(&greeting).unwrap();
+    let mut resp = Vec::new();
+    sextant_protocol::handshake::HandshakeResponse {
+        zstd_level: 0,
+        mariadb_caps: 0,
+        capabilities: CAPS,
+        max_packet: 1 << 24,
+        charset: 45,
+        user: user.into(),
+        auth_response: sextant_protocol::auth::native_scramble(pass.as_bytes(), &hs.nonce),
+        database: db.map(Into::into),
+        auth_plugin: Some("mysql_native_password".into()),
+        attrs: vec![],
+    }
+    .encode(&mut resp);
+    r.send(1, &resp);
+    let (_, ok) = r.read().unwrap();
+    assert_eq!(ok[0], 0, "{}", String::from_utf8_lossy(&ok));
+    (r, hs.nonce.to_vec(), hs.connection_id)
+}
+
+/// Sends COM_CHANGE_USER with a mysql_native_password answer to `nonce`.
+fn send_change_user(r: &mut Raw, user: &str, pass: &str, nonce: &[u8], db: Option<&str>) {
+    let scramble = sextant_protocol::auth::native_scramble(pass.as_bytes(), nonce);
+    let mut p = vec![0x11];
+    p.extend_from_slice(user.as_bytes());
+    p.push(0);
+    p.push(scramble.len() as u8);
+    p.extend_from_slice(&scramble);
+    p.extend_from_slice(db.unwrap_or("").as_bytes());
+    p.push(0);
+    p.extend_from_slice(&45u16.to_le_bytes());
+    p.extend_from_slice(b"mysql_native_password\0");
+    r.send(0, &p);
+}
+
+/// The sextant user SHOW SESSIONS gives for session `id`.
+fn session_user(p: &Proxy, id: u32) -> String {
+    let rows: Vec<mysql::Row> = p.admin().query("SHOW SESSIONS").unwrap();
+    rows.iter()
+        .find(|r| r.get::<String, _>("id").as_deref() == Some(&id.to_string()))
+        .and_then(|r| r.get::<String, _>("user"))
+        .expect("the session is listed")
+}
+
+fn select_one_works(r: &mut Raw) {
+    r.query("SELECT 1");
+    let res = r.read_response();
+    assert_ne!(res[0][0], 0xff, "{}", String::from_utf8_lossy(&res[0]));
+}
+
+/// COM_CHANGE_USER is checked as a login is, and one that fails leaves the
+/// session open as its old user (as MariaDB does): the new user's
+/// max_connections (1226), its auth plugin (client_ed25519 is asked for),
+/// its database (1049), its password (1045).
+#[test]
+fn change_user_is_checked_like_a_login_and_a_failed_one_keeps_the_old_user() {
+    let p = Setup {
+        users: r#"
+[[users]]
+name = "few"
+password = "fewpass"
+max_connections = 2
+backend_user = "app"
+backend_password = "apppass"
+
+[[users]]
+name = "ed_front"
+password = "front-ed"
+auth_plugin = "ed25519"
+backend_user = "app"
+backend_password = "apppass"
+"#,
+        ..Default::default()
+    }
+    .start();
+    let (mut r, nonce, id) = login_keeping_nonce(p.port, "app", "apppass", Some("sextant_test"));
+    assert_eq!(session_user(&p, id), "app");
+
+    // The user's limit counts sessions that changed to it.
+    let url = p.url("few", "fewpass", "sextant_test");
+    let few: Vec<mysql::Conn> = (0..2)
+        .map(|_| mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap())
+        .collect();
+    send_change_user(&mut r, "few", "fewpass", &nonce, None);
+    let (_, e) = r.read().unwrap();
+    assert_eq!(err_of(&e).0, 1226, "{}", String::from_utf8_lossy(&e));
+    assert_eq!(session_user(&p, id), "app");
+    select_one_works(&mut r);
+    drop(few);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    send_change_user(&mut r, "few", "fewpass", &nonce, Some("sextant_test"));
+    let (_, ok) = r.read().unwrap();
+    assert_eq!(ok[0], 0, "{}", String::from_utf8_lossy(&ok));
+    assert_eq!(session_user(&p, id), "few");
+    // ...and the changed session holds one of its seats: a third login
+    // of it would be one too many.
+    let _second = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
+    let third = mysql::Conn::new(mysql::Opts::from_url(&url).unwrap());
+    assert!(format!("{third:?}").contains("1226"), "{third:?}");
+
+    // A database the new user cannot use: refused, the old user stays,
+    // with its database.
+    send_change_user(&mut r, "app", "apppass", &nonce, Some("no_such_db"));
+    let (_, e) = r.read().unwrap();
+    assert_eq!(err_of(&e).0, 1049, "{}", String::from_utf8_lossy(&e));
+    assert_eq!(session_user(&p, id), "few");
+    r.query("SELECT DATABASE()");
+    let res = r.read_response();
+    assert!(
+        String::from_utf8_lossy(&res[res.len() - 2]).contains("sextant_test"),
+        "{res:?}"
+    );
+
+    // A wrong password: 1045, and the session goes on as before.
+    send_change_user(&mut r, "app", "wrong", &nonce, None);
+    let (_, e) = r.read().unwrap();
+    assert_eq!(err_of(&e).0, 1045, "{}", String::from_utf8_lossy(&e));
+    assert_eq!(session_user(&p, id), "few");
+    select_one_works(&mut r);
+
+    // A user configured with ed25519 is asked for client_ed25519, as at
+    // login, whatever plugin the change-user named.
+    send_change_user(&mut r, "ed_front", "front-ed", &nonce, None);
+    let (seq, switch) = r.read().unwrap();
+    assert_eq!(&switch[..16], b"\xfeclient_ed25519\0", "{switch:?}");
+    assert_eq!(switch.len(), 16 + 32);
+    let bad = sextant_protocol::auth::ed25519_sign(b"not-it", &switch[16..]);
+    r.send(seq + 1, &bad);
+    let (_, e) = r.read().unwrap();
+    assert_eq!(err_of(&e).0, 1045, "{}", String::from_utf8_lossy(&e));
+    assert_eq!(session_user(&p, id), "few");
+    send_change_user(&mut r, "ed_front", "front-ed", &nonce, None);
+    let (seq, switch) = r.read().unwrap();
+    let sig = sextant_protocol::auth::ed25519_sign(b"front-ed", &switch[16..]);
+    r.send(seq + 1, &sig);
+    let (_, ok) = r.read().unwrap();
+    assert_eq!(ok[0], 0, "{}", String::from_utf8_lossy(&ok));
+    assert_eq!(session_user(&p, id), "ed_front");
+    select_one_works(&mut r);
+}

@@ -16,6 +16,7 @@ use sextant_protocol::consts::{cap, com};
 use sextant_protocol::packets::{coltype, write_simple_ok, write_text_resultset};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// How a fake server answers one client statement.
@@ -37,6 +38,10 @@ type Script = fn(&str) -> Reply;
 struct FakeServer {
     port: u16,
     seen: Arc<Mutex<Vec<String>>>,
+    /// Connections accepted so far, and the first one not killed: each
+    /// connection numbered below it hangs up on the next packet it reads.
+    accepted: Arc<AtomicU64>,
+    killed_below: Arc<AtomicU64>,
 }
 
 impl FakeServer {
@@ -49,17 +54,38 @@ impl FakeServer {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = l.local_addr().expect("addr").port();
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let s2 = seen.clone();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let killed_below = Arc::new(AtomicU64::new(0));
+        let (s2, a2, k2) = (seen.clone(), accepted.clone(), killed_below.clone());
         std::thread::spawn(move || {
             for conn in l.incoming() {
                 let Ok(conn) = conn else { continue };
                 let seen = s2.clone();
+                let killed = k2.clone();
+                let id = a2.fetch_add(1, Ordering::SeqCst);
                 std::thread::spawn(move || {
-                    let _ = serve(conn, version, script, &seen);
+                    let _ = serve(conn, version, script, &seen, &|| {
+                        id < killed.load(Ordering::SeqCst)
+                    });
                 });
             }
         });
-        FakeServer { port, seen }
+        FakeServer {
+            port,
+            seen,
+            accepted,
+            killed_below,
+        }
+    }
+
+    /// Every connection open now is killed, server-side, at the worst
+    /// moment: it hangs up on the next packet it reads, without an answer
+    /// (as a KILL landing just as sextant reuses the connection; a real
+    /// KILL closes the socket at once, and sextant's check of an idle
+    /// connection sees that only if the close arrived first).
+    fn kill_open_connections(&self) {
+        self.killed_below
+            .store(self.accepted.load(Ordering::SeqCst), Ordering::SeqCst);
     }
 
     fn seen(&self, sql: &str) -> usize {
@@ -77,6 +103,7 @@ fn serve(
     version: &str,
     script: Script,
     seen: &Mutex<Vec<String>>,
+    killed: &dyn Fn() -> bool,
 ) -> std::io::Result<()> {
     let resp = common::fake_login(&mut s, version, 45)?;
     // (Any password: the login itself is tested against MariaDB.)
@@ -84,6 +111,9 @@ fn serve(
     let mut out = Vec::new();
     loop {
         let (_, p) = common::fake_read(&mut s)?;
+        if killed() {
+            return Ok(());
+        }
         out.clear();
         match p.first() {
             Some(&com::QUIT) | None => return Ok(()),
@@ -137,7 +167,16 @@ fn sextant(primary: u16, replica: u16) -> u16 {
 }
 
 fn sextant_as(version: &str, primary: u16, replica: u16) -> u16 {
+    sextant_with(version, primary, &[replica])
+}
+
+fn sextant_with(version: &str, primary: u16, replicas: &[u16]) -> u16 {
     let port = free_port();
+    let replicas: Vec<String> = replicas
+        .iter()
+        .map(|r| format!("\"127.0.0.1:{r}\""))
+        .collect();
+    let replicas = replicas.join(", ");
     let text = format!(
         r#"
 [proxy]
@@ -148,7 +187,7 @@ name = "app"
 password = "apppass"
 [groups.main]
 primary = "127.0.0.1:{primary}"
-replicas = ["127.0.0.1:{replica}"]
+replicas = [{replicas}]
 [routing]
 hold_ms = 0
 [monitor]
@@ -265,4 +304,54 @@ fn scripted_mysql8_a_wait_that_times_out_reads_the_primary_instead() {
     assert_eq!(replica.seen(WAIT), 1);
     assert_eq!(replica.seen("SELECT v FROM t"), 1);
     assert_eq!(primary.seen("SELECT v FROM t"), 1);
+}
+
+/// Every connection sextant holds in its pools, on all three servers, is
+/// killed server-side just as it is reused: a read still gets its answer
+/// (each dead pooled connection is dropped with its server's other idle
+/// ones, and the read runs again on a new connection, without counting a
+/// server failure), and no server is taken out of rotation for it.
+#[test]
+fn scripted_a_read_survives_every_pooled_connection_killed() {
+    let primary = FakeServer::start(|sql| match sql {
+        "INSERT INTO t VALUES (1)" => Reply::Ok,
+        _ => Reply::Value("from the primary"),
+    });
+    let replicas = [
+        FakeServer::start(|_| Reply::Value("from a replica")),
+        FakeServer::start(|_| Reply::Value("from a replica")),
+    ];
+    let port = sextant_with(
+        "10.11.99-MariaDB-scripted",
+        primary.port,
+        &[replicas[0].port, replicas[1].port],
+    );
+    let mut c = Raw::login(port, "app", "apppass", None);
+    // A pooled connection on each server.
+    c.query("INSERT INTO t VALUES (1)");
+    assert_eq!(c.read_response()[0][0], 0x00);
+    for _ in 0..40 {
+        c.query("SELECT v FROM t");
+        assert_ne!(c.read_response()[0][0], 0xff);
+    }
+    for r in &replicas {
+        assert!(r.seen("SELECT v FROM t") > 0, "both replicas took reads");
+    }
+    primary.kill_open_connections();
+    for r in &replicas {
+        r.kill_open_connections();
+    }
+    c.query("SELECT v FROM t");
+    let r = c.read_response();
+    assert_ne!(r[0][0], 0xff, "{}", String::from_utf8_lossy(&r[0]));
+    assert_eq!(answer_text(&r), "from a replica");
+    // The replicas stayed in rotation: the reads after it keep to them.
+    let before = primary.seen("SELECT v FROM t");
+    for _ in 0..20 {
+        c.query("SELECT v FROM t");
+        let r = c.read_response();
+        assert_ne!(r[0][0], 0xff, "{}", String::from_utf8_lossy(&r[0]));
+        assert_eq!(answer_text(&r), "from a replica");
+    }
+    assert_eq!(primary.seen("SELECT v FROM t"), before);
 }

@@ -5,7 +5,7 @@ use super::{Pins, Session};
 use crate::errors::SessionError;
 use crate::frontend;
 use sextant_backend::SessionVars;
-use sextant_protocol::codec::{write_packet, Reader};
+use sextant_protocol::codec::Reader;
 use sextant_protocol::consts::{cap, com, mariadb_cap, status};
 use sextant_protocol::packets::write_simple_ok;
 use sextant_protocol::tracker::Expect;
@@ -386,31 +386,96 @@ impl Session {
         self.status = status::AUTOCOMMIT;
     }
 
+    /// COM_CHANGE_USER, as MariaDB does it: the session starts over, then
+    /// the new user is checked like a login (its plugin, its connection
+    /// limit, its database). A change that fails leaves the session open
+    /// as the old user, with its database and character set.
     async fn change_user(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let cu = frontend::parse_change_user(
             p,
             self.flavor.caps | cap::SECURE_CONNECTION | cap::PLUGIN_AUTH,
         )?;
-        let user = self.shared.runtime().users.get(&cu.user).cloned();
-        let ok = user
-            .as_ref()
-            .is_some_and(|u| frontend::check_change_user(&cu, &u.password, &self.nonce));
-        let Some(user) = user.filter(|_| ok) else {
+        Box::pin(self.reset_session()).await;
+        let rt = self.shared.runtime();
+        let auth = self.shared.auth.load_full();
+        let mut seq = 1;
+        let checked = frontend::authenticate(
+            &mut self.client,
+            &**rt,
+            &auth,
+            frontend::Credentials {
+                user: &cu.user,
+                plugin: cu.plugin.as_deref(),
+                response: &cu.auth_response,
+                nonce: &self.nonce,
+            },
+            &mut seq,
+        )
+        .await?;
+        let addr = self.client.peer.ip();
+        let Some(user) = rt.users.get(&cu.user).cloned().filter(|_| checked.ok) else {
             let e = SessionError::AccessDenied {
                 user: cu.user.clone(),
                 host: frontend::client_host(&self.client),
-                using_password: !cu.auth_response.is_empty(),
+                using_password: checked.using_password,
             };
-            self.client.send_error(1, &e).await?;
-            return Err(SessionError::ClientClosed);
+            tracing::info!(parent: &self.span, "change of user refused: {e}");
+            let locked = auth.guard.failed(addr);
+            self.client.send_error(seq, &e).await?;
+            // Guessing passwords this way meets the same lockout as
+            // logging in.
+            return if locked {
+                Err(SessionError::ClientClosed)
+            } else {
+                Ok(())
+            };
         };
-        Box::pin(self.reset_session()).await;
-        self.span.record("user", user.name.as_str());
-        self.user = user;
+        auth.guard.succeeded(addr);
+        drop(rt);
+        if user.require_tls && !self.client.stream.is_tls() {
+            let e = SessionError::InsecureTransport(user.name.to_string());
+            return self.client.send_error(seq, &e).await;
+        }
+        let Some(seat) = super::Seat::take(&user) else {
+            let e = SessionError::UserConnections {
+                user: user.name.clone(),
+                max: user.max_connections,
+            };
+            tracing::info!(parent: &self.span, "{e}");
+            return self.client.send_error(seq, &e).await;
+        };
+        // The old user's, kept until the new one's database is checked.
+        let old = (
+            std::mem::replace(&mut self.user, user),
+            self.seat.replace(seat),
+            self.group.clone(),
+            self.vars.schema.take(),
+            self.flavor.charset,
+        );
+        self.group = self.user.group.clone();
+        if let Some(cs) = cu.charset {
+            self.flavor.charset = cs;
+        }
+        self.vars.schema = cu.database.map(|d| d.into());
+        if self.vars.schema.is_some() {
+            if let Err(e) = self.attach(Target::Primary).await {
+                self.detach_discard();
+                (
+                    self.user,
+                    self.seat,
+                    self.group,
+                    self.vars.schema,
+                    self.flavor.charset,
+                ) = old;
+                return self.client.send_error(seq, &e).await;
+            }
+            self.after_statement();
+        }
+        self.span.record("user", self.user.name.as_str());
         // KILL rights and KILL QUERY's server account follow the new user.
-        if let Some(old) = self.registered.take() {
-            let (id, peer, fd) = (old.id(), old.handle.peer, old.handle.fd());
-            drop(old);
+        if let Some(prev) = self.registered.take() {
+            let (id, peer, fd) = (prev.id(), prev.handle.peer, prev.handle.fd());
+            drop(prev);
             self.registered = Some(crate::kill::Sessions::register(
                 &self.shared,
                 id,
@@ -418,23 +483,6 @@ impl Session {
                 peer,
                 fd,
             ));
-        }
-        if let Some(cs) = cu.charset {
-            self.flavor.charset = cs;
-        }
-        self.vars.schema = cu.database.map(|d| d.into());
-        let mut seq = 1;
-        if cu.plugin.as_deref() == Some(sextant_protocol::consts::CACHING_SHA2_PASSWORD) {
-            write_packet(&mut self.client.out, seq, &[0x01, 0x03]);
-            seq += 1;
-        }
-        if self.vars.schema.is_some() {
-            if let Err(e) = self.attach(Target::Primary).await {
-                self.client.out.clear();
-                self.vars.schema = None;
-                return self.client.send_error(1, &e).await;
-            }
-            self.after_statement();
         }
         write_simple_ok(&mut self.client.out, seq, self.status);
         self.client.flush().await

@@ -19,6 +19,10 @@ use tokio::time::Instant;
 /// Attempts at a statement whose plan allows retries (the last one is not
 /// armed: its failure is reported).
 const ATTEMPTS: usize = 3;
+/// Reads run again after finding their pooled connection closed, at most:
+/// each such failure empties that server's idle connections, so the next
+/// borrow opens a new one; this bounds a run of bad luck.
+const POOLED_RETRIES: usize = 4;
 
 /// How one attempt at a statement ended.
 pub(super) enum Outcome {
@@ -34,6 +38,11 @@ pub(super) enum Outcome {
 pub(super) enum RetryReason {
     /// The server failed before any byte of the answer.
     ServerFailed,
+    /// A connection borrowed from the pool was found closed before any
+    /// byte of the answer: the server closed it while it lay idle (a KILL,
+    /// wait_timeout), which says nothing about the server. The read runs
+    /// again on a newly opened connection, without counting an attempt.
+    PooledConnClosed,
     /// The server answered only that it is read-only: a switchover the
     /// monitor has not seen yet. Nothing ran.
     ReadOnly,
@@ -72,7 +81,7 @@ impl Session {
         plan: &Plan,
         work: Work<'_>,
     ) -> Result<Option<RelayResult>, SessionError> {
-        let mut attempt = 0;
+        let (mut attempt, mut pooled_retries) = (0, 0);
         while attempt < ATTEMPTS {
             self.retry = if attempt + 1 < ATTEMPTS {
                 plan.retry
@@ -102,6 +111,12 @@ impl Session {
                 // primary (a statement waits at most once).
                 Outcome::Retry(RetryReason::WaitTimedOut) => {
                     tracing::debug!(parent: &self.span, "the replica did not catch up within causal_wait_ms: reading the primary");
+                }
+                Outcome::Retry(RetryReason::PooledConnClosed)
+                    if pooled_retries < POOLED_RETRIES =>
+                {
+                    pooled_retries += 1;
+                    tracing::debug!(parent: &self.span, "a pooled connection had been closed by its server: reading again on a new one");
                 }
                 Outcome::Retry(why) => {
                     tracing::info!(parent: &self.span, attempt,
@@ -276,7 +291,7 @@ impl Session {
             }
             Err(e @ RelayError::Server { .. }) => {
                 server.close_pipe(pipe, Some(conn));
-                self.server_failed(server, e).await.map(Some)
+                self.server_failed(server, e, false).await.map(Some)
             }
             Err(client) => {
                 // The answer was cut off mid-way: the connection's position
@@ -326,6 +341,11 @@ impl Session {
             return Ok(Outcome::Reported);
         };
         let addr = a.server.addr.to_string();
+        if a.conn().from_pool && self.retry == Retry::Read {
+            a.server.discard_idle();
+            self.detach_discard();
+            return Ok(Outcome::Retry(RetryReason::PooledConnClosed));
+        }
         a.server.mark_unreachable(&e.to_string());
         self.detach_discard();
         if self.retry == Retry::Read {
@@ -529,11 +549,12 @@ impl Session {
             }
             Err(e @ RelayError::Server { .. }) => {
                 let server = a.server.clone();
+                let from_pool = a.conn().from_pool;
                 // The connection's state is unknown: it is closed, and the
                 // session's server-side state (transaction, pins) is gone.
                 self.detach_discard();
                 self.pins = Pins::empty();
-                self.server_failed(&server, e).await
+                self.server_failed(&server, e, from_pool).await
             }
             Err(client) => {
                 self.detach_discard();
@@ -550,6 +571,7 @@ impl Session {
         &mut self,
         server: &Server,
         e: RelayError,
+        from_pool: bool,
     ) -> Result<Outcome, SessionError> {
         let RelayError::Server {
             reason,
@@ -561,6 +583,11 @@ impl Session {
             return Err(client_failed(e));
         };
         let addr = server.addr.to_string();
+        if !started && from_pool && self.retry == Retry::Read {
+            tracing::info!(parent: &self.span, server = %addr, "a pooled connection had been closed by the server: {reason}");
+            server.discard_idle();
+            return Ok(Outcome::Retry(RetryReason::PooledConnClosed));
+        }
         tracing::warn!(parent: &self.span, server = %addr, "server connection failed during a statement: {reason}");
         if !started {
             server.mark_unreachable(&reason);

@@ -164,6 +164,8 @@ pub struct Session {
     max_stmts: usize,
     /// How long the session may sit idle inside a transaction.
     idle_trx: Option<Duration>,
+    /// The session's place in its user's max_connections.
+    seat: Option<Seat>,
 }
 
 /// One of a user's sessions, counted while it lives.
@@ -244,7 +246,7 @@ impl Session {
         let Some(user) = rt.users.get(&login.user).cloned() else {
             return;
         };
-        let Some(_seat) = Seat::take(&user) else {
+        let Some(seat) = Seat::take(&user) else {
             let e = SessionError::UserConnections {
                 user: user.name.clone(),
                 max: user.max_connections,
@@ -266,6 +268,7 @@ impl Session {
         let sharding = rt.sharding.clone();
         drop(rt);
         let mut s = Session::new(shared, client, user, &login, hold, span);
+        s.seat = Some(seat);
         s.shard_writes = vec![None; sharding.as_ref().map_or(0, |sh| sh.groups.len())];
         s.sharding = sharding;
         s.max_stmts = max_stmts;
@@ -363,6 +366,7 @@ impl Session {
             span,
             max_stmts: usize::MAX,
             idle_trx: None,
+            seat: None,
         }
     }
 
