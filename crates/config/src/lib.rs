@@ -1272,55 +1272,87 @@ impl Config {
     }
 
     /// Every problem of a file that does not parse, not just the first:
-    /// the line of each error is blanked out and the rest parsed again
-    /// (an unknown key or a bad value is one line), then what parses is
-    /// checked too. Stops where blanking cannot help (a broken table
-    /// header, a value over several lines, a key that is then missing).
+    /// the line of each error is blanked out (an unknown key) or its value
+    /// replaced by one of another type (a bad value of a key that must be
+    /// there), and the rest parsed again; then what parses is checked too,
+    /// leaving out what it says of the replaced values. Stops where that
+    /// cannot help (a broken table header, a value over several lines).
     fn every_parse_error(text: &str, path: &str, first: toml::de::Error) -> ConfigError {
         let parse_error = |e: &toml::de::Error| ConfigError::Parse {
             path: path.to_string(),
             message: e.to_string().trim_end().to_string(),
         };
+        // The line (0-based) an error points at, in the text it came from.
+        let line_of = |e: &toml::de::Error, t: &str| {
+            e.span()
+                .map(|sp| t[..sp.start.min(t.len())].matches('\n').count())
+        };
         let mut errors = vec![parse_error(&first)];
         let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        // Lines whose values sextant replaced: checks of them are not the
+        // user's problem.
+        let mut replaced: Vec<usize> = Vec::new();
         let mut blanked: Vec<String> = Vec::new();
         let mut next = first;
         // The text `next` came from (spans are offsets into it).
         let mut current = text.to_string();
-        for _ in 0..50 {
-            let Some(span) = next.span() else { break };
-            let line = current[..span.start.min(current.len())]
-                .matches('\n')
-                .count();
-            let Some(l) = lines.get_mut(line) else { break };
-            let t = l.trim_start();
+        'errors: for _ in 0..50 {
+            let Some(line) = line_of(&next, &current) else {
+                break;
+            };
+            let Some(original) = lines.get(line).cloned() else {
+                break;
+            };
+            let t = original.trim_start();
             if t.is_empty() || t.starts_with('[') || t.starts_with('#') {
                 break;
             }
-            if let Some((key, _)) = t.split_once('=') {
-                blanked.push(key.trim().trim_matches('"').to_string());
+            let key = t.split_once('=').map(|(k, _)| k.trim().to_string());
+            if let Some(k) = &key {
+                blanked.push(k.trim_matches('"').to_string());
             }
-            *l = String::new();
-            let rest = lines.join("\n");
-            match toml::from_str::<Config>(&rest) {
-                Ok(cfg) => {
-                    let mut more = Vec::new();
-                    cfg.check(&rest, path, &mut more);
-                    errors.extend(more);
-                    break;
+            // Without the line first; then the key with a value of each
+            // type, for a key that must be there.
+            let mut candidates = vec![String::new()];
+            if let Some(k) = &key {
+                for v in ["\"\"", "0", "false", "[]", "{}"] {
+                    candidates.push(format!("{k} = {v}"));
                 }
-                Err(e) => {
-                    let consequence = blanked
-                        .iter()
-                        .any(|k| e.message().contains(&format!("missing field `{k}`")));
-                    if consequence {
-                        break;
+            }
+            for (n, candidate) in candidates.into_iter().enumerate() {
+                lines[line] = candidate;
+                let rest = lines.join("\n");
+                match toml::from_str::<Config>(&rest) {
+                    Ok(cfg) => {
+                        if n > 0 {
+                            replaced.push(line + 1);
+                        }
+                        let mut more = Vec::new();
+                        cfg.check(&rest, path, &mut more);
+                        errors.extend(more.into_iter().filter(|e| {
+                            !matches!(e, ConfigError::Invalid { line: Some(l), .. } if replaced.contains(l))
+                        }));
+                        break 'errors;
                     }
-                    errors.push(parse_error(&e));
-                    next = e;
-                    current = rest;
+                    Err(e) => {
+                        let missing = blanked
+                            .iter()
+                            .any(|k| e.message().contains(&format!("missing field `{k}`")));
+                        if missing || line_of(&e, &rest) == Some(line) {
+                            // This replacement does not get past the line.
+                            continue;
+                        }
+                        if n > 0 {
+                            replaced.push(line + 1);
+                        }
+                        errors.push(parse_error(&e));
+                        next = e;
+                        current = rest;
+                        continue 'errors;
+                    }
                 }
             }
+            break;
         }
         match errors.len() {
             1 => errors.remove(0),
@@ -1930,6 +1962,20 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
         for want in ["listen_typo", "threads", "pool_mx", "pool_max"] {
             assert!(msg.contains(want), "{want} missing from:\n{msg}");
         }
+        // Three mistakes in three sections, one of them a bad value of a
+        // key that must be there: all three named.
+        let t = ISSUE_EXAMPLE
+            .replace("[proxy]", "[proxy]\nbogus_key = 1")
+            .replace("password = \"adminpass\"", "password = 5")
+            .replace(
+                "password = \"apppass\"",
+                "password = \"apppass\"\ncolour = \"blue\"",
+            );
+        let msg = err_of(&t);
+        for want in ["bogus_key", "password", "colour"] {
+            assert!(msg.contains(want), "{want} missing from:\n{msg}");
+        }
+        assert_eq!(msg.matches("TOML parse error").count(), 3, "{msg}");
         // A bad value of a required key: reported once, not as missing too.
         let t = ISSUE_EXAMPLE.replace("primary  = \"127.0.0.1:3307\"", "primary = 3307");
         let msg = err_of(&t);
