@@ -927,6 +927,8 @@ fn reads_of_views_and_functions_that_may_write_run_on_the_primary() {
         "CREATE VIEW cat_v_logs AS SELECT cat_log_it() AS x",
         "CREATE VIEW cat_v_outer AS SELECT x FROM cat_v_logs",
         "CREATE VIEW cat_v_plain AS SELECT 1 AS x",
+        "DROP TABLE IF EXISTS cat_cols",
+        "CREATE TABLE cat_cols (cat_v_logs INT)",
     ] {
         c.query_drop(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
@@ -959,6 +961,20 @@ fn reads_of_views_and_functions_that_may_write_run_on_the_primary() {
     });
     // (The monitor's own reads of the catalogue count too.)
     within(d[0], 0, 2, "a plain view's reads on the primary");
+    // A column named like a writing view is not the view.
+    let d = k.delta("Com_select", || {
+        reads(
+            &mut c,
+            10,
+            "/*# consistency=eventual */ SELECT cat_v_logs FROM cat_cols",
+        )
+    });
+    within(
+        d[0],
+        0,
+        2,
+        "reads of a column named like a writing view on the primary",
+    );
     let mut s = p.conn();
     for sql in [
         "/*# consistency=eventual */ SELECT * FROM cat_v_logs",

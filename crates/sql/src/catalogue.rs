@@ -120,8 +120,8 @@ impl Catalogue {
     }
 
     /// Whether the statement calls one of the catalogue's functions or
-    /// names one of its views (anywhere: a column of the same name costs a
-    /// read on the primary, never a write on a replica).
+    /// reads one of its views (a name where a table name can stand: a
+    /// column or alias of the same name is not the view).
     fn touches(&self, sql: &[u8], own: Option<LexMode>) -> bool {
         let mut lexer = Lexer::with_mode(sql, LexMode::DEFAULT);
         if self.touches_with(&mut lexer) {
@@ -136,10 +136,12 @@ impl Catalogue {
 
     fn touches_with(&self, lexer: &mut Lexer<'_>) -> bool {
         let mut prev: Option<&[u8]> = None;
+        let mut tables = TablePositions::default();
         for t in lexer.by_ref() {
+            let table = tables.next(&t);
             match t.kind {
                 TokenKind::Word | TokenKind::QuotedIdent => {
-                    if contains(&self.views, t.text) {
+                    if table && contains(&self.views, t.text) {
                         return true;
                     }
                     prev = Some(t.text);
@@ -155,6 +157,106 @@ impl Catalogue {
             prev = None;
         }
         false
+    }
+}
+
+/// Follows a statement's tokens to tell which names stand where a table
+/// name can: after FROM, JOIN, UPDATE, INTO or TABLE, after a comma of a
+/// FROM list (at that list's level of parentheses, so a comma after an ON
+/// clause counts and one inside a function's arguments does not), and
+/// after `schema.`. Where it cannot tell (parentheses nested deeper than it
+/// follows), every name counts: a view missed would run its function on a
+/// replica, a column taken for a view only costs a read on the primary.
+#[derive(Default)]
+struct TablePositions {
+    depth: usize,
+    /// Per level of parentheses: inside a FROM list.
+    from: [bool; TablePositions::LEVELS],
+    /// The next name is a table's.
+    next_is_table: bool,
+    /// The last token was a table's name (a `.` after it names the table
+    /// in that schema).
+    last_was_table: bool,
+    /// Nested too deep to follow.
+    lost: bool,
+}
+
+impl TablePositions {
+    const LEVELS: usize = 32;
+
+    /// Takes the next token; true when it is a name in a table's place.
+    fn next(&mut self, t: &crate::lexer::Token<'_>) -> bool {
+        if self.lost {
+            return true;
+        }
+        let was_table = std::mem::take(&mut self.last_was_table);
+        let next_is_table = std::mem::take(&mut self.next_is_table);
+        match t.kind {
+            TokenKind::Word => {
+                const OPENS: [&str; 5] = ["from", "join", "straight_join", "update", "into"];
+                const ENDS: [&str; 12] = [
+                    "where",
+                    "group",
+                    "having",
+                    "order",
+                    "limit",
+                    "window",
+                    "union",
+                    "except",
+                    "intersect",
+                    "set",
+                    "returning",
+                    "for",
+                ];
+                let is = |w: &str| t.text.eq_ignore_ascii_case(w.as_bytes());
+                if OPENS.iter().any(|w| is(w)) {
+                    self.from[self.depth] = !is("into");
+                    self.next_is_table = true;
+                    return false;
+                }
+                if is("table") {
+                    self.next_is_table = true;
+                    return false;
+                }
+                if ENDS.iter().any(|w| is(w)) {
+                    self.from[self.depth] = false;
+                    return false;
+                }
+                self.last_was_table = next_is_table;
+                next_is_table
+            }
+            TokenKind::QuotedIdent => {
+                self.last_was_table = next_is_table;
+                next_is_table
+            }
+            TokenKind::Punct => {
+                match t.text {
+                    b"(" => {
+                        self.depth += 1;
+                        if self.depth >= Self::LEVELS {
+                            self.lost = true;
+                            return true;
+                        }
+                        self.from[self.depth] = false;
+                        // `FROM (t1 JOIN t2)`: a table may follow.
+                        self.next_is_table = next_is_table;
+                    }
+                    b")" => {
+                        self.from[self.depth] = false;
+                        self.depth = self.depth.saturating_sub(1);
+                    }
+                    b"," => self.next_is_table = self.from[self.depth],
+                    b"." => self.next_is_table = was_table,
+                    b";" => {
+                        self.depth = 0;
+                        self.from = [false; Self::LEVELS];
+                    }
+                    _ => {}
+                }
+                false
+            }
+            _ => false,
+        }
     }
 }
 
@@ -202,6 +304,52 @@ mod tests {
         assert!(cat.classify(b"SELECT * FROM `v_outer` WHERE 1").may_write());
         assert!(cat.classify(b"SELECT * FROM v_hidden").may_write());
         assert!(!cat.classify(b"SELECT 'v_logs'").may_write());
+    }
+
+    #[test]
+    fn a_view_counts_only_where_a_table_name_stands() {
+        let cat = Catalogue::new(
+            Some(ServerKind::MariaDb),
+            [],
+            views(&[("v", "select `db`.`log_it`(1) AS `x`")]),
+        );
+        let reads_view = [
+            "SELECT * FROM v",
+            "SELECT * FROM db.v",
+            "SELECT * FROM `db` . `v`",
+            "SELECT * FROM s, v",
+            "SELECT * FROM s AS a, db.v AS b",
+            "SELECT * FROM s JOIN v ON s.a = v.a",
+            "SELECT * FROM s LEFT JOIN t ON concat(s.a, t.b) = 1, v",
+            "SELECT * FROM s JOIN t USING (a), v",
+            "SELECT * FROM (SELECT a FROM t WHERE a > 1) AS x, v",
+            "SELECT * FROM (s JOIN v ON 1)",
+            "SELECT (SELECT x FROM v) AS y",
+            "SELECT * FROM s WHERE a IN (SELECT x FROM v)",
+            "SELECT * FROM s STRAIGHT_JOIN v",
+            "TABLE v",
+            "WITH c AS (SELECT x FROM v) SELECT * FROM c",
+            "SELECT 1; SELECT * FROM v",
+        ];
+        for sql in reads_view {
+            assert!(cat.classify(sql.as_bytes()).may_write(), "{sql}");
+        }
+        let column_or_alias = [
+            "SELECT v FROM s",
+            "SELECT s.v FROM s",
+            "SELECT v.a FROM s v",
+            "SELECT a AS v FROM s AS v WHERE v.a = 1",
+            "SELECT concat(a, v) FROM s",
+            "SELECT * FROM s WHERE v = 1 ORDER BY v",
+            "SELECT * FROM s JOIN t ON t.v = s.v",
+            "SELECT * FROM s GROUP BY v HAVING v > 1",
+        ];
+        for sql in column_or_alias {
+            assert!(!cat.classify(sql.as_bytes()).may_write(), "{sql}");
+        }
+        // Nested deeper than followed: every name counts.
+        let deep = format!("SELECT {}v{} FROM s", "(".repeat(40), ")".repeat(40));
+        assert!(cat.classify(deep.as_bytes()).may_write());
     }
 
     #[test]
