@@ -303,8 +303,15 @@ const LIMITS_EVERY: Duration = Duration::from_secs(30);
 /// through sextant (DDL run elsewhere is seen this late).
 const CATALOGUE_EVERY: Duration = Duration::from_secs(10);
 
+/// Most table names the catalogue keeps: beyond that, reads of tables it
+/// does not list are not sent to the primary for it (a server with this
+/// many tables would spend more on the listing than it saves).
+const MAX_TABLES: usize = 200_000;
+
 /// Reads what classification needs from the primary's catalogue: its
-/// flavor, stored functions and UDFs, and the views with their definitions.
+/// flavor, stored functions and UDFs, the views with their definitions,
+/// and the names of all tables (a read of any other name may be of a view
+/// created since).
 async fn refresh_catalogue(c: &mut BackendConn, group: &Group) -> Result<(), BackendError> {
     let kind = if c.is_mariadb() {
         ServerKind::MariaDb
@@ -317,7 +324,8 @@ async fn refresh_catalogue(c: &mut BackendConn, group: &Group) -> Result<(), Bac
         "SELECT 'f', ROUTINE_NAME, NULL FROM information_schema.ROUTINES \
          WHERE ROUTINE_TYPE = 'FUNCTION' \
          UNION ALL SELECT 'v', TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS \
-         WHERE TABLE_SCHEMA NOT IN ('sys', 'mysql', 'information_schema', 'performance_schema')";
+         WHERE TABLE_SCHEMA NOT IN ('sys', 'mysql', 'information_schema', 'performance_schema') \
+         UNION ALL SELECT DISTINCT 't', TABLE_NAME, NULL FROM information_schema.TABLES";
     let rows = match c
         .query_internal(&format!(
             "{ROUTINES_AND_VIEWS} UNION ALL SELECT 'f', name, NULL FROM mysql.func"
@@ -330,20 +338,26 @@ async fn refresh_catalogue(c: &mut BackendConn, group: &Group) -> Result<(), Bac
     };
     let mut functions = Vec::new();
     let mut views = Vec::new();
+    let mut tables = Vec::new();
     for r in rows {
         let mut r = r.into_iter();
         let (Some(Some(what)), Some(Some(name))) = (r.next(), r.next()) else {
             continue;
         };
-        if what == "f" {
-            functions.push(name);
-        } else {
-            views.push((name, r.next().flatten().unwrap_or_default()));
+        match what.as_str() {
+            "f" => functions.push(name),
+            "t" => tables.push(name),
+            _ => views.push((name, r.next().flatten().unwrap_or_default())),
         }
     }
     let hidden = views.iter().filter(|(_, d)| d.trim().is_empty()).count();
-    let cat = Catalogue::new(Some(kind), functions, views);
+    let mut cat = Catalogue::new(Some(kind), functions, views);
     let old = group.catalogue.load();
+    if tables.len() <= MAX_TABLES {
+        cat = cat.with_tables(tables).keep_invisible(&old);
+    } else if old.kind.is_none() {
+        tracing::warn!(group = %group.name, tables = tables.len(), "more tables than sextant lists: a view created without going through sextant is known only at the next catalogue read (10 s)");
+    }
     if old.kind.is_none() || old.writing_views() != cat.writing_views() {
         tracing::info!(
             group = %group.name,

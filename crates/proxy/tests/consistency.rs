@@ -172,6 +172,8 @@ fn causal_wait_reads_from_a_replica_once_it_has_the_write() {
     let mut c = p.conn();
     table(&mut c, "cw_t");
     sync_replicas();
+    // The first read of a new table asks the primary what it is (once).
+    c.query_drop("SELECT COUNT(*) FROM cw_t").unwrap();
     let _delay = Delay::set(1);
     let lab = lab();
     let before: i64 = lab

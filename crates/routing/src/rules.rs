@@ -35,6 +35,9 @@ pub enum Rule {
     Write,
     /// Calls a function that is not built in: a stored function may write.
     StoredFunction,
+    /// Reads a table the server's catalogue did not list when last read:
+    /// it may be a view created since that calls such a function.
+    UnknownTable,
     /// read_primary_percent (Cetus: read-master-percentage) sent this read
     /// to the primary.
     ReadPrimaryPercent,
@@ -51,7 +54,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in priority order.
-    pub const ALL: [Rule; 14] = [
+    pub const ALL: [Rule; 15] = [
         Rule::Pinned,
         Rule::Hint,
         Rule::Transaction,
@@ -62,6 +65,7 @@ impl Rule {
         Rule::LockingRead,
         Rule::Write,
         Rule::StoredFunction,
+        Rule::UnknownTable,
         Rule::ReadPrimaryPercent,
         Rule::Read,
         Rule::Strong,
@@ -86,6 +90,7 @@ impl Rule {
             Rule::LockingRead => "locking-read",
             Rule::Write => "write",
             Rule::StoredFunction => "stored-function",
+            Rule::UnknownTable => "unknown-table",
             Rule::ReadPrimaryPercent => "read-primary-percent",
             Rule::Read => "read",
             Rule::Strong => "strong-consistency",
@@ -171,6 +176,9 @@ pub fn decide(
     }
     if c.flags.intersects(Flags::MAY_WRITE_FUNCTION) {
         return d(Target::Primary, Rule::StoredFunction);
+    }
+    if c.flags.contains(Flags::UNKNOWN_TABLE) {
+        return d(Target::Primary, Rule::UnknownTable);
     }
     if policy.read_primary_percent > 0 {
         cur.percent_acc += policy.read_primary_percent as u32;

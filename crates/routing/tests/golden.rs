@@ -12,7 +12,7 @@ use sextant_config::{RoutingOverride, RoutingPolicy};
 use sextant_routing::{
     plan, plan_execute, Command, Cursor, GroupFacts, Plan, Prepared, SessionFacts, Target,
 };
-use sextant_sql::classify;
+use sextant_sql::{classify, Catalogue, ServerKind};
 use std::path::{Path, PathBuf};
 
 #[derive(Deserialize, Serialize)]
@@ -35,6 +35,10 @@ struct Case {
     /// last: read_primary_percent's share).
     #[serde(default = "query")]
     command: String,
+    /// The tables of the group's catalogue, when it lists them (a read of
+    /// any other name is of an unknown table); absent: it lists none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tables: Option<Vec<String>>,
     #[serde(default)]
     expect: Option<Expect>,
 }
@@ -114,7 +118,14 @@ fn plan_of(c: &Case) -> (Plan, bool, SessionFacts) {
         pipelining: c.group.iter().any(|x| x == "pipelining"),
     };
     let s = facts(&c.session);
-    let cl = classify(c.sql.as_bytes());
+    let catalogue = c.tables.as_ref().map(|t| {
+        Catalogue::new(Some(ServerKind::MariaDb), Vec::<String>::new(), Vec::new())
+            .with_tables(t.iter().cloned())
+    });
+    let cl = match &catalogue {
+        Some(cat) => cat.classify(c.sql.as_bytes()),
+        None => classify(c.sql.as_bytes()),
+    };
     let mut cur = Cursor::default();
     let p: Plan = match c.command.as_str() {
         "query" => plan(&cl, s, &policy, g, Command::Query, &mut cur),

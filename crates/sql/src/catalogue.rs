@@ -29,6 +29,27 @@ pub struct Catalogue {
     /// Views whose definition may write (calls such a function, or reads
     /// such a view), or cannot be read, lower case.
     views: HashSet<Box<[u8]>>,
+    /// Every table and view of every schema, by name, lower case (None:
+    /// not listed). A name missing from it may be a view created since.
+    tables: Option<HashSet<Box<[u8]>>>,
+    /// Names reads asked about that a later listing still did not have
+    /// (no such table, or one the monitor's account cannot see): the
+    /// listing cannot tell about them, and they are read by their text.
+    invisible: HashSet<Box<[u8]>>,
+}
+
+/// Names kept as not listed at most (beyond, no more are added: reads of
+/// further such names keep going to the primary).
+const MAX_INVISIBLE: usize = 10_000;
+
+/// What the catalogue says of the names a statement reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Touch {
+    Nothing,
+    /// A function or view that may write.
+    MayWrite,
+    /// A table the catalogue does not list.
+    Unknown,
 }
 
 fn lower(name: &[u8], buf: &mut [u8; MAX_NAME]) -> Option<usize> {
@@ -65,6 +86,8 @@ impl Catalogue {
                 .map(|f| f.to_ascii_lowercase().into_bytes().into_boxed_slice())
                 .collect(),
             views: HashSet::new(),
+            tables: None,
+            invisible: HashSet::new(),
         };
         let mut pending: Vec<(String, String)> = views.into_iter().collect();
         // A view may read another view: repeat until nothing changes.
@@ -83,6 +106,78 @@ impl Catalogue {
             }
         }
         cat
+    }
+
+    /// The names of every table and view the server has (in any schema):
+    /// a read of any other name goes to the primary until the catalogue is
+    /// read again, since it may be a view created meanwhile.
+    pub fn with_tables<T: IntoIterator<Item = String>>(mut self, tables: T) -> Catalogue {
+        self.tables = Some(
+            tables
+                .into_iter()
+                .map(|t| t.to_ascii_lowercase().into_bytes().into_boxed_slice())
+                .collect(),
+        );
+        self
+    }
+
+    /// Carries over the names an earlier catalogue learned were not there
+    /// (or hidden from the account that looked) and this one does not list
+    /// either.
+    pub fn keep_invisible(mut self, earlier: &Catalogue) -> Catalogue {
+        if let Some(tables) = &self.tables {
+            self.invisible = earlier
+                .invisible
+                .iter()
+                .filter(|n| !tables.contains(*n))
+                .cloned()
+                .collect();
+        }
+        self
+    }
+
+    /// A copy that also knows what a session found out about names this
+    /// one did not list: `tables` are there (tables or views), `views`
+    /// are views with their definitions (those that may write are read on
+    /// the primary), `missing` are not there (or hidden from the account
+    /// that looked: read by their text from now on).
+    pub fn learned(
+        &self,
+        tables: &[String],
+        views: &[(String, String)],
+        missing: &[Box<[u8]>],
+    ) -> Catalogue {
+        let mut cat = self.clone();
+        let Some(known) = &mut cat.tables else {
+            return cat;
+        };
+        for t in tables {
+            known.insert(t.to_ascii_lowercase().into_bytes().into_boxed_slice());
+        }
+        let mut buf = [0u8; MAX_NAME];
+        for n in missing {
+            if cat.invisible.len() < MAX_INVISIBLE {
+                if let Some(len) = lower(n, &mut buf) {
+                    cat.invisible.insert(buf[..len].into());
+                }
+            }
+        }
+        for (name, def) in views {
+            if def.trim().is_empty() || self.classify(def.as_bytes()).may_write() {
+                cat.views
+                    .insert(name.to_ascii_lowercase().into_bytes().into_boxed_slice());
+            }
+        }
+        cat
+    }
+
+    /// The names of `sql` in a table's place that this catalogue does not
+    /// list (for [`Catalogue::with_asked`]).
+    pub fn unknown_tables(&self, sql: &[u8]) -> Vec<Box<[u8]>> {
+        let mut out = Vec::new();
+        let mut lexer = Lexer::with_mode(sql, LexMode::DEFAULT);
+        self.scan(&mut lexer, |n| out.push(n.into()));
+        out
     }
 
     /// Views that may write, by name (for logs and the admin port).
@@ -111,10 +206,13 @@ impl Catalogue {
         }
         if c.read_only
             && !c.flags.intersects(Flags::MAY_WRITE_FUNCTION)
-            && (!self.functions.is_empty() || !self.views.is_empty())
-            && self.touches(sql, own)
+            && (!self.functions.is_empty() || !self.views.is_empty() || self.tables.is_some())
         {
-            c.flags.insert(Flags::STORED_FUNCTION);
+            match self.touches(sql, own) {
+                Touch::MayWrite => c.flags.insert(Flags::STORED_FUNCTION),
+                Touch::Unknown => c.flags.insert(Flags::UNKNOWN_TABLE),
+                Touch::Nothing => {}
+            }
         }
         c
     }
@@ -122,27 +220,54 @@ impl Catalogue {
     /// Whether the statement calls one of the catalogue's functions or
     /// reads one of its views (a name where a table name can stand: a
     /// column or alias of the same name is not the view).
-    fn touches(&self, sql: &[u8], own: Option<LexMode>) -> bool {
+    fn touches(&self, sql: &[u8], own: Option<LexMode>) -> Touch {
         let mut lexer = Lexer::with_mode(sql, LexMode::DEFAULT);
-        if self.touches_with(&mut lexer) {
-            return true;
+        let mut worst = self.touches_with(&mut lexer);
+        if lexer.mode_dependent && worst != Touch::MayWrite {
+            // Read the other ways too, as `classify_in` does.
+            for m in std::iter::once(LexMode::OTHER).chain(own) {
+                match self.touches_with(&mut Lexer::with_mode(sql, m)) {
+                    Touch::MayWrite => return Touch::MayWrite,
+                    Touch::Unknown => worst = Touch::Unknown,
+                    Touch::Nothing => {}
+                }
+            }
         }
-        // Read the other ways too, as `classify_in` does.
-        lexer.mode_dependent
-            && std::iter::once(LexMode::OTHER)
-                .chain(own)
-                .any(|m| self.touches_with(&mut Lexer::with_mode(sql, m)))
+        worst
     }
 
-    fn touches_with(&self, lexer: &mut Lexer<'_>) -> bool {
+    fn touches_with(&self, lexer: &mut Lexer<'_>) -> Touch {
+        let mut unknown = false;
+        match self.scan(lexer, |_| unknown = true) {
+            true => Touch::MayWrite,
+            false if unknown => Touch::Unknown,
+            false => Touch::Nothing,
+        }
+    }
+
+    /// Reads the statement's names: true at the first function or view
+    /// that may write; `unlisted` is called with each name in a table's
+    /// place the catalogue does not list.
+    fn scan<'a>(&self, lexer: &mut Lexer<'a>, mut unlisted: impl FnMut(&'a [u8])) -> bool {
         let mut prev: Option<&[u8]> = None;
         let mut tables = TablePositions::default();
+        // A name in a table's place, looked up once the next token shows
+        // it is not a schema (`db.t`) or a table function (`JSON_TABLE(`).
+        let mut named: Option<&'a [u8]> = None;
         for t in lexer.by_ref() {
+            if let Some(n) = named.take() {
+                if !t.is_punct(b'.') && !t.is_punct(b'(') && !self.listed(n, &tables) {
+                    unlisted(n);
+                }
+            }
             let table = tables.next(&t);
             match t.kind {
                 TokenKind::Word | TokenKind::QuotedIdent => {
-                    if table && contains(&self.views, t.text) {
-                        return true;
+                    if table {
+                        if contains(&self.views, t.text) {
+                            return true;
+                        }
+                        named = Some(t.text);
                     }
                     prev = Some(t.text);
                     continue;
@@ -156,7 +281,23 @@ impl Catalogue {
             }
             prev = None;
         }
+        if let Some(n) = named.filter(|n| !self.listed(n, &tables)) {
+            unlisted(n);
+        }
         false
+    }
+
+    /// Whether `name`, read as a table, is one the server was seen to have
+    /// (or a common table expression of the statement, or DUAL). Always
+    /// true when the catalogue lists no tables.
+    fn listed(&self, name: &[u8], tables: &TablePositions<'_>) -> bool {
+        let Some(known) = &self.tables else {
+            return true;
+        };
+        contains(known, name)
+            || contains(&self.invisible, name)
+            || name.eq_ignore_ascii_case(b"dual")
+            || tables.is_cte(name)
     }
 }
 
@@ -168,7 +309,14 @@ impl Catalogue {
 /// follows), every name counts: a view missed would run its function on a
 /// replica, a column taken for a view only costs a read on the primary.
 #[derive(Default)]
-struct TablePositions {
+struct TablePositions<'a> {
+    /// Names of the statement's common table expressions (WITH), as many
+    /// as fit; more make every name count as one.
+    ctes: [Option<&'a [u8]>; 8],
+    /// The level of parentheses of an open WITH clause.
+    with_at: Option<usize>,
+    /// The next name is a common table expression's.
+    next_is_cte: bool,
     depth: usize,
     /// Per level of parentheses: inside a FROM list.
     from: [bool; TablePositions::LEVELS],
@@ -181,18 +329,60 @@ struct TablePositions {
     lost: bool,
 }
 
-impl TablePositions {
+impl<'a> TablePositions<'a> {
     const LEVELS: usize = 32;
 
+    /// Whether `name` is one of the statement's common table expressions.
+    fn is_cte(&self, name: &[u8]) -> bool {
+        self.lost
+            || self.ctes[7].is_some()
+            || self
+                .ctes
+                .iter()
+                .flatten()
+                .any(|c| c.eq_ignore_ascii_case(name))
+    }
+
+    /// A common table expression's name.
+    fn note_cte(&mut self, name: &'a [u8]) {
+        if let Some(slot) = self.ctes.iter_mut().find(|c| c.is_none()) {
+            *slot = Some(name);
+        }
+    }
+
     /// Takes the next token; true when it is a name in a table's place.
-    fn next(&mut self, t: &crate::lexer::Token<'_>) -> bool {
+    fn next(&mut self, t: &crate::lexer::Token<'a>) -> bool {
         if self.lost {
             return true;
         }
         let was_table = std::mem::take(&mut self.last_was_table);
         let next_is_table = std::mem::take(&mut self.next_is_table);
+        let next_is_cte = std::mem::take(&mut self.next_is_cte);
+        if next_is_cte && matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent) {
+            if t.is_word("recursive") {
+                self.next_is_cte = true;
+            } else {
+                self.note_cte(t.text);
+            }
+            return false;
+        }
         match t.kind {
             TokenKind::Word => {
+                if t.is_word("with") {
+                    self.with_at = Some(self.depth);
+                    self.next_is_cte = true;
+                    return false;
+                }
+                if self.with_at == Some(self.depth)
+                    && [
+                        "select", "insert", "update", "delete", "replace", "table", "values",
+                    ]
+                    .iter()
+                    .any(|w| t.is_word(w))
+                {
+                    // The statement the WITH clause is for.
+                    self.with_at = None;
+                }
                 const OPENS: [&str; 5] = ["from", "join", "straight_join", "update", "into"];
                 const ENDS: [&str; 12] = [
                     "where",
@@ -222,6 +412,11 @@ impl TablePositions {
                     self.from[self.depth] = false;
                     return false;
                 }
+                if is("select") || is("values") || is("lateral") {
+                    // `FROM (SELECT ...`: a derived table, not a name.
+                    self.next_is_table = is("lateral") && next_is_table;
+                    return false;
+                }
                 self.last_was_table = next_is_table;
                 next_is_table
             }
@@ -245,11 +440,13 @@ impl TablePositions {
                         self.from[self.depth] = false;
                         self.depth = self.depth.saturating_sub(1);
                     }
+                    b"," if self.with_at == Some(self.depth) => self.next_is_cte = true,
                     b"," => self.next_is_table = self.from[self.depth],
                     b"." => self.next_is_table = was_table,
                     b";" => {
                         self.depth = 0;
                         self.from = [false; Self::LEVELS];
+                        self.with_at = None;
                     }
                     _ => {}
                 }
@@ -350,6 +547,82 @@ mod tests {
         // Nested deeper than followed: every name counts.
         let deep = format!("SELECT {}v{} FROM s", "(".repeat(40), ")".repeat(40));
         assert!(cat.classify(deep.as_bytes()).may_write());
+    }
+
+    #[test]
+    fn a_table_the_catalogue_does_not_list_may_be_a_new_view() {
+        let cat = Catalogue::new(Some(ServerKind::MariaDb), [], []).with_tables([
+            "t".to_string(),
+            "S".to_string(),
+            "tables".to_string(),
+        ]);
+        let unknown = |sql: &str| {
+            cat.classify(sql.as_bytes())
+                .flags
+                .contains(Flags::UNKNOWN_TABLE)
+        };
+        for sql in [
+            "SELECT * FROM new_v",
+            "SELECT * FROM t JOIN new_v ON 1",
+            "SELECT * FROM db.new_v",
+            "SELECT * FROM t, `new_v`",
+            "SELECT (SELECT 1 FROM new_v)",
+            "WITH c AS (SELECT 1 FROM new_v) SELECT * FROM c",
+        ] {
+            assert!(unknown(sql), "{sql}");
+        }
+        for sql in [
+            "SELECT * FROM t",
+            "SELECT * FROM s AS new_v",
+            "SELECT new_v FROM t",
+            "SELECT * FROM db.t",
+            "SELECT * FROM information_schema.tables",
+            "SELECT 1 FROM DUAL",
+            "SELECT 1",
+            "SELECT * FROM JSON_TABLE('[1]', '$[*]' COLUMNS (a INT PATH '$')) AS j",
+            "WITH c AS (SELECT 1 FROM t), d AS (SELECT 2 FROM c) SELECT * FROM c, d",
+            "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r",
+            "SELECT * FROM (SELECT 1 FROM t) AS x",
+        ] {
+            assert!(!unknown(sql), "{sql}");
+        }
+        // What a session finds out: a plain table, a view that writes, a
+        // name that is not there.
+        assert_eq!(
+            cat.unknown_tables(b"SELECT * FROM t, New_T, db.new_v, gone"),
+            vec![
+                b"New_T".to_vec().into_boxed_slice(),
+                b"new_v".to_vec().into_boxed_slice(),
+                b"gone".to_vec().into_boxed_slice()
+            ]
+        );
+        let next = cat.learned(
+            &["new_t".to_string(), "new_v".to_string()],
+            &[(
+                "new_v".to_string(),
+                "select `db`.`log_it`(1) AS `x`".to_string(),
+            )],
+            &[b"GONE".to_vec().into_boxed_slice()],
+        );
+        let flags = |c: &Catalogue, sql: &str| c.classify(sql.as_bytes()).flags;
+        assert!(!flags(&next, "SELECT * FROM new_t").contains(Flags::UNKNOWN_TABLE));
+        assert!(flags(&next, "SELECT * FROM new_v").contains(Flags::STORED_FUNCTION));
+        assert!(!flags(&next, "SELECT * FROM gone").contains(Flags::UNKNOWN_TABLE));
+        assert!(flags(&next, "SELECT * FROM newer").contains(Flags::UNKNOWN_TABLE));
+        // The next listing: names not there stay known as such; what was
+        // learned of tables comes from the listing again.
+        let after = Catalogue::new(Some(ServerKind::MariaDb), [], [])
+            .with_tables(["t".to_string()])
+            .keep_invisible(&next);
+        assert!(!flags(&after, "SELECT * FROM gone").contains(Flags::UNKNOWN_TABLE));
+        assert!(flags(&after, "SELECT * FROM new_t").contains(Flags::UNKNOWN_TABLE));
+        // A write is the primary's anyway; without a list of tables,
+        // nothing is unknown.
+        assert!(!unknown("INSERT INTO new_v VALUES (1)"));
+        assert!(!Catalogue::new(Some(ServerKind::MariaDb), [], [])
+            .classify(b"SELECT * FROM new_v")
+            .flags
+            .contains(Flags::UNKNOWN_TABLE));
     }
 
     #[test]

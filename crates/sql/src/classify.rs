@@ -99,6 +99,11 @@ bitflags::bitflags! {
         /// The text of dynamic SQL (PREPARE ... FROM, EXECUTE IMMEDIATE)
         /// is a KILL, which the server would run with its own thread ids.
         const DYNAMIC_KILL = 1 << 23;
+        /// Reads a table (or view) the server's catalogue did not list when
+        /// it was last read: it may be a view created since, whose
+        /// definition calls a function that writes (set by a
+        /// [`crate::Catalogue`] that lists tables).
+        const UNKNOWN_TABLE = 1 << 24;
         /// Calls a function that may write, whichever server runs it
         /// (until the server's flavor is known, both of the above count).
         const MAY_WRITE_FUNCTION = Self::STORED_FUNCTION.bits()
@@ -166,7 +171,12 @@ impl Classification<'_> {
         let reads = self.read_only
             || (matches!(self.kind, Kind::Show | Kind::Explain)
                 && !self.flags.contains(Flags::MULTI));
-        reads && !self.may_write() && !self.pins_session() && !self.needs_previous_connection()
+        // A name the catalogue did not list may be a view that writes.
+        reads
+            && !self.may_write()
+            && !self.pins_session()
+            && !self.needs_previous_connection()
+            && !self.flags.contains(Flags::UNKNOWN_TABLE)
     }
 
     /// Statements after which the session's state lives on its server

@@ -69,10 +69,14 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
         .pool
         .groups
         .get(group.split(", ").next().unwrap_or(group));
-    let c = match g {
+    let mut c = match g {
         Some(g) => g.classify(stmt.as_bytes()),
         None => sextant_sql::classify(stmt.as_bytes()),
     };
+    // A session asks the primary about such names before placing the
+    // read; the plan shown is the one for tables (the note says so).
+    let unknown = c.flags.contains(sextant_sql::Flags::UNKNOWN_TABLE);
+    c.flags.remove(sextant_sql::Flags::UNKNOWN_TABLE);
     let d = plan(
         &c,
         SessionFacts::default(),
@@ -136,6 +140,12 @@ fn explain_route(rest: &str, ctx: &Context<'_>) -> Answer {
             "{}% of such reads go to the primary (read_primary_percent)",
             policy.read_primary_percent
         );
+    }
+    if unknown {
+        if !note.is_empty() {
+            note.push_str("; ");
+        }
+        note.push_str("names a table the catalogue did not list when last read: a session first asks the primary what it is, and reads a view whose definition may write on the primary");
     }
     let target = match d.target {
         Target::Primary => "primary",

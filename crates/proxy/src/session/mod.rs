@@ -29,6 +29,7 @@ mod command;
 mod consistency;
 mod forward;
 mod merge;
+mod names;
 mod prepared;
 mod query;
 mod shard;

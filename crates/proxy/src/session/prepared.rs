@@ -226,7 +226,10 @@ impl Session {
                 super::shard::Sharded::Continue => {}
             }
         }
-        let c = self.group.classify_in(&sql, || self.lex_mode());
+        let mut c = self.group.classify_in(&sql, || self.lex_mode());
+        if self.learn_names(&c, &sql).await {
+            c = self.group.classify_in(&sql, || self.lex_mode());
+        }
         let route = Prepared::new(&c, &self.user.policy());
         let plan = plan(
             &c,

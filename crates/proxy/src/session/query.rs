@@ -60,7 +60,10 @@ impl Session {
                 Err(e) => return self.reply_error(SessionError::Malformed(e)).await,
             },
         };
-        let c = self.group.classify_in(&p[at..], || self.lex_mode());
+        let mut c = self.group.classify_in(&p[at..], || self.lex_mode());
+        if self.learn_names(&c, &p[at..]).await {
+            c = self.group.classify_in(&p[at..], || self.lex_mode());
+        }
         if c.flags.contains(Flags::DYNAMIC_KILL) {
             return self.reply_error(SessionError::KillNotAlone).await;
         }
