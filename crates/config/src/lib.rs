@@ -250,6 +250,12 @@ pub struct Proxy {
     /// ER_NET_PACKET_TOO_LARGE and the connection is closed.
     #[serde(default = "default_max_allowed_packet")]
     pub max_allowed_packet: usize,
+    /// Most memory all client sessions together may hold for statements
+    /// they are reading (packets over 1 MiB count); one that would pass it
+    /// is refused with 1041 (out of resources) and its session closed, so
+    /// many large statements at once cannot exhaust memory.
+    #[serde(default = "default_statement_memory_mb")]
+    pub statement_memory_mb: usize,
     /// A client that has not finished its handshake by then is dropped.
     #[serde(default = "default_handshake_timeout_ms")]
     pub handshake_timeout_ms: u64,
@@ -341,6 +347,7 @@ impl Default for Proxy {
             threads: 0,
             max_connections: default_max_connections(),
             max_allowed_packet: default_max_allowed_packet(),
+            statement_memory_mb: default_statement_memory_mb(),
             handshake_timeout_ms: default_handshake_timeout_ms(),
             shutdown_timeout_ms: default_shutdown_timeout_ms(),
             query_digests: true,
@@ -945,6 +952,9 @@ fn default_max_connections() -> usize {
 }
 fn default_max_allowed_packet() -> usize {
     64 << 20
+}
+fn default_statement_memory_mb() -> usize {
+    512
 }
 fn default_max_prepared_statements() -> usize {
     16_382
@@ -1707,6 +1717,13 @@ impl Config {
                 "proxy",
                 "max_allowed_packet",
                 "must be at least 1024 bytes".into(),
+            ));
+        }
+        if self.proxy.statement_memory_mb == 0 {
+            errors.push(err(
+                "proxy",
+                "statement_memory_mb",
+                "must be at least 1 (MB)".into(),
             ));
         }
     }

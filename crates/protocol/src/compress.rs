@@ -5,7 +5,7 @@
 
 use crate::codec::MAX_PAYLOAD;
 use crate::ProtoError;
-use std::io::{Read, Write};
+use std::io::Write;
 
 pub const COMPRESSED_HEADER_LEN: usize = 7;
 
@@ -21,13 +21,40 @@ pub enum Algorithm {
     Zstd(i32),
 }
 
+/// Inflated at most this far ahead of what the reader asked for, so a
+/// small frame after a large one does not wait for another read.
+const AHEAD: usize = 64 << 10;
+
 /// One direction-pair of a compressed connection.
-#[derive(Debug)]
 pub struct Compression {
     pub algorithm: Algorithm,
     /// Sequence id of the next frame sent: it follows the last frame read,
     /// and a client's new command starts again from 0.
     next_seq: u8,
+    /// The frame being read, when its header has been and its body has not
+    /// all been.
+    frame: Option<Frame>,
+    /// The zlib stream of the frame being read (kept between frames).
+    inflate: Option<Box<flate2::Decompress>>,
+}
+
+impl std::fmt::Debug for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compression")
+            .field("algorithm", &self.algorithm)
+            .field("next_seq", &self.next_seq)
+            .field("frame", &self.frame)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    /// Bytes of its body not read yet.
+    body_left: usize,
+    /// Bytes it has yet to inflate to (compressed frames).
+    out_left: usize,
+    compressed: bool,
 }
 
 impl Compression {
@@ -35,50 +62,164 @@ impl Compression {
         Compression {
             algorithm,
             next_seq: 0,
+            frame: None,
+            inflate: None,
         }
     }
 
-    /// Moves the packet bytes of every whole frame at the front of `input`
-    /// to `out`.
-    pub fn decode(&mut self, input: &mut Vec<u8>, out: &mut Vec<u8>) -> Result<(), ProtoError> {
+    /// Whether a frame has begun and not ended: the peer is in the middle
+    /// of sending something.
+    pub fn in_frame(&self) -> bool {
+        self.frame.is_some()
+    }
+
+    /// Moves packet bytes from the frames at the front of `input` to `out`
+    /// until `out` holds `want` bytes (a little more from an uncompressed
+    /// frame or a zstd one) or `input` has nothing more to give. A zlib
+    /// frame is inflated as its bytes arrive, never past the length its
+    /// header announced (which may not exceed `max_frame`), and must end
+    /// exactly there. What it consumes leaves `input`.
+    pub fn decode(
+        &mut self,
+        input: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+        want: usize,
+        max_frame: usize,
+    ) -> Result<(), ProtoError> {
         let mut pos = 0;
-        while input.len() - pos >= COMPRESSED_HEADER_LEN {
-            let h = &input[pos..pos + COMPRESSED_HEADER_LEN];
-            let clen = h[0] as usize | (h[1] as usize) << 8 | (h[2] as usize) << 16;
-            let seq = h[3];
-            let ulen = h[4] as usize | (h[5] as usize) << 8 | (h[6] as usize) << 16;
-            if input.len() - pos < COMPRESSED_HEADER_LEN + clen {
-                break;
-            }
-            let body = &input[pos + COMPRESSED_HEADER_LEN..pos + COMPRESSED_HEADER_LEN + clen];
-            if ulen == 0 {
-                out.extend_from_slice(body);
-            } else {
-                let at = out.len();
-                out.reserve(ulen);
-                match self.algorithm {
-                    Algorithm::Zlib => {
-                        // At most what the header announced: a frame cannot
-                        // inflate beyond it.
-                        flate2::read::ZlibDecoder::new(body)
-                            .take(ulen as u64)
-                            .read_to_end(out)
-                            .map_err(|_| ProtoError::Malformed("zlib-compressed frame"))?;
-                    }
-                    Algorithm::Zstd(_) => {
-                        let v = zstd::bulk::decompress(body, ulen)
-                            .map_err(|_| ProtoError::Malformed("zstd-compressed frame"))?;
-                        out.extend_from_slice(&v);
-                    }
-                }
-                if out.len() - at != ulen {
-                    return Err(ProtoError::Malformed("compressed frame length"));
-                }
-            }
-            self.next_seq = seq.wrapping_add(1);
-            pos += COMPRESSED_HEADER_LEN + clen;
-        }
+        let r = self.decode_from(input, &mut pos, out, want, max_frame);
         input.drain(..pos);
+        r
+    }
+
+    fn decode_from(
+        &mut self,
+        input: &[u8],
+        pos: &mut usize,
+        out: &mut Vec<u8>,
+        want: usize,
+        max_frame: usize,
+    ) -> Result<(), ProtoError> {
+        while out.len() < want {
+            let mut f = match self.frame {
+                Some(f) => f,
+                None => {
+                    let Some(h) = input.get(*pos..*pos + COMPRESSED_HEADER_LEN) else {
+                        return Ok(());
+                    };
+                    let clen = h[0] as usize | (h[1] as usize) << 8 | (h[2] as usize) << 16;
+                    let seq = h[3];
+                    let ulen = h[4] as usize | (h[5] as usize) << 8 | (h[6] as usize) << 16;
+                    // A client starts each command at 0; within one, its
+                    // frames follow the last one either side sent.
+                    if seq != 0 && seq != self.next_seq {
+                        return Err(ProtoError::FrameOutOfOrder {
+                            expected: self.next_seq,
+                            got: seq,
+                        });
+                    }
+                    let size = if ulen == 0 { clen } else { ulen };
+                    if size > max_frame {
+                        return Err(ProtoError::FrameTooLarge {
+                            size,
+                            max: max_frame,
+                        });
+                    }
+                    if ulen != 0 && clen == 0 {
+                        return Err(ProtoError::Uncompress("compressed frame without data"));
+                    }
+                    *pos += COMPRESSED_HEADER_LEN;
+                    self.next_seq = seq.wrapping_add(1);
+                    if ulen != 0 && self.algorithm == Algorithm::Zlib {
+                        match &mut self.inflate {
+                            Some(z) => z.reset(true),
+                            None => self.inflate = Some(Box::new(flate2::Decompress::new(true))),
+                        }
+                    }
+                    Frame {
+                        body_left: clen,
+                        out_left: ulen,
+                        compressed: ulen != 0,
+                    }
+                }
+            };
+            let avail = &input[*pos..(*pos + f.body_left).min(input.len())];
+            if !f.compressed {
+                out.extend_from_slice(avail);
+                *pos += avail.len();
+                f.body_left -= avail.len();
+                self.frame = (f.body_left > 0).then_some(f);
+                if f.body_left > 0 {
+                    return Ok(());
+                }
+                continue;
+            }
+            let done = match (self.algorithm, &mut self.inflate) {
+                (Algorithm::Zlib, Some(z)) => {
+                    let room = (f.out_left + 1).min(want.saturating_sub(out.len()).max(AHEAD));
+                    let at = out.len();
+                    out.resize(at + room, 0);
+                    let (in0, out0) = (z.total_in(), z.total_out());
+                    let status = z.decompress(avail, &mut out[at..], flate2::FlushDecompress::None);
+                    let used = (z.total_in() - in0) as usize;
+                    let made = (z.total_out() - out0) as usize;
+                    out.truncate(at + made);
+                    let status = status.map_err(|_| {
+                        ProtoError::Uncompress("compressed frame that is not zlib data")
+                    })?;
+                    *pos += used;
+                    f.body_left -= used;
+                    if made > f.out_left {
+                        return Err(ProtoError::Uncompress(
+                            "compressed frame that inflates to more than its header says",
+                        ));
+                    }
+                    f.out_left -= made;
+                    match status {
+                        flate2::Status::StreamEnd if f.out_left > 0 => {
+                            return Err(ProtoError::Uncompress(
+                                "compressed frame that inflates to less than its header says",
+                            ))
+                        }
+                        flate2::Status::StreamEnd if f.body_left > 0 => {
+                            return Err(ProtoError::Uncompress(
+                                "compressed frame with data after its zlib stream",
+                            ))
+                        }
+                        flate2::Status::StreamEnd => true,
+                        _ if used == 0 && made == 0 => {
+                            if f.body_left > avail.len() {
+                                // Waiting for more of its body.
+                                self.frame = Some(f);
+                                return Ok(());
+                            }
+                            return Err(ProtoError::Uncompress("truncated zlib data"));
+                        }
+                        _ => false,
+                    }
+                }
+                _ => {
+                    // zstd frames are inflated whole, once all arrived: at
+                    // most the announced length, which is within max_frame.
+                    if avail.len() < f.body_left {
+                        self.frame = Some(f);
+                        return Ok(());
+                    }
+                    let v = zstd::bulk::decompress(avail, f.out_left).map_err(|_| {
+                        ProtoError::Uncompress("compressed frame that is not zstd data")
+                    })?;
+                    if v.len() != f.out_left {
+                        return Err(ProtoError::Uncompress(
+                            "compressed frame that inflates to less than its header says",
+                        ));
+                    }
+                    out.extend_from_slice(&v);
+                    *pos += avail.len();
+                    true
+                }
+            };
+            self.frame = (!done).then_some(f);
+        }
         Ok(())
     }
 
@@ -162,7 +303,8 @@ mod tests {
             let mut input = Vec::new();
             for b in &wire {
                 input.push(*b);
-                rx.decode(&mut input, &mut out).unwrap();
+                rx.decode(&mut input, &mut out, usize::MAX, MAX_PAYLOAD)
+                    .unwrap();
             }
             assert!(input.is_empty());
             assert_eq!(&out[..data.len()], &data[..]);
@@ -171,15 +313,98 @@ mod tests {
         }
     }
 
-    #[test]
-    fn lying_lengths_are_refused() {
-        let mut tx = Compression::new(Algorithm::Zlib);
-        let mut wire = Vec::new();
-        tx.encode(&[b'x'; 1000], &mut wire);
-        // Announce more than the frame inflates to.
-        wire[4] = 0xff;
-        wire[5] = 0xff;
+    fn frame(seq: u8, body: &[u8], ulen: usize) -> Vec<u8> {
+        let mut f = (body.len() as u32).to_le_bytes()[..3].to_vec();
+        f.push(seq);
+        f.extend_from_slice(&(ulen as u32).to_le_bytes()[..3]);
+        f.extend_from_slice(body);
+        f
+    }
+
+    fn zlib(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn decode_all(wire: &[u8]) -> Result<Vec<u8>, ProtoError> {
         let mut rx = Compression::new(Algorithm::Zlib);
-        assert!(rx.decode(&mut wire, &mut Vec::new()).is_err());
+        let (mut input, mut out) = (wire.to_vec(), Vec::new());
+        rx.decode(&mut input, &mut out, usize::MAX, 1 << 20)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn frames_that_do_not_inflate_to_their_header_are_refused() {
+        let data = [b'x'; 1000];
+        let z = zlib(&data);
+        assert_eq!(decode_all(&frame(0, &z, 1000)).unwrap(), data);
+        let cases: [(&str, Vec<u8>); 6] = [
+            ("announces more", frame(0, &z, 1100)),
+            ("announces less", frame(0, &z, 900)),
+            ("not zlib", frame(0, &[7u8; 40], 1000)),
+            ("truncated", frame(0, &z[..z.len() - 6], 1000)),
+            (
+                "data after the stream",
+                frame(0, &[&z[..], b"junk"].concat(), 1000),
+            ),
+            ("empty body", frame(0, &[], 1000)),
+        ];
+        for (what, wire) in cases {
+            match decode_all(&wire) {
+                Err(ProtoError::Uncompress(_)) => {}
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_frame_out_of_order_or_too_large_is_refused() {
+        assert!(matches!(
+            decode_all(&frame(5, b"\x01\x00\x00\x00\x0e", 0)),
+            Err(ProtoError::FrameOutOfOrder {
+                expected: 0,
+                got: 5
+            })
+        ));
+        // After frame 0 comes 1 (or a new command's 0), not 3.
+        let wire = [frame(0, b"ab", 0), frame(1, b"cd", 0), frame(3, b"ef", 0)].concat();
+        assert!(matches!(
+            decode_all(&wire),
+            Err(ProtoError::FrameOutOfOrder {
+                expected: 2,
+                got: 3
+            })
+        ));
+        let wire = [frame(0, b"ab", 0), frame(0, b"cd", 0)].concat();
+        assert_eq!(decode_all(&wire).unwrap(), b"abcd");
+        // Refused on its header, before any of its body arrives.
+        assert!(matches!(
+            decode_all(&frame(0, b"", (1 << 20) + 1)[..7]),
+            Err(ProtoError::FrameTooLarge { .. })
+        ));
+    }
+
+    /// A frame of 16 MiB of zeros is 16 KiB of zlib: it is inflated only as
+    /// far as the reader asks.
+    #[test]
+    fn a_large_frame_inflates_only_as_far_as_asked() {
+        let data = vec![0u8; MAX_PAYLOAD];
+        let mut wire = frame(0, &zlib(&data), MAX_PAYLOAD);
+        let mut rx = Compression::new(Algorithm::Zlib);
+        let mut out = Vec::new();
+        rx.decode(&mut wire, &mut out, 4, MAX_PAYLOAD).unwrap();
+        assert!(out.len() >= 4 && out.len() <= AHEAD + 1, "{}", out.len());
+        assert!(rx.in_frame());
+        let mut total = out.len();
+        while rx.in_frame() {
+            out.clear();
+            rx.decode(&mut wire, &mut out, 1 << 20, MAX_PAYLOAD)
+                .unwrap();
+            assert!(out.len() <= (1 << 20) + 1);
+            total += out.len();
+        }
+        assert_eq!(total, MAX_PAYLOAD);
+        assert!(wire.is_empty());
     }
 }

@@ -10,4 +10,14 @@ pub enum ProtoError {
     Malformed(&'static str),
     #[error("protocol version {0} is not supported (only v10)")]
     UnsupportedProtocol(u8),
+    /// A compressed frame announces more than a packet may hold.
+    #[error("compressed frame of {size} bytes, over max_allowed_packet ({max})")]
+    FrameTooLarge { size: usize, max: usize },
+    /// A compressed frame's sequence id neither starts a command (0) nor
+    /// follows the last frame.
+    #[error("compressed frame {got} out of order (expected {expected} or 0)")]
+    FrameOutOfOrder { expected: u8, got: u8 },
+    /// A compressed frame that does not inflate to what its header says.
+    #[error("{0}")]
+    Uncompress(&'static str),
 }

@@ -6,6 +6,7 @@ use sextant_net::Stream;
 use sextant_protocol::codec::{parse_header, HEADER_LEN, MAX_PAYLOAD};
 use sextant_protocol::compress::{Algorithm, Compression};
 use sextant_protocol::packets::write_err;
+use sextant_protocol::ProtoError;
 use std::net::SocketAddr;
 use tokio::io::AsyncReadExt;
 
@@ -16,12 +17,21 @@ use tokio::io::AsyncReadExt;
 /// proven nothing.
 pub const PRE_AUTH_MAX_PACKET: usize = 64 << 10;
 
+/// How long the rest of a packet that has begun may take to arrive when
+/// the client set no net_read_timeout (the servers' default).
+const NET_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub struct Client {
     pub stream: Stream,
     pub rbuf: Vec<u8>,
     pub out: Vec<u8>,
     pub peer: SocketAddr,
     pub max_packet: usize,
+    /// `[proxy] statement_memory_mb` in bytes: what all sessions' large
+    /// statements being read may hold together.
+    pub statement_memory: usize,
+    /// This session's share of it.
+    held: crate::memory::Held,
     /// Sequence id of the last frame read (errors during login follow it).
     pub last_seq: u8,
     /// Writes to the client so far: whether an abandoned answer had begun.
@@ -60,6 +70,8 @@ impl Client {
             out: Vec::new(),
             peer,
             max_packet,
+            statement_memory: usize::MAX,
+            held: crate::memory::Held::default(),
             last_seq: 0,
             sends: 0,
             tracking: None,
@@ -82,33 +94,83 @@ impl Client {
         0
     }
 
+    /// Reads more of what the client sends: at least one byte more in
+    /// `rbuf`. Cancel-safe: what was read stays buffered.
     pub async fn fill(&mut self) -> Result<(), SessionError> {
-        if let Some(z) = &mut self.compress {
-            // Cancel-safe as the plain case: what was read stays in `input`.
-            let before = self.rbuf.len();
-            while self.rbuf.len() == before {
-                if z.input.capacity() - z.input.len() < 1024 {
-                    z.input.reserve(8192);
+        let want = self.rbuf.len() + 1;
+        self.fill_to(want).await
+    }
+
+    /// Whether part of a packet (or of a compressed frame) has arrived and
+    /// the rest has not: the client is in the middle of sending.
+    fn mid_packet(&self) -> bool {
+        !self.rbuf.is_empty()
+            || self
+                .compress
+                .as_ref()
+                .is_some_and(|z| !z.input.is_empty() || z.c.in_frame())
+    }
+
+    /// Reads until `rbuf` has grown, decoding compressed frames only as far
+    /// as `want` bytes (so a small compressed frame announcing a huge
+    /// statement is not inflated before the statement's size is checked).
+    async fn fill_to(&mut self, want: usize) -> Result<(), SessionError> {
+        let before = self.rbuf.len();
+        let max_frame = self.max_packet.saturating_add(HEADER_LEN);
+        loop {
+            if let Some(z) = &mut self.compress {
+                z.c.decode(&mut z.input, &mut self.rbuf, want, max_frame)
+                    .map_err(|e| match e {
+                        ProtoError::FrameTooLarge { size, max } => {
+                            SessionError::PacketTooLarge { size, max }
+                        }
+                        ProtoError::FrameOutOfOrder { expected, got } => {
+                            SessionError::OutOfOrder { expected, got }
+                        }
+                        ProtoError::Uncompress(what) => SessionError::Uncompress(what),
+                        e => SessionError::Malformed(e),
+                    })?;
+                if self.rbuf.len() > before {
+                    return Ok(());
                 }
-                let n = self.stream.read_buf(&mut z.input).await?;
-                if n == 0 {
-                    return Err(SessionError::ClientClosed);
-                }
-                sextant_admin::traffic::bytes_in(n);
-                z.c.decode(&mut z.input, &mut self.rbuf)
-                    .map_err(SessionError::Malformed)?;
             }
-            return Ok(());
+            // Once part of a packet has arrived, the rest must follow
+            // within the client's net_read_timeout, as a server waits.
+            let limit = self
+                .mid_packet()
+                .then(|| self.read_timeout.unwrap_or(NET_READ_TIMEOUT));
+            let buf = match &mut self.compress {
+                Some(z) => {
+                    if z.input.capacity() - z.input.len() < 1024 {
+                        z.input.reserve(8192);
+                    }
+                    &mut z.input
+                }
+                None => {
+                    if self.rbuf.capacity() - self.rbuf.len() < 1024 {
+                        // Room for what is asked for, not double: a large
+                        // packet's buffer is its size (the statement
+                        // memory budget counts that).
+                        let more = want.saturating_sub(self.rbuf.len()).max(8192);
+                        self.rbuf.reserve_exact(more);
+                    }
+                    &mut self.rbuf
+                }
+            };
+            let n = match limit {
+                None => self.stream.read_buf(buf).await?,
+                Some(limit) => tokio::time::timeout(limit, self.stream.read_buf(buf))
+                    .await
+                    .map_err(|_| SessionError::ReadTimeout(limit.as_secs()))??,
+            };
+            if n == 0 {
+                return Err(SessionError::ClientClosed);
+            }
+            sextant_admin::traffic::bytes_in(n);
+            if self.compress.is_none() {
+                return Ok(());
+            }
         }
-        if self.rbuf.capacity() - self.rbuf.len() < 1024 {
-            self.rbuf.reserve(8192);
-        }
-        let n = self.stream.read_buf(&mut self.rbuf).await?;
-        if n == 0 {
-            return Err(SessionError::ClientClosed);
-        }
-        sextant_admin::traffic::bytes_in(n);
-        Ok(())
     }
 
     /// From now on, what is read and sent goes through the compressed
@@ -171,11 +233,13 @@ impl Client {
     /// header says so, before it is buffered.
     pub async fn read_packet(&mut self, payload: &mut Vec<u8>) -> Result<u8, SessionError> {
         payload.clear();
+        // The last statement is done with.
+        self.held.release();
         let mut first_seq = None;
         let mut expect_seq = 0u8;
         loop {
             while self.rbuf.len() < HEADER_LEN {
-                self.fill().await?;
+                self.fill_to(HEADER_LEN).await?;
             }
             let h = parse_header(&self.rbuf).ok_or(SessionError::ClientClosed)?;
             // Under compression the frames' own sequence ids carry the
@@ -193,9 +257,25 @@ impl Client {
                     max: self.max_packet,
                 });
             }
-            while self.rbuf.len() < HEADER_LEN + h.len {
-                self.fill().await?;
+            if total > crate::memory::COUNTED_FROM {
+                // Taken before the packet is read: past the budget,
+                // nothing of it is buffered.
+                self.held
+                    .grow_to(total, self.statement_memory)
+                    .map_err(|held| SessionError::StatementMemory {
+                        size: total,
+                        held_mb: held >> 20,
+                        max_mb: self.statement_memory >> 20,
+                    })?;
             }
+            if self.rbuf.len() < HEADER_LEN + h.len {
+                self.rbuf
+                    .reserve_exact(HEADER_LEN + h.len - self.rbuf.len());
+            }
+            while self.rbuf.len() < HEADER_LEN + h.len {
+                self.fill_to(HEADER_LEN + h.len).await?;
+            }
+            payload.reserve_exact(h.len);
             payload.extend_from_slice(&self.rbuf[HEADER_LEN..HEADER_LEN + h.len]);
             self.rbuf.drain(..HEADER_LEN + h.len);
             first_seq.get_or_insert(h.seq);

@@ -33,6 +33,9 @@ pub const ER_KILL_DENIED_ERROR: u16 = 1095;
 pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
 pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
 pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
+pub const ER_NET_UNCOMPRESS_ERROR: u16 = 1157;
+pub const ER_NET_READ_INTERRUPTED: u16 = 1159;
+pub const ER_OUT_OF_RESOURCES: u16 = 1041;
 pub const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
 pub const ER_MALFORMED_PACKET: u16 = 1835;
 pub const CR_SERVER_LOST: u16 = 2013;
@@ -57,6 +60,20 @@ pub enum SessionError {
     OutOfOrder { expected: u8, got: u8 },
     #[error("Malformed communication packet: {0}")]
     Malformed(ProtoError),
+    #[error("Couldn't uncompress communication packet: {0}")]
+    Uncompress(&'static str),
+    /// The rest of a packet (or compressed frame) that had begun did not
+    /// arrive within the client's net_read_timeout.
+    #[error("Got timeout reading communication packets (sextant: the rest of a packet did not arrive within net_read_timeout, {0} s)")]
+    ReadTimeout(u64),
+    /// Statements being read by all sessions together would hold more than
+    /// [proxy] statement_memory_mb.
+    #[error("Out of memory: sextant's sessions are already reading {held_mb} MB of large statements and this one of {size} bytes would pass statement_memory_mb = {max_mb}; retry later, or raise [proxy] statement_memory_mb")]
+    StatementMemory {
+        size: usize,
+        held_mb: usize,
+        max_mb: usize,
+    },
     #[error("Access denied for user '{user}'@'{host}' (using password: {})", if *.using_password { "YES" } else { "NO" })]
     AccessDenied {
         user: String,
@@ -148,6 +165,9 @@ impl SessionError {
             PacketTooLarge { .. } => (ER_NET_PACKET_TOO_LARGE, "08S01", msg),
             OutOfOrder { .. } => (ER_NET_PACKETS_OUT_OF_ORDER, "08S01", msg),
             Malformed(_) => (ER_MALFORMED_PACKET, "HY000", msg),
+            Uncompress(_) => (ER_NET_UNCOMPRESS_ERROR, "08S01", msg),
+            ReadTimeout(_) => (ER_NET_READ_INTERRUPTED, "08S01", msg),
+            StatementMemory { .. } => (ER_OUT_OF_RESOURCES, "HY000", msg),
             AccessDenied { .. } => (ER_ACCESS_DENIED_ERROR, "28000", msg),
             HostBlocked(_) => (ER_HOST_IS_BLOCKED, "HY000", msg),
             NoSuchThread(_) => (ER_NO_SUCH_THREAD, "HY000", msg),

@@ -7,6 +7,7 @@
 //! must not do per statement.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Frees smaller than this are left to the allocator.
@@ -54,3 +55,74 @@ fn trim() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim() {}
+
+/// Bytes of large statements that all sessions are reading now.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// Packets up to this size are not counted: they cannot add up to much,
+/// and counting them would touch a shared counter per statement.
+pub const COUNTED_FROM: usize = 1 << 20;
+
+/// A session's share of `[proxy] statement_memory_mb`, given back when
+/// the statement is done (or the session ends).
+#[derive(Debug, Default)]
+pub struct Held(usize);
+
+impl Held {
+    /// Takes the share up to `bytes`, unless all sessions would then hold
+    /// more than `max`: then nothing is taken, and the bytes held by all
+    /// is returned.
+    pub fn grow_to(&mut self, bytes: usize, max: usize) -> Result<(), usize> {
+        if bytes <= self.0 {
+            return Ok(());
+        }
+        let more = bytes - self.0;
+        let before = HELD.fetch_add(more, Ordering::Relaxed);
+        if before + more > max {
+            HELD.fetch_sub(more, Ordering::Relaxed);
+            return Err(before);
+        }
+        self.0 = bytes;
+        Ok(())
+    }
+
+    pub fn release(&mut self) {
+        if self.0 > 0 {
+            HELD.fetch_sub(self.0, Ordering::Relaxed);
+            self.0 = 0;
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Bytes of large statements all sessions are reading now.
+#[cfg(test)]
+fn statements_held() -> usize {
+    HELD.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_and_are_given_back() {
+        // Other tests of this binary do not read statements.
+        let base = statements_held();
+        let max = base + 10;
+        let (mut a, mut b) = (Held::default(), Held::default());
+        a.grow_to(6, max).unwrap();
+        a.grow_to(4, max).unwrap();
+        assert_eq!(b.grow_to(5, max), Err(base + 6));
+        b.grow_to(4, max).unwrap();
+        assert_eq!(statements_held(), base + 10);
+        drop(a);
+        b.release();
+        assert_eq!(statements_held(), base);
+    }
+}

@@ -371,7 +371,7 @@ fn zstd_compression_for_mysql8_clients() {
         let n = r.s.read(&mut buf).unwrap();
         assert!(n > 0, "connection closed");
         raw.extend_from_slice(&buf[..n]);
-        z.decode(&mut raw, &mut plain).unwrap();
+        z.decode(&mut raw, &mut plain, usize::MAX, 1 << 24).unwrap();
         while let Some(h) = sextant_protocol::codec::parse_header(&plain) {
             if plain.len() < 4 + h.len {
                 break;

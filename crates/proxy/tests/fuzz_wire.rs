@@ -2,7 +2,9 @@
 //! real client commands (logins, text and prepared statements, utility
 //! commands), most of their packets mutated (bits flipped, cut short,
 //! lengthened, wrong sequence ids, headers that promise more than comes,
-//! commands replaced), sent from several threads at once. Throughout,
+//! commands replaced), some sessions in the compressed protocol with their
+//! frames mutated too (bodies that are not zlib or cut short, lengths that
+//! lie, wrong frame sequence ids), sent from several threads at once. Throughout,
 //! sextant must stay up and serve a normal client; afterwards no session is
 //! left open, no descriptor or memory is held, and nothing panicked.
 //!
@@ -159,6 +161,47 @@ fn frame(rng: &mut StdRng, seq: u8, payload: &[u8], lie: bool) -> Vec<u8> {
     out
 }
 
+/// `plain` (packets) as a client of the compressed protocol sends it: in
+/// one to three frames, zlib-compressed when that pays, sometimes lying.
+fn compressed(rng: &mut StdRng, plain: &[u8], lie: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = plain;
+    let mut seq = 0u8;
+    while !rest.is_empty() {
+        let n = if rng.gen_bool(0.5) {
+            rest.len()
+        } else {
+            rng.gen_range(1..=rest.len())
+        };
+        let (chunk, tail) = rest.split_at(n);
+        rest = tail;
+        let (mut body, mut ulen) = if chunk.len() >= 50 {
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(chunk).unwrap();
+            (e.finish().unwrap(), chunk.len())
+        } else {
+            (chunk.to_vec(), 0)
+        };
+        let mut clen = body.len();
+        if lie && rng.gen_bool(0.5) {
+            match rng.gen_range(0..6) {
+                0 => mutate(rng, &mut body),
+                1 => ulen = (ulen + rng.gen_range(1..100)) & 0xff_ffff,
+                2 => ulen = ulen.saturating_sub(rng.gen_range(1..10)),
+                3 => clen += rng.gen_range(1..100),
+                4 => seq = rng.gen(),
+                _ => body.truncate(rng.gen_range(0..=body.len())),
+            }
+        }
+        out.extend_from_slice(&(clen as u32).to_le_bytes()[..3]);
+        out.push(seq);
+        out.extend_from_slice(&(ulen as u32).to_le_bytes()[..3]);
+        out.extend_from_slice(&body);
+        seq = seq.wrapping_add(1);
+    }
+    out
+}
+
 fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
     let mut h = [0u8; 4];
     s.read_exact(&mut h).ok()?;
@@ -193,10 +236,14 @@ fn fuzz_session(rng: &mut StdRng, port: u16, corpus: &[Vec<u8>]) -> bool {
     let Ok(hs) = sextant_protocol::handshake::InitialHandshake::parse(&greeting) else {
         return false;
     };
+    let compress = rng.gen_bool(0.3);
     let resp = sextant_protocol::handshake::HandshakeResponse {
         zstd_level: 0,
         mariadb_caps: 0,
-        capabilities: CAPS | if rng.gen_bool(0.5) { 1 << 24 } else { 0 } | 1 << 16,
+        capabilities: CAPS
+            | if rng.gen_bool(0.5) { 1 << 24 } else { 0 }
+            | 1 << 16
+            | if compress { 0x20 } else { 0 },
         max_packet: 1 << 24,
         charset: if rng.gen_bool(0.2) { 28 } else { 45 },
         user: "app".into(),
@@ -224,6 +271,7 @@ fn fuzz_session(rng: &mut StdRng, port: u16, corpus: &[Vec<u8>]) -> bool {
         _ => return false,
     }
     let mut out = Vec::new();
+    let mut lied = false;
     for _ in 0..rng.gen_range(1..8) {
         let mut p = corpus[rng.gen_range(0..corpus.len())].clone();
         let mutated = rng.gen_bool(0.5);
@@ -234,7 +282,11 @@ fn fuzz_session(rng: &mut StdRng, port: u16, corpus: &[Vec<u8>]) -> bool {
             continue;
         }
         let lie = mutated && rng.gen_bool(0.2);
+        lied |= mutated;
         out.extend_from_slice(&frame(rng, 0, &p, lie));
+    }
+    if compress {
+        out = compressed(rng, &out, lied);
     }
     // Sometimes all at once (pipelined), sometimes cut off mid-packet.
     if rng.gen_bool(0.1) {

@@ -36,7 +36,9 @@ fn bench(c: &mut Criterion) {
         .with_tables(tables);
     let mut g = c.benchmark_group("classify_with_tables");
     for (name, sql) in STATEMENTS {
-        g.bench_function(*name, |b| b.iter(|| cat.classify(black_box(sql.as_bytes()))));
+        g.bench_function(*name, |b| {
+            b.iter(|| cat.classify(black_box(sql.as_bytes())))
+        });
     }
     g.finish();
 }

@@ -124,7 +124,7 @@ impl Session {
                     // fill() is cancel-safe: what arrives stays buffered.
                     match tokio::time::timeout(limit, self.client.fill()).await {
                         Ok(Ok(())) => {}
-                        Ok(Err(_)) => return,
+                        Ok(Err(e)) => return self.close_with(e).await,
                         Err(_) => {
                             let e = SessionError::IdleInTransaction(limit.as_millis() as u64);
                             tracing::info!(parent: &self.span, "{e}");
@@ -148,8 +148,8 @@ impl Session {
                     // are either in rbuf or still in the stream.
                     tokio::select! {
                         r = self.client.fill() => {
-                            if r.is_err() {
-                                return;
+                            if let Err(e) = r {
+                                return self.close_with(e).await;
                             }
                         }
                         _ = tokio::time::sleep_until(deadline) => {
@@ -169,8 +169,8 @@ impl Session {
                     const NEVER: Duration = Duration::from_secs(365 * 86_400);
                     tokio::select! {
                         r = self.client.fill() => {
-                            if r.is_err() {
-                                return;
+                            if let Err(e) = r {
+                                return self.close_with(e).await;
                             }
                         }
                         _ = crate::shutdown::wait(), if may_end => continue,
@@ -227,31 +227,41 @@ impl Session {
             if freed > 0 {
                 crate::memory::freed(freed);
             }
-            if let Err(SessionError::PacketTooLarge { .. }) = &flow {
-                // Read what the client is still sending, so that closing
-                // does not reset the connection before it reads the error.
-                self.client.drain_for(Duration::from_millis(500)).await;
-            }
             match flow {
                 Ok(Flow::Continue) => {}
                 Ok(Flow::Quit) => return,
-                Err(e) => {
-                    match &e {
-                        SessionError::ClientClosed | SessionError::ClientIo(_) => {
-                            tracing::debug!(parent: &self.span, "client gone: {e}");
-                        }
-                        _ => {
-                            tracing::info!(parent: &self.span, "closing session: {e}");
-                            self.shared
-                                .counters
-                                .client_errors
-                                .fetch_add(1, Ordering::Relaxed);
-                            let _ = self.client.send_error(1, &e).await;
-                        }
-                    }
-                    return;
-                }
+                Err(e) => return self.close_with(e).await,
             }
+        }
+    }
+
+    /// Ends the session for `e`: the client is told why, unless it is gone.
+    async fn close_with(&mut self, e: SessionError) {
+        match &e {
+            SessionError::ClientClosed | SessionError::ClientIo(_) => {
+                tracing::debug!(parent: &self.span, "client gone: {e}");
+                return;
+            }
+            _ => {
+                tracing::info!(parent: &self.span, "closing session: {e}");
+                self.shared
+                    .counters
+                    .client_errors
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let _ = self.client.send_error(1, &e).await;
+        if matches!(
+            e,
+            SessionError::PacketTooLarge { .. }
+                | SessionError::StatementMemory { .. }
+                | SessionError::Uncompress(_)
+                | SessionError::OutOfOrder { .. }
+                | SessionError::Malformed(_)
+        ) {
+            // Read what the client is still sending, so that closing does
+            // not reset the connection before it reads the error.
+            self.client.drain_for(Duration::from_millis(500)).await;
         }
     }
 

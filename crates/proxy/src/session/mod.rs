@@ -258,6 +258,7 @@ impl Session {
         };
         let hold = Duration::from_millis(rt.config.routing.hold_ms);
         client.max_packet = rt.config.proxy.max_allowed_packet;
+        client.statement_memory = rt.config.proxy.statement_memory_mb.saturating_mul(1 << 20);
         let max_stmts = rt.config.proxy.max_prepared_statements;
         let idle_trx = rt.config.proxy.idle_in_transaction_timeout_ms;
         let slow_ms = rt.config.log.slow_query_ms;
