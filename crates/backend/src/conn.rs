@@ -204,7 +204,7 @@ pub struct BackendConn {
     /// (a KILL, wait_timeout), which says nothing about the server.
     pub from_pool: bool,
     /// The thread whose runtime the socket is registered with
-    /// (`pipe::thread_slot`): its readiness events wake that thread.
+    /// (`thread::thread_slot`): its readiness events wake that thread.
     pub home: usize,
     /// Server statements by SQL text, each with the session state it was
     /// prepared under: the server resolved its tables in that database and
@@ -257,7 +257,7 @@ impl BackendConn {
             created: Instant::now(),
             last_used: Instant::now(),
             from_pool: false,
-            home: crate::pipe::thread_slot(),
+            home: crate::thread::thread_slot(),
             stmt_epoch: 0,
             stmts: HashMap::new(),
             stmt_clock: 0,

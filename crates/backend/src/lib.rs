@@ -14,6 +14,7 @@ mod pool;
 pub mod shared_wait;
 mod state;
 pub mod stats;
+mod thread;
 
 pub use binding::{Binding, Lease};
 pub use conn::{

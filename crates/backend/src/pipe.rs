@@ -107,16 +107,6 @@ pub enum PipeStmt {
     No,
 }
 
-/// A small number naming the calling thread (pipes belong to the worker
-/// thread that opened them, see `Pipe::home`).
-pub fn thread_slot() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(1);
-    thread_local! {
-        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    SLOT.with(|s| *s)
-}
-
 pub struct Pipe {
     /// The worker thread whose sessions use this pipe: passing the
     /// connection between sessions of one thread wakes no other thread

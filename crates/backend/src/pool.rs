@@ -190,7 +190,7 @@ impl Server {
             return None;
         }
         {
-            let home = crate::pipe::thread_slot();
+            let home = crate::thread::thread_slot();
             let pipes = self.pipes.lock();
             let mut same = 0;
             // The first with room, not the emptiest: reads that travel
@@ -220,7 +220,7 @@ impl Server {
             }
         }
         let _opening = Opening(&self.pipes_opening);
-        self.open_pipe(user, password, flavor, vars, crate::pipe::thread_slot())
+        self.open_pipe(user, password, flavor, vars, crate::thread::thread_slot())
             .await
     }
 
@@ -353,7 +353,7 @@ impl Server {
                 // would wake up for every answer and wake this thread in
                 // turn. Moving the registration here costs two epoll_ctl
                 // calls, once.
-                let here = crate::pipe::thread_slot();
+                let here = crate::thread::thread_slot();
                 if c.home != here {
                     match c.stream.rehome() {
                         Ok(true) => c.home = here,

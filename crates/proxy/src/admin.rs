@@ -161,12 +161,12 @@ async fn session(
                         }
                     }
                     Answer::ShowDigests => {
-                        let rows = crate::start::gather_digests(shared).await;
+                        let rows = crate::digests::gather_digests(shared).await;
                         let t = sextant_admin::commands::digests::table(rows);
                         write_table(&mut client.out, &t, deprecate_eof);
                     }
                     Answer::ResetDigests => {
-                        crate::start::reset_digests(shared);
+                        crate::digests::reset_digests(shared);
                         write_simple_ok(&mut client.out, 1, status::AUTOCOMMIT)
                     }
                     Answer::Error(m) => write_err(&mut client.out, 1, 1064, "42000", &m),

@@ -89,3 +89,28 @@ pub fn snapshot() -> Vec<DigestRow> {
 pub fn reset() {
     TABLE.with(|t| t.borrow_mut().map.clear());
 }
+
+/// Every thread's query digests: this thread's and each worker's.
+pub(crate) async fn gather_digests(
+    shared: &crate::shared::Shared,
+) -> Vec<sextant_admin::commands::digests::DigestRow> {
+    let mut rows = snapshot();
+    for w in shared.workers.get().into_iter().flatten() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if w.send(crate::work::Work::Digests(tx)).is_ok() {
+            if let Ok(Ok(mut r)) = tokio::time::timeout(std::time::Duration::from_secs(5), rx).await
+            {
+                rows.append(&mut r);
+            }
+        }
+    }
+    rows
+}
+
+/// Forgets every thread's query digests.
+pub(crate) fn reset_digests(shared: &crate::shared::Shared) {
+    reset();
+    for w in shared.workers.get().into_iter().flatten() {
+        let _ = w.send(crate::work::Work::ResetDigests);
+    }
+}

@@ -224,3 +224,28 @@ impl SessionError {
         }
     }
 }
+
+/// Why the proxy could not start.
+#[derive(Debug, Error)]
+pub enum StartError {
+    #[error("{what}: {source}")]
+    Tls {
+        what: String,
+        source: sextant_net::NetError,
+    },
+    #[error("user {user} names unknown group {group}")]
+    UnknownGroup { user: String, group: String },
+    #[error("cannot listen on {addr}{which}: {source}")]
+    Listen {
+        addr: String,
+        which: &'static str,
+        source: std::io::Error,
+    },
+    #[error("[xa]: {0}")]
+    Xa(String),
+    #[error("cannot start {what}: {source}")]
+    Thread {
+        what: String,
+        source: std::io::Error,
+    },
+}

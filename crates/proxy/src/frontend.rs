@@ -2,9 +2,10 @@
 //! mysql_native_password or caching_sha2_password, and COM_CHANGE_USER.
 
 use crate::client::Client;
-use crate::errors::SessionError;
+use crate::errors::{SessionError, StartError};
 use parking_lot::Mutex;
 use rand::Rng;
+use sextant_config::Config;
 use sextant_config::FullAuth;
 use sextant_net::tls::RsaKeys;
 use sextant_protocol::auth;
@@ -552,4 +553,106 @@ pub fn parse_change_user(payload: &[u8], caps: u32) -> Result<ChangeUser, Sessio
         charset,
         plugin,
     })
+}
+
+/// How clients log in under `config`. With the `previous` set-up (a
+/// reload), what was made at start rather than read from a file (a
+/// self-signed certificate, a generated RSA key) and the failed-login
+/// counts are kept; certificate and key files are read again, so a reload
+/// picks up renewed certificates.
+pub(crate) fn build_auth(
+    config: &Config,
+    previous: Option<(&AuthSetup, &Config)>,
+) -> Result<AuthSetup, StartError> {
+    let p = &config.proxy;
+    let prev_proxy = previous.map(|(a, c)| (a, &c.proxy));
+    let tls = match (&p.tls_cert, &p.tls_key) {
+        (Some(cert), Some(key)) => Some(sextant_net::tls::server_config(cert, key).map_err(
+            |e| StartError::Tls {
+                what: "[proxy] tls_cert / tls_key".into(),
+                source: e,
+            },
+        )?),
+        _ if p.tls_self_signed
+            && prev_proxy.is_some_and(|(a, pp)| {
+                a.tls.is_some() && pp.tls_self_signed && pp.tls_cert.is_none()
+            }) =>
+        {
+            prev_proxy.and_then(|(a, _)| a.tls.clone())
+        }
+        _ if p.tls_self_signed => {
+            tracing::info!("TLS to clients with a self-signed certificate made at start (set [proxy] tls_cert and tls_key for clients that verify it)");
+            Some(
+                sextant_net::tls::self_signed_server_config().map_err(|e| StartError::Tls {
+                    what: "a self-signed certificate".into(),
+                    source: e,
+                })?,
+            )
+        }
+        _ => None,
+    };
+    let plugin = match p.auth_plugin {
+        sextant_config::AuthPlugin::NativePassword => sextant_protocol::consts::NATIVE_PASSWORD,
+        sextant_config::AuthPlugin::CachingSha2Password => {
+            sextant_protocol::consts::CACHING_SHA2_PASSWORD
+        }
+    };
+    let rsa = match (&p.rsa_key, p.sha2_full_auth) {
+        (Some(path), _) => {
+            let what = || "[proxy] rsa_key".to_string();
+            let pem = std::fs::read_to_string(path).map_err(|e| StartError::Tls {
+                what: what(),
+                source: sextant_net::NetError::Read {
+                    what: "RSA key file",
+                    path: path.clone(),
+                    source: e,
+                },
+            })?;
+            Some(Arc::new(
+                sextant_net::tls::RsaKeys::from_pem(&pem).map_err(|e| StartError::Tls {
+                    what: what(),
+                    source: e,
+                })?,
+            ))
+        }
+        (None, sextant_config::FullAuth::Never) => None,
+        (None, _) if prev_proxy.is_some_and(|(a, pp)| a.rsa.is_some() && pp.rsa_key.is_none()) => {
+            prev_proxy.and_then(|(a, _)| a.rsa.clone())
+        }
+        (None, _) => {
+            tracing::info!("generating a 2048-bit RSA key for caching_sha2_password (set [proxy] rsa_key to use your own)");
+            Some(Arc::new(
+                sextant_net::tls::RsaKeys::generate(2048).map_err(|e| StartError::Tls {
+                    what: "generating an RSA key".into(),
+                    source: e,
+                })?,
+            ))
+        }
+    };
+    Ok(AuthSetup {
+        tls,
+        require_tls: p.require_tls,
+        plugin,
+        full_auth: p.sha2_full_auth,
+        rsa,
+        sha2_cache: Default::default(),
+        guard: match previous {
+            Some((a, _))
+                if a.guard.same_settings(
+                    p.max_failed_logins,
+                    Duration::from_millis(p.failed_login_lockout_ms),
+                ) =>
+            {
+                a.guard.clone()
+            }
+            _ => Arc::new(guard(p)),
+        },
+    })
+}
+
+pub(crate) fn guard(p: &sextant_config::Proxy) -> LoginGuard {
+    LoginGuard::new(
+        p.max_failed_logins,
+        std::time::Duration::from_millis(p.failed_login_lockout_ms),
+    )
 }

@@ -8,7 +8,7 @@
 //! its client socket, and the server connection its statement runs on now
 //! (one packed atomic the session stores before and after each statement).
 
-use crate::shared::UserEntry;
+use crate::runtime::UserEntry;
 use parking_lot::Mutex;
 use sextant_backend::GroupServers;
 use std::collections::HashMap;

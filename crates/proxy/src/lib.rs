@@ -18,17 +18,22 @@ mod http;
 mod inflight;
 mod kill;
 mod memory;
+mod monitors;
 mod relay;
 mod reload;
+mod runtime;
 mod session;
 mod shared;
 mod shutdown;
 mod start;
+mod work;
 mod xa_recovery;
 
+pub use errors::StartError;
 pub use reload::on_log_level_change;
-pub use shared::{Runtime, Shared, UserEntry};
-pub use start::{run, StartError};
+pub use runtime::{Runtime, UserEntry};
+pub use shared::Shared;
+pub use start::run;
 
 /// Without the `count-allocations` feature there is nothing to count.
 #[cfg(not(feature = "count-allocations"))]

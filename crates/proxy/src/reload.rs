@@ -9,138 +9,10 @@
 //! An invalid file is refused with the same explanation `check-config`
 //! gives, and the running config stays.
 
-use crate::shared::{Runtime, Shared};
-use sextant_backend::Group;
+use crate::runtime::Runtime;
+use crate::shared::Shared;
 use sextant_config::Config;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::task::JoinHandle;
-
-/// Which monitor tasks watch which group, so that a reload can start them
-/// for new groups and stop them for groups nobody uses any more.
-#[derive(Default)]
-pub struct Monitors {
-    inner: Mutex<MonitorSet>,
-}
-
-#[derive(Default)]
-struct MonitorSet {
-    /// By group name: the group watched and its members' tasks.
-    live: HashMap<String, (Arc<Group>, Vec<JoinHandle<()>>)>,
-    /// Groups a reload replaced, watched while sessions still use them.
-    retired: Vec<(Arc<Group>, Vec<JoinHandle<()>>)>,
-}
-
-impl Monitors {
-    fn lock(&self) -> std::sync::MutexGuard<'_, MonitorSet> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Watches every group of `rt` that is not watched yet (by pointer:
-    /// a rebuilt group is a new one); with `restart`, every group anew (the
-    /// monitor's own settings changed). Groups gone from `rt` are retired.
-    pub fn follow(&self, rt: &Runtime, restart: bool) {
-        let mut set = self.lock();
-        let names: Vec<String> = set.live.keys().cloned().collect();
-        for name in names {
-            let keep = !restart
-                && rt
-                    .pool
-                    .groups
-                    .get(&name)
-                    .is_some_and(|g| Arc::ptr_eq(g, &set.live[&name].0));
-            if !keep {
-                if let Some(old) = set.live.remove(&name) {
-                    match restart {
-                        true => old.1.iter().for_each(|h| h.abort()),
-                        false => set.retired.push(old),
-                    }
-                }
-            }
-        }
-        if restart {
-            // Retired groups too get a monitor with the new settings.
-            let retired = std::mem::take(&mut set.retired);
-            for (g, handles) in retired {
-                handles.iter().for_each(|h| h.abort());
-                let tasks = spawn_monitors(rt, &g);
-                set.retired.push((g, tasks));
-            }
-        }
-        for (name, g) in &rt.pool.groups {
-            if !set.live.contains_key(name) {
-                let tasks = spawn_monitors(rt, g);
-                set.live.insert(name.clone(), (g.clone(), tasks));
-            }
-        }
-    }
-
-    /// Stops watching retired groups that no session uses any more, and
-    /// gives their servers' upkeep to `each` meanwhile.
-    pub fn upkeep_retired(&self, mut each: impl FnMut(&Group)) {
-        let mut set = self.lock();
-        set.retired.retain(|(g, handles)| {
-            // Held by: this list, and each monitor task of it.
-            let users = Arc::strong_count(g).saturating_sub(1 + handles.len());
-            let finished = handles.iter().filter(|h| h.is_finished()).count();
-            if users + finished == 0 {
-                tracing::info!(group = %g.name, "a replaced group's last session ended: its monitors stop");
-                handles.iter().for_each(|h| h.abort());
-                return false;
-            }
-            each(g);
-            true
-        });
-    }
-}
-
-fn spawn_monitors(rt: &Runtime, g: &Arc<Group>) -> Vec<JoinHandle<()>> {
-    let Some(settings) = monitor_settings(rt, &g.name) else {
-        return Vec::new();
-    };
-    g.members
-        .iter()
-        .map(|s| {
-            tokio::spawn(sextant_monitor::watch(
-                s.clone(),
-                g.clone(),
-                settings.clone(),
-            ))
-        })
-        .collect()
-}
-
-/// The monitor's settings for group `name`, or None when the monitor is
-/// off (or has no account to log in with).
-fn monitor_settings(rt: &Runtime, name: &str) -> Option<sextant_monitor::Settings> {
-    let m = &rt.config.monitor;
-    if !m.enabled {
-        return None;
-    }
-    let (user, password) = match (&m.user, &m.password, rt.config.users.first()) {
-        (Some(u), Some(p), _) => (u.clone(), p.clone()),
-        (_, _, Some(u)) => (
-            u.backend_user().to_string(),
-            u.backend_password().to_string(),
-        ),
-        _ => return None,
-    };
-    let max_lag_ms = rt
-        .config
-        .groups
-        .get(name)
-        .map(|c| c.max_replica_lag_ms)
-        .unwrap_or(0);
-    Some(sextant_monitor::Settings {
-        interval: Duration::from_millis(m.interval_ms),
-        user,
-        password,
-        heartbeat: m.heartbeat,
-        max_lag_ms,
-        instance_id: sextant_monitor::instance_id(),
-    })
-}
+use std::sync::Arc;
 
 /// What a reload did, for the log and the admin port.
 #[derive(Debug)]
@@ -195,9 +67,9 @@ pub async fn reload(shared: &Shared) -> Result<Reloaded, String> {
     if let Ok(now) = sd_notify::NotifyState::monotonic_usec_now() {
         reloading.push(now);
     }
-    crate::start::notify_systemd(&reloading);
+    crate::shutdown::notify_systemd(&reloading);
     let r = apply(shared).await;
-    crate::start::notify_systemd(&[
+    crate::shutdown::notify_systemd(&[
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status(match r {
             Ok(_) => "serving (config reloaded)",
@@ -215,7 +87,7 @@ async fn apply(shared: &Shared) -> Result<Reloaded, String> {
     let old = shared.runtime.load_full();
     let need_restart = restart_only_changes(&old.config, &config);
     let monitor_changed = old.config.monitor != config.monitor;
-    let auth = crate::start::build_auth(&config, Some((&shared.auth.load(), &old.config)))
+    let auth = crate::frontend::build_auth(&config, Some((&shared.auth.load(), &old.config)))
         .map_err(|e| e.to_string())?;
     let rt = Runtime::build(config, Some(&old)).map_err(|e| e.to_string())?;
     if rt.sharding.is_some() != shared.xa.is_some() {

@@ -48,3 +48,11 @@ pub async fn wait() {
     }
     notified.await;
 }
+
+/// Tells systemd (Type=notify units: NOTIFY_SOCKET set) how sextant is
+/// doing; nothing without it.
+pub(crate) fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::warn!("cannot notify systemd: {e}");
+    }
+}

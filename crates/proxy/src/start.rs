@@ -3,7 +3,12 @@
 //! serves until interrupted; the `sextant` binary is a thin `main` around
 //! it, and tests or an embedding program can call it in-process.
 
-use crate::shared::{AdminUsers, Runtime, Shared};
+use crate::errors::StartError;
+use crate::frontend::{build_auth, guard};
+use crate::runtime::Runtime;
+use crate::shared::{AdminUsers, Shared};
+use crate::shutdown::notify_systemd;
+use crate::work::Work;
 use crate::{admin, client, errors, frontend, session};
 use arc_swap::ArcSwap;
 use sextant_backend::Pool;
@@ -11,127 +16,6 @@ use sextant_config::Config;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use thiserror::Error;
-
-/// Why the proxy could not start.
-#[derive(Debug, Error)]
-pub enum StartError {
-    #[error("{what}: {source}")]
-    Tls {
-        what: String,
-        source: sextant_net::NetError,
-    },
-    #[error("user {user} names unknown group {group}")]
-    UnknownGroup { user: String, group: String },
-    #[error("cannot listen on {addr}{which}: {source}")]
-    Listen {
-        addr: String,
-        which: &'static str,
-        source: std::io::Error,
-    },
-    #[error("[xa]: {0}")]
-    Xa(String),
-    #[error("cannot start {what}: {source}")]
-    Thread {
-        what: String,
-        source: std::io::Error,
-    },
-}
-
-/// How clients log in under `config`. With the `previous` set-up (a
-/// reload), what was made at start rather than read from a file (a
-/// self-signed certificate, a generated RSA key) and the failed-login
-/// counts are kept; certificate and key files are read again, so a reload
-/// picks up renewed certificates.
-pub(crate) fn build_auth(
-    config: &Config,
-    previous: Option<(&frontend::AuthSetup, &Config)>,
-) -> Result<frontend::AuthSetup, StartError> {
-    let p = &config.proxy;
-    let prev_proxy = previous.map(|(a, c)| (a, &c.proxy));
-    let tls = match (&p.tls_cert, &p.tls_key) {
-        (Some(cert), Some(key)) => Some(sextant_net::tls::server_config(cert, key).map_err(
-            |e| StartError::Tls {
-                what: "[proxy] tls_cert / tls_key".into(),
-                source: e,
-            },
-        )?),
-        _ if p.tls_self_signed
-            && prev_proxy.is_some_and(|(a, pp)| {
-                a.tls.is_some() && pp.tls_self_signed && pp.tls_cert.is_none()
-            }) =>
-        {
-            prev_proxy.and_then(|(a, _)| a.tls.clone())
-        }
-        _ if p.tls_self_signed => {
-            tracing::info!("TLS to clients with a self-signed certificate made at start (set [proxy] tls_cert and tls_key for clients that verify it)");
-            Some(
-                sextant_net::tls::self_signed_server_config().map_err(|e| StartError::Tls {
-                    what: "a self-signed certificate".into(),
-                    source: e,
-                })?,
-            )
-        }
-        _ => None,
-    };
-    let plugin = match p.auth_plugin {
-        sextant_config::AuthPlugin::NativePassword => sextant_protocol::consts::NATIVE_PASSWORD,
-        sextant_config::AuthPlugin::CachingSha2Password => {
-            sextant_protocol::consts::CACHING_SHA2_PASSWORD
-        }
-    };
-    let rsa = match (&p.rsa_key, p.sha2_full_auth) {
-        (Some(path), _) => {
-            let what = || "[proxy] rsa_key".to_string();
-            let pem = std::fs::read_to_string(path).map_err(|e| StartError::Tls {
-                what: what(),
-                source: sextant_net::NetError::Read {
-                    what: "RSA key file",
-                    path: path.clone(),
-                    source: e,
-                },
-            })?;
-            Some(Arc::new(
-                sextant_net::tls::RsaKeys::from_pem(&pem).map_err(|e| StartError::Tls {
-                    what: what(),
-                    source: e,
-                })?,
-            ))
-        }
-        (None, sextant_config::FullAuth::Never) => None,
-        (None, _) if prev_proxy.is_some_and(|(a, pp)| a.rsa.is_some() && pp.rsa_key.is_none()) => {
-            prev_proxy.and_then(|(a, _)| a.rsa.clone())
-        }
-        (None, _) => {
-            tracing::info!("generating a 2048-bit RSA key for caching_sha2_password (set [proxy] rsa_key to use your own)");
-            Some(Arc::new(
-                sextant_net::tls::RsaKeys::generate(2048).map_err(|e| StartError::Tls {
-                    what: "generating an RSA key".into(),
-                    source: e,
-                })?,
-            ))
-        }
-    };
-    Ok(frontend::AuthSetup {
-        tls,
-        require_tls: p.require_tls,
-        plugin,
-        full_auth: p.sha2_full_auth,
-        rsa,
-        sha2_cache: Default::default(),
-        guard: match previous {
-            Some((a, _))
-                if a.guard.same_settings(
-                    p.max_failed_logins,
-                    Duration::from_millis(p.failed_login_lockout_ms),
-                ) =>
-            {
-                a.guard.clone()
-            }
-            _ => Arc::new(guard(p)),
-        },
-    })
-}
 
 /// The distributed-transaction coordinator: its decision log opened (and
 /// read: what a crash left is resolved by recovery) and its instance id.
@@ -171,13 +55,6 @@ fn coordinator(config: &Config) -> Result<Arc<sextant_xa::Coordinator>, StartErr
         failpoint,
         Duration::from_millis(x.recover_interval_ms),
     )))
-}
-
-fn guard(p: &sextant_config::Proxy) -> frontend::LoginGuard {
-    frontend::LoginGuard::new(
-        p.max_failed_logins,
-        std::time::Duration::from_millis(p.failed_login_lockout_ms),
-    )
 }
 
 /// Serves the config's listeners with `threads` worker threads (0 or 1:
@@ -439,49 +316,6 @@ async fn drain(shared: &Shared, workers: &[tokio::sync::mpsc::UnboundedSender<Wo
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Tells systemd (Type=notify units: NOTIFY_SOCKET set) how sextant is
-/// doing; nothing without it.
-pub(crate) fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
-    if let Err(e) = sd_notify::notify(states) {
-        tracing::warn!("cannot notify systemd: {e}");
-    }
-}
-
-/// What the accepting thread hands a worker thread.
-pub(crate) enum Work {
-    Client(std::net::TcpStream, std::net::SocketAddr),
-    /// Tell the thread's sessions to end (shutdown.rs).
-    Shutdown,
-    /// Send back the thread's query digests (digests.rs).
-    Digests(tokio::sync::oneshot::Sender<Vec<sextant_admin::commands::digests::DigestRow>>),
-    /// Forget the thread's query digests.
-    ResetDigests,
-}
-
-/// Every thread's query digests: this thread's and each worker's.
-pub(crate) async fn gather_digests(
-    shared: &Shared,
-) -> Vec<sextant_admin::commands::digests::DigestRow> {
-    let mut rows = crate::digests::snapshot();
-    for w in shared.workers.get().into_iter().flatten() {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if w.send(Work::Digests(tx)).is_ok() {
-            if let Ok(Ok(mut r)) = tokio::time::timeout(Duration::from_secs(5), rx).await {
-                rows.append(&mut r);
-            }
-        }
-    }
-    rows
-}
-
-/// Forgets every thread's query digests.
-pub(crate) fn reset_digests(shared: &Shared) {
-    crate::digests::reset();
-    for w in shared.workers.get().into_iter().flatten() {
-        let _ = w.send(Work::ResetDigests);
     }
 }
 

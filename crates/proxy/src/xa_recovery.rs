@@ -12,7 +12,8 @@
 //! ([`resolve`]).
 
 use crate::frontend::DEFAULT_CHARSET;
-use crate::shared::{Runtime, Sharding, Shared};
+use crate::runtime::{Runtime, Sharding};
+use crate::shared::Shared;
 use sextant_backend::{Flavor, Group, Lease};
 use sextant_xa::recover::{self, Action, Found};
 use sextant_xa::{Coordinator, InDoubt};

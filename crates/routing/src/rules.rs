@@ -43,7 +43,7 @@ pub enum Rule {
     ReadPrimaryPercent,
     Read,
     /// A read the rules sent to a replica, moved to the primary by its
-    /// consistency mode (`strong`). Decided by [`crate::plan`], after the
+    /// consistency mode (`strong`). Decided by `plan`, after the
     /// rules above.
     Strong,
     /// A prepared statement executed with a cursor: the session keeps the

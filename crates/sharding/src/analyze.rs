@@ -6,7 +6,7 @@
 //! (see [`crate::fingerprint`]), so one analysis serves every statement of
 //! a shape.
 
-use crate::fingerprint::{Lit, Tokens};
+use crate::fingerprint::{Lit, Tokens, Val};
 use crate::grouping::{grouping, Grouping};
 use crate::layout::{Layout, Placement};
 use sqlparser::ast::{
@@ -45,15 +45,6 @@ impl GroupSet {
     pub fn intersect(self, o: GroupSet) -> GroupSet {
         GroupSet(self.0 & o.0)
     }
-}
-
-/// A value of the statement: a slot, a slot negated (`-?`), or a literal
-/// the shape kept (a statement parsed as it was written).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Val {
-    Slot(u16),
-    Neg(u16),
-    Lit(Lit<'static>),
 }
 
 /// The shard-key values a table is restricted to.

@@ -290,6 +290,15 @@ fn unquote(text: &[u8], mode: LexMode) -> Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
+/// A value of the statement: a slot, a slot negated (`-?`), or a literal
+/// the shape kept (a statement parsed as it was written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Val {
+    Slot(u16),
+    Neg(u16),
+    Lit(Lit<'static>),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! combine), its HAVING, and its ORDER BY in those terms. Read once per
 //! statement shape; values (positions, HAVING's numbers) stay slots.
 
-use crate::analyze::Val;
+use crate::fingerprint::Val;
 use crate::fingerprint::{Lit, AGGREGATES};
 use crate::merge::{AggKind, CmpOp};
 use sqlparser::ast::{

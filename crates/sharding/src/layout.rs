@@ -227,7 +227,7 @@ impl Layout {
                         out,
                         "  up to {} -> {group}",
                         upper.map_or("no limit".to_string(), |u| match v.key_type {
-                            KeyType::Date | KeyType::DateTime => crate::cetus::datetime(u),
+                            KeyType::Date | KeyType::DateTime => crate::dates::datetime(u),
                             _ => u.to_string(),
                         })
                     ),

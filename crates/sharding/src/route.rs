@@ -4,8 +4,8 @@
 //! statement's analysis and its values; the analysis of each statement
 //! shape is parsed once per thread and cached.
 
-use crate::analyze::{analyze, Analysis, GroupSet, Keys, OrderItem, Place, StmtKind, Val};
-use crate::fingerprint::{as_read, fingerprint, Lit, Slot, Tokens};
+use crate::analyze::{analyze, Analysis, GroupSet, Keys, OrderItem, Place, StmtKind};
+use crate::fingerprint::{as_read, fingerprint, Lit, Slot, Tokens, Val};
 use crate::grouping::{AggCall, Grouping, Having, HavingCond, Item, Key, OrderRef};
 use crate::layout::{KeyType, Layout, Method, Partition, Unlisted, Vdb};
 use crate::merge::{AggCols, AggKind, Calc, Cond, GroupPlan, Out, SortKey};
@@ -1861,7 +1861,7 @@ fn key_value(v: &Val, slots: &[Slot<'_>], params: &[Lit<'_>], kt: KeyType) -> Op
             Some(OwnedKey::Str(i.to_string().into_bytes()))
         }
         (KeyType::Date | KeyType::DateTime, Lit::Str(s)) if !neg => {
-            crate::cetus::epoch(std::str::from_utf8(s).ok()?).map(OwnedKey::Int)
+            crate::dates::epoch(std::str::from_utf8(s).ok()?).map(OwnedKey::Int)
         }
         _ => None,
     }

@@ -79,7 +79,7 @@ fn cetus_sharding_json_every_method() {
     assert_eq!(group_of(invoices, KeyValue::Int(2500)), Some("data2"));
     assert_eq!(group_of(invoices, KeyValue::Int(3001)), Some("data3"));
     let events = vdb("shop", "events");
-    let t = cetus::epoch("2024-06-30 12:00:00").unwrap();
+    let t = sextant_sharding::dates::epoch("2024-06-30 12:00:00").unwrap();
     assert_eq!(group_of(events, KeyValue::Int(t)), Some("data2"));
     let users = vdb("shop", "users");
     assert_eq!(group_of(users, KeyValue::Str(b"alice")), Some("data1"));

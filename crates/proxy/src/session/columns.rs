@@ -6,7 +6,7 @@
 
 use super::Session;
 use crate::errors::SessionError;
-use crate::shared::Sharding;
+use crate::runtime::Sharding;
 use std::sync::Arc;
 
 impl Session {

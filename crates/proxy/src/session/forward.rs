@@ -2,7 +2,7 @@
 //! loop that runs a statement again when its plan allows and nothing of
 //! its answer reached the client.
 
-use super::query::Busy;
+use super::busy::Busy;
 use super::{Pins, Session};
 use crate::client::Client;
 use crate::errors::SessionError;

@@ -5,16 +5,18 @@
 //! writes them. At most one row per group is held, except for groups
 //! sorted by an aggregate, which are held up to the configured bound.
 
-use super::shard::Fail;
 use crate::client::Client;
 use crate::errors::SessionError;
 use sextant_backend::Lease;
 use sextant_protocol::binary::ColumnType;
 use sextant_protocol::codec::write_packet;
+use sextant_protocol::consts::status;
 use sextant_protocol::packets::column_meta;
+use sextant_protocol::packets::{write_eof, write_ok, OkPacket};
 use sextant_sharding::merge::{self, Column, GroupPlan, Grouper, Row, ValueKind};
 use sextant_sharding::route::MergePlan;
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 /// Which groups were read to their end (the others are closed); on error,
 /// whether anything reached the client (the next sequence number).
@@ -374,7 +376,7 @@ async fn finish(
     session_status: u16,
     eof_mode: bool,
 ) -> Result<(), (Fail, Option<u8>)> {
-    super::shard::write_end(&mut client.out, seq, session_status, eof_mode);
+    write_end(&mut client.out, seq, session_status, eof_mode);
     client
         .flush()
         .await
@@ -387,5 +389,34 @@ pub(super) fn lenenc(p: &[u8]) -> u64 {
         Some(0xfc) if p.len() >= 3 => u16::from_le_bytes([p[1], p[2]]) as u64,
         Some(0xfd) if p.len() >= 4 => u32::from_le_bytes([p[1], p[2], p[3], 0]) as u64,
         _ => 0,
+    }
+}
+
+/// One end for a result made of several groups' rows: the session's own
+/// status (the groups' ends are not relayed).
+pub(super) fn write_end(out: &mut Vec<u8>, seq: u8, session_status: u16, eof_mode: bool) {
+    let st = session_status & !status::MORE_RESULTS_EXISTS;
+    if eof_mode {
+        write_eof(out, seq, st);
+    } else {
+        let ok = OkPacket {
+            header: 0xfe,
+            status: st,
+            ..Default::default()
+        };
+        write_ok(out, seq, &ok, false);
+    }
+}
+
+/// Why a group's answer could not be relayed: the server's error packet,
+/// or anything else.
+pub(super) enum Fail {
+    Server(Arc<str>, Vec<u8>),
+    Other(SessionError),
+}
+
+impl<E: Into<SessionError>> From<E> for Fail {
+    fn from(e: E) -> Fail {
+        Fail::Other(e.into())
     }
 }

@@ -22,8 +22,16 @@
 //!   server, and bringing a connection to the session's state.
 //! - `forward.rs`: sending a statement and relaying its answer; the one
 //!   retry loop.
+//! - `busy.rs`: how many sessions of the thread are mid-statement (whether
+//!   a read shares a pipelined connection).
+//! - `names.rs`: asking the primary about table names the catalogue does
+//!   not list.
+//! - `shard.rs`, `merge.rs`: statements of a sharded layout, and merging
+//!   several groups' rows into one result.
+//! - `xa.rs`: transactions over several groups (two-phase commit).
 
 mod binding;
+mod busy;
 mod columns;
 mod command;
 mod consistency;
@@ -38,7 +46,8 @@ mod xa;
 use crate::client::Client;
 use crate::errors::SessionError;
 use crate::frontend::{self, Login};
-use crate::shared::{Shared, UserEntry};
+use crate::runtime::UserEntry;
+use crate::shared::Shared;
 use sextant_backend::gtid::Gtid;
 use sextant_backend::{Binding, Flavor, Server, SessionVars};
 use sextant_protocol::consts::{cap, status};
@@ -84,7 +93,7 @@ pub struct Session {
     /// sharded layout the group of the current statement.
     group: Arc<sextant_backend::Group>,
     /// The sharded layout, if the config has one.
-    sharding: Option<Arc<crate::shared::Sharding>>,
+    sharding: Option<Arc<crate::runtime::Sharding>>,
     /// Sharding: a BEGIN not yet sent, waiting for the transaction's first
     /// statement to say which group it runs in.
     pending_begin: Option<Vec<u8>>,

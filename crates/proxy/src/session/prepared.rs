@@ -356,7 +356,7 @@ impl Session {
     /// COM_STMT_EXECUTE, or MariaDB's COM_STMT_BULK_EXECUTE (`bulk`): the
     /// statement's plan, run with its retries.
     async fn run_statement(&mut self, p: &[u8], bulk: bool) -> Result<(), SessionError> {
-        let _busy = super::query::Busy::enter();
+        let _busy = super::busy::Busy::enter();
         let id = stmt_id(p)?;
         if !self.stmts.contains_key(&id) {
             let command = match bulk {
@@ -448,7 +448,7 @@ impl Session {
         p: &[u8],
         first: bool,
     ) -> Result<Outcome, SessionError> {
-        if plan.pipeline && first && super::query::Busy::crowded() {
+        if plan.pipeline && first && super::busy::Busy::crowded() {
             if let Some(o) = self.execute_pipelined(id, p).await? {
                 return Ok(o);
             }

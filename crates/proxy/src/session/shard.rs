@@ -9,13 +9,14 @@
 //! refused (making one transaction atomic over several groups is the
 //! distributed-transaction coordinator's job).
 
+use super::merge::{write_end, Fail};
 use super::Session;
 use crate::errors::SessionError;
-use crate::shared::Sharding;
+use crate::runtime::Sharding;
 use sextant_backend::{Binding, Group, Lease};
 use sextant_protocol::codec::write_packet;
 use sextant_protocol::consts::status;
-use sextant_protocol::packets::{write_eof, write_ok, OkPacket};
+use sextant_protocol::packets::{write_ok, OkPacket};
 use sextant_routing::{plan, Command, Target};
 use sextant_sharding::analyze::GroupSet;
 use sextant_sharding::{Lit, Route};
@@ -1035,35 +1036,6 @@ fn plan_for(s: &mut Session, c: &Classification<'_>) -> sextant_routing::Plan {
         Command::Query,
         &mut s.cursor,
     )
-}
-
-/// One end for a result made of several groups' rows: the session's own
-/// status (the groups' ends are not relayed).
-pub(super) fn write_end(out: &mut Vec<u8>, seq: u8, session_status: u16, eof_mode: bool) {
-    let st = session_status & !status::MORE_RESULTS_EXISTS;
-    if eof_mode {
-        write_eof(out, seq, st);
-    } else {
-        let ok = OkPacket {
-            header: 0xfe,
-            status: st,
-            ..Default::default()
-        };
-        write_ok(out, seq, &ok, false);
-    }
-}
-
-/// Why a group's answer could not be relayed: the server's error packet,
-/// or anything else.
-pub(super) enum Fail {
-    Server(Arc<str>, Vec<u8>),
-    Other(SessionError),
-}
-
-impl<E: Into<SessionError>> From<E> for Fail {
-    fn from(e: E) -> Fail {
-        Fail::Other(e.into())
-    }
 }
 
 /// Relays one group's result set: its header and column definitions only

@@ -11,7 +11,7 @@
 
 use super::Session;
 use crate::errors::SessionError;
-use crate::shared::Sharding;
+use crate::runtime::Sharding;
 use sextant_backend::{BackendError, Binding, Lease};
 use sextant_protocol::codec::write_packet;
 use sextant_protocol::consts::status;
