@@ -1,0 +1,69 @@
+//! `[xa]`: the coordinator of transactions over several groups.
+
+use crate::check::Checker;
+use serde::Deserialize;
+
+/// `[xa]`: the coordinator of transactions that write to several groups
+/// of a sharded layout.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Xa {
+    /// The directory of the decision log (made if missing). A commit
+    /// decision is synced there before any branch commits; recovery after
+    /// a crash reads it, so it must outlive the process.
+    #[serde(default = "default_xa_log_dir")]
+    pub log_dir: String,
+    /// Names this sextant in its transactions' ids, so that its recovery
+    /// resolves only its own: 1-32 of `A-Z a-z 0-9 _ . -`, distinct per
+    /// instance sharing the servers. Default: made once at random and
+    /// kept in `log_dir`/instance-id.
+    #[serde(default)]
+    pub instance_id: Option<String>,
+    /// How often recovery asks every group's primary for prepared branches
+    /// (also at start, and at once after a branch's commit failed).
+    #[serde(default = "default_recover_interval_ms")]
+    pub recover_interval_ms: u64,
+}
+
+impl Default for Xa {
+    fn default() -> Xa {
+        Xa {
+            log_dir: default_xa_log_dir(),
+            instance_id: None,
+            recover_interval_ms: default_recover_interval_ms(),
+        }
+    }
+}
+
+pub(crate) fn default_xa_log_dir() -> String {
+    "sextant-xa".into()
+}
+
+pub(crate) fn default_recover_interval_ms() -> u64 {
+    5000
+}
+
+impl Xa {
+    pub(crate) fn check(&self, c: &mut Checker) {
+        if let Some(id) = &self.instance_id {
+            let ok = (1..=32).contains(&id.len())
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+            if !ok {
+                c.err(
+                    "xa",
+                    "instance_id",
+                    format!("{id:?}: an instance id is 1 to 32 letters, digits, '_', '.' or '-' (it is written into every transaction id)"),
+                );
+            }
+        }
+        if self.recover_interval_ms == 0 {
+            c.err(
+                "xa",
+                "recover_interval_ms",
+                "must be at least 1 (recovery must run)".into(),
+            );
+        }
+    }
+}
