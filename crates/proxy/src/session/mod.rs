@@ -26,8 +26,10 @@
 //!   a read shares a pipelined connection).
 //! - `names.rs`: asking the primary about table names the catalogue does
 //!   not list.
-//! - `shard.rs`, `merge.rs`: statements of a sharded layout, and merging
-//!   several groups' rows into one result.
+//! - `shard.rs`: statements of a sharded layout (routing, rewrites, ids,
+//!   prepared statements); `spread.rs`: one statement over several groups
+//!   (leases, scatter, broadcast); `merge.rs`: several groups' rows merged
+//!   into one result.
 //! - `xa.rs`: transactions over several groups (two-phase commit).
 
 mod binding;
@@ -41,6 +43,7 @@ mod names;
 mod prepared;
 mod query;
 mod shard;
+mod spread;
 mod xa;
 
 use crate::client::Client;
