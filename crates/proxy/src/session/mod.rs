@@ -14,6 +14,10 @@
 //! - `command.rs`: the command loop, and the commands that reset or switch
 //!   the session.
 //! - `query.rs`: a COM_QUERY, top to bottom.
+//! - `info.rs`: answers about the session itself (SHOW STATUS and
+//!   VARIABLES of the client's connection, session information).
+//! - `tracking.rs`: the client's own session-tracking settings.
+//! - `kill.rs`: KILL statements, carried out with sextant's connection ids.
 //! - `prepared.rs`: prepared statements (prepare, execute, long data,
 //!   cursors).
 //! - `consistency.rs`: what a read must see (own writes, monotonic) and
@@ -38,12 +42,15 @@ mod columns;
 mod command;
 mod consistency;
 mod forward;
+mod info;
+mod kill;
 mod merge;
 mod names;
 mod prepared;
 mod query;
 mod shard;
 mod spread;
+mod tracking;
 mod xa;
 
 use crate::client::Client;

@@ -1,0 +1,122 @@
+//! A session's KILL statements: carried out by sextant with its own
+//! connection ids (the registry and the parser are `crate::kill`), and
+//! refused inside dynamic SQL.
+
+use super::Session;
+use crate::errors::SessionError;
+
+impl Session {
+    /// `KILL [QUERY] <id>` (and COM_PROCESS_KILL): `id` is one of sextant's
+    /// sessions, never passed to a server as it is.
+    pub(super) async fn kill(&mut self, k: crate::kill::KillStatement) -> Result<(), SessionError> {
+        match self.carry_out_kill(k).await {
+            Ok(()) => {
+                crate::frontend::send_ok(&mut self.client, 1);
+                self.client.flush().await
+            }
+            Err(e) => self.reply_error(e).await,
+        }
+    }
+
+    /// Carries a KILL out among sextant's sessions; Err: what the client
+    /// is told instead.
+    pub(super) async fn carry_out_kill(
+        &mut self,
+        k: crate::kill::KillStatement,
+    ) -> Result<(), SessionError> {
+        use crate::kill::{Found, KillStatement};
+        let (id, query_only) = match k {
+            KillStatement::Query(id) => (id, true),
+            KillStatement::Connection(id) => (id, false),
+            KillStatement::Own { query } => match &self.registered {
+                Some(r) => (r.id() as u64, query),
+                None => return Err(SessionError::KillUnsupported),
+            },
+            KillStatement::Unsupported => return Err(SessionError::KillUnsupported),
+        };
+        let Ok(id32) = u32::try_from(id) else {
+            return Err(SessionError::NoSuchThread(id));
+        };
+        let handle = match self.shared.sessions.find(id32, &self.user) {
+            Found::Unknown => return Err(SessionError::NoSuchThread(id)),
+            Found::NotOwner => return Err(SessionError::KillDenied(id)),
+            Found::Session(h) => h,
+        };
+        crate::kill::kill_running(&handle).await;
+        if !query_only {
+            self.shared.sessions.hang_up(id32);
+        }
+        Ok(())
+    }
+
+    /// Whether dynamic SQL whose text lives on the server connection (a
+    /// user variable, an expression of them) is a KILL: its text is read
+    /// there first. (MariaDB allows no subquery or stored function in such
+    /// an expression: reading it changes nothing.) Unknown: false, and the
+    /// statement runs as it would have.
+    pub(super) async fn dynamic_text_is_kill(
+        &mut self,
+        target: sextant_routing::Target,
+        src: &[u8],
+    ) -> bool {
+        if self.attach(target).await.is_err() {
+            return false;
+        }
+        let Some(a) = self.binding.direct_mut() else {
+            return false;
+        };
+        let q = format!("SELECT {}", String::from_utf8_lossy(src));
+        match a.conn_mut().query_internal(&q).await {
+            Ok(rows) => rows
+                .first()
+                .and_then(|r| r.first())
+                .and_then(|v| v.as_deref())
+                .is_some_and(|t| sextant_sql::is_kill(t.as_bytes())),
+            Err(sextant_backend::BackendError::Server { .. }) => false,
+            Err(_) => {
+                self.detach_discard();
+                false
+            }
+        }
+    }
+
+    /// A packet of several statements with KILLs among them: sextant
+    /// carries each KILL out, in order, and the server runs the packet with
+    /// `DO 0` in each one's place, so that every statement keeps its own
+    /// result in the client's stream. A KILL that fails becomes a SIGNAL
+    /// of its error: the server stops there, as it would at a failed
+    /// statement, and later KILLs are not carried out. (The statements
+    /// before a KILL run after it.)
+    pub(super) async fn kills_among(&mut self, p: &[u8], at: usize) -> Result<(), SessionError> {
+        let sql = &p[at..];
+        let mut out = Vec::with_capacity(p.len());
+        out.extend_from_slice(&p[..at]);
+        let mut from = 0;
+        let mut failed = false;
+        for r in sextant_sql::kill_spans(sql, self.lex_mode()) {
+            out.extend_from_slice(&sql[from..r.start]);
+            let stand_in = match failed {
+                true => "DO 0".to_string(),
+                false => match self
+                    .carry_out_kill(crate::kill::parse(&sql[r.clone()]))
+                    .await
+                {
+                    Ok(()) => "DO 0".to_string(),
+                    Err(e) => {
+                        failed = true;
+                        let (code, state, msg) = e.mysql();
+                        let msg: String = msg.chars().take(128).collect();
+                        format!(
+                            "SIGNAL SQLSTATE '{state}' SET MYSQL_ERRNO = {code}, MESSAGE_TEXT = '{}'",
+                            msg.replace('\\', "\\\\").replace('\'', "''")
+                        )
+                    }
+                },
+            };
+            out.extend_from_slice(stand_in.as_bytes());
+            from = r.end;
+        }
+        out.extend_from_slice(&sql[from..]);
+        Box::pin(self.query(&out)).await
+    }
+}
