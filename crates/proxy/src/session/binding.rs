@@ -124,14 +124,7 @@ impl Session {
                 (None, None) => self.primary_of(&group).await?,
             },
         };
-        let conn = match server
-            .acquire(
-                &self.user.backend_user,
-                &self.user.backend_password,
-                self.flavor,
-            )
-            .await
-        {
+        let conn = match self.borrow_from(&server).await {
             Ok(c) => c,
             Err(e) if target == Target::Replica && server.role() == Role::Replica => {
                 if let Some(g) = self.wait.pending.take() {
@@ -140,13 +133,7 @@ impl Session {
                 // A read never fails while the primary is up.
                 tracing::info!(parent: &self.span, server = %server.addr, "replica unavailable, reading from the primary: {e}");
                 let p = self.primary_of(&group).await?;
-                let c = p
-                    .acquire(
-                        &self.user.backend_user,
-                        &self.user.backend_password,
-                        self.flavor,
-                    )
-                    .await?;
+                let c = self.borrow_from(&p).await?;
                 self.binding = Binding::Direct(Lease::new(p, c));
                 return self.sync_attached().await;
             }
@@ -263,18 +250,26 @@ impl Session {
         outcome
     }
 
-    /// The wait as a round trip of its own (a statement that is not sent
-    /// right after it is attached, e.g. a prepare): up to causal_wait_ms
-    /// on `server`. True when it caught up and is now attached.
-    async fn wait_on_replica(&mut self, server: Arc<Server>, g: Gtid) -> bool {
-        let Ok(conn) = server
+    /// A pooled connection of `server`, as this session's user logs in to
+    /// the servers.
+    pub(super) async fn borrow_from(
+        &self,
+        server: &sextant_backend::Server,
+    ) -> Result<sextant_backend::BackendConn, sextant_backend::BackendError> {
+        server
             .acquire(
                 &self.user.backend_user,
                 &self.user.backend_password,
                 self.flavor,
             )
             .await
-        else {
+    }
+
+    /// The wait as a round trip of its own (a statement that is not sent
+    /// right after it is attached, e.g. a prepare): up to causal_wait_ms
+    /// on `server`. True when it caught up and is now attached.
+    async fn wait_on_replica(&mut self, server: Arc<Server>, g: Gtid) -> bool {
+        let Ok(conn) = self.borrow_from(&server).await else {
             return false;
         };
         self.binding = Binding::Direct(Lease::new(server, conn));

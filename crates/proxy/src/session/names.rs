@@ -25,14 +25,7 @@ impl Session {
         let Ok(primary) = self.primary_of(&group).await else {
             return false;
         };
-        let Ok(mut conn) = primary
-            .acquire(
-                &self.user.backend_user,
-                &self.user.backend_password,
-                self.flavor,
-            )
-            .await
-        else {
+        let Ok(mut conn) = self.borrow_from(&primary).await else {
             return false;
         };
         let rows = match conn.query_internal(&q).await {

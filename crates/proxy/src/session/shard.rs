@@ -180,13 +180,7 @@ impl Session {
             SessionError::ShardUnsupported(format!("the {what}'s group is not configured"))
         })?;
         let server = self.primary_of(&group).await?;
-        let conn = server
-            .acquire(
-                &self.user.backend_user,
-                &self.user.backend_password,
-                self.flavor,
-            )
-            .await?;
+        let conn = self.borrow_from(&server).await?;
         Ok(Lease::new(server, conn))
     }
 
