@@ -20,9 +20,9 @@ pub const KINDS: [&str; 7] = [
 
 /// The error codes sextant answers itself, counted one by one; others
 /// fall in the last slot.
-pub const ERROR_CODES: [u16; 27] = [
-    1038, 1040, 1043, 1045, 1047, 1053, 1094, 1095, 1129, 1153, 1156, 1180, 1226, 1235, 1243, 1290,
-    1402, 1461, 1792, 1835, 3159, 4031, 9001, 9002, 9003, 9004, 9005,
+pub const ERROR_CODES: [u16; 30] = [
+    1038, 1040, 1041, 1043, 1045, 1047, 1053, 1094, 1095, 1129, 1153, 1156, 1157, 1159, 1180, 1226,
+    1235, 1243, 1290, 1402, 1461, 1792, 1835, 3159, 4031, 9001, 9002, 9003, 9004, 9005,
 ];
 
 const RULES: usize = sextant_routing::Rule::ALL.len();
