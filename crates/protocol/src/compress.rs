@@ -358,6 +358,29 @@ mod tests {
         }
     }
 
+    /// A bit flipped anywhere in a frame's zlib data, its checksum
+    /// included, is found: the frame is refused, or (a flip in a part of
+    /// the encoding that does not matter) it still inflates to exactly
+    /// what was sent. Never to something else.
+    #[test]
+    fn a_frame_with_a_bit_flipped_is_refused_or_unchanged() {
+        let data: Vec<u8> = b"\x03SELECT c FROM sbtest1 WHERE id = 42 AND k = 'some text'".to_vec();
+        let z = zlib(&data);
+        let mut refused = 0;
+        for i in 2..z.len() {
+            for bit in 0..8 {
+                let mut bad = z.clone();
+                bad[i] ^= 1 << bit;
+                match decode_all(&frame(0, &bad, data.len())) {
+                    Err(ProtoError::Uncompress(_)) => refused += 1,
+                    Ok(out) => assert_eq!(out, data, "byte {i} bit {bit}: other data"),
+                    Err(e) => panic!("byte {i} bit {bit}: {e}"),
+                }
+            }
+        }
+        assert!(refused * 10 > (z.len() - 2) * 8 * 9, "{refused} refused");
+    }
+
     #[test]
     fn a_frame_out_of_order_or_too_large_is_refused() {
         assert!(matches!(

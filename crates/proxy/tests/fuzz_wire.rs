@@ -408,3 +408,182 @@ fn mutated_sessions_leave_sextant_serving_and_clean() {
     let v: Option<i64> = c.query_first("SELECT COUNT(*) FROM fz_t").unwrap();
     assert!(v.unwrap_or(0) >= 1);
 }
+
+/// What a lying compressed frame must get: its error, then a closed
+/// connection.
+#[derive(Debug, Clone, Copy)]
+enum Lie {
+    AnnouncesMore,
+    AnnouncesLess,
+    Corrupted,
+    OutOfOrder,
+    OverMaxPacket,
+}
+
+impl Lie {
+    const ALL: [Lie; 5] = [
+        Lie::AnnouncesMore,
+        Lie::AnnouncesLess,
+        Lie::Corrupted,
+        Lie::OutOfOrder,
+        Lie::OverMaxPacket,
+    ];
+
+    fn errno(self) -> u16 {
+        match self {
+            Lie::AnnouncesMore | Lie::AnnouncesLess | Lie::Corrupted => 1157,
+            Lie::OutOfOrder => 1156,
+            Lie::OverMaxPacket => 1153,
+        }
+    }
+}
+
+/// `packet` in one zlib frame that tells `lie`.
+fn lying_frame(rng: &mut StdRng, packet: &[u8], lie: Lie) -> Vec<u8> {
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(packet).unwrap();
+    let mut body = e.finish().unwrap();
+    let (mut seq, mut ulen) = (0u8, packet.len());
+    match lie {
+        Lie::AnnouncesMore => ulen += rng.gen_range(1..100),
+        Lie::AnnouncesLess => ulen -= rng.gen_range(1..packet.len().min(10)),
+        Lie::Corrupted => {
+            // Past the zlib header, and such that the data no longer
+            // inflates to the packet (a few bits of an encoding do not
+            // matter: flipped, it still inflates to the same).
+            let good = body.clone();
+            loop {
+                body.clone_from(&good);
+                let i = rng.gen_range(2..body.len());
+                body[i] ^= 1 << rng.gen_range(0..8);
+                let mut out = Vec::new();
+                let inflates = flate2::read::ZlibDecoder::new(&body[..])
+                    .read_to_end(&mut out)
+                    .is_ok();
+                if !inflates || out != packet {
+                    break;
+                }
+            }
+        }
+        Lie::OutOfOrder => seq = rng.gen_range(1..=255),
+        Lie::OverMaxPacket => ulen = rng.gen_range((1 << 20) + 100..0xff_ffff),
+    }
+    let mut out = (body.len() as u32).to_le_bytes()[..3].to_vec();
+    out.push(seq);
+    out.extend_from_slice(&(ulen as u32).to_le_bytes()[..3]);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// The packets of zlib frames as sextant sends them (decoded by hand:
+/// sextant's frames follow the client's numbering, not a fresh one).
+fn packets_of(mut raw: &[u8]) -> Vec<Vec<u8>> {
+    let mut plain = Vec::new();
+    while raw.len() >= 7 {
+        let clen = raw[0] as usize | (raw[1] as usize) << 8 | (raw[2] as usize) << 16;
+        let ulen = raw[4] as usize | (raw[5] as usize) << 8 | (raw[6] as usize) << 16;
+        if raw.len() < 7 + clen {
+            break;
+        }
+        let body = &raw[7..7 + clen];
+        if ulen == 0 {
+            plain.extend_from_slice(body);
+        } else {
+            let mut v = Vec::new();
+            flate2::read::ZlibDecoder::new(body)
+                .read_to_end(&mut v)
+                .expect("sextant's own frames inflate");
+            plain.extend_from_slice(&v);
+        }
+        raw = &raw[7 + clen..];
+    }
+    let mut out = Vec::new();
+    let mut p = &plain[..];
+    while p.len() >= 4 {
+        let len = p[0] as usize | (p[1] as usize) << 8 | (p[2] as usize) << 16;
+        if p.len() < 4 + len {
+            break;
+        }
+        out.push(p[4..4 + len].to_vec());
+        p = &p[4 + len..];
+    }
+    out
+}
+
+/// Every compressed frame that lies about its length, its data or its
+/// order gets the error a server would give and a closed connection, at
+/// once: the fuzzer's statements, each in a frame that tells one lie.
+#[test]
+fn every_lying_compressed_frame_gets_its_error_and_a_close() {
+    let sessions: usize = std::env::var("SEXTANT_FUZZ_SESSIONS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(300, |n| n / 10);
+    let seed: u64 = std::env::var("SEXTANT_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| rand::thread_rng().gen());
+    eprintln!("{sessions} lying compressed sessions, SEXTANT_FUZZ_SEED={seed}");
+    let p = Setup {
+        proxy: "max_allowed_packet = 1048576",
+        ..Default::default()
+    }
+    .start();
+    let corpus: Vec<Vec<u8>> = corpus().into_iter().filter(|q| harmless(q)).collect();
+    // Each closed session is drained for a moment first (so the client
+    // reads its error): several at once.
+    const THREADS: usize = 6;
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let (corpus, p) = (&corpus, &p);
+            scope.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(seed.wrapping_add(t as u64));
+                for i in 0..sessions / THREADS {
+                    let lie = Lie::ALL[i % Lie::ALL.len()];
+                    let mut payload = corpus[rng.gen_range(0..corpus.len())].clone();
+                    // Long enough to shrink when compressed, and to be told less of.
+                    payload.resize(payload.len() + 64, b' ');
+                    let mut packet = Vec::new();
+                    sextant_protocol::codec::write_packet(&mut packet, 0, &payload);
+                    let mut r =
+                        Raw::login_with(p.port, "app", "apppass", None, CAPS | 0x20, vec![]);
+                    r.s.write_all(&lying_frame(&mut rng, &packet, lie)).unwrap();
+                    r.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let started = Instant::now();
+                    let mut raw = Vec::new();
+                    let mut buf = [0u8; 16384];
+                    let closed = loop {
+                        match r.s.read(&mut buf) {
+                            Ok(0) => break true,
+                            Ok(n) => raw.extend_from_slice(&buf[..n]),
+                            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                                break true
+                            }
+                            Err(_) => break false,
+                        }
+                    };
+                    let what = format!(
+                        "{lie:?} on {:?} (seed {seed})",
+                        String::from_utf8_lossy(&payload)
+                    );
+                    let packets = packets_of(&raw);
+                    let err = packets
+                        .iter()
+                        .find(|p| p.first() == Some(&0xff))
+                        .unwrap_or_else(|| panic!("{what}: no error, got {packets:?}"));
+                    let (code, msg) = err_of(err);
+                    assert_eq!(code, lie.errno(), "{what}: {msg}");
+                    assert!(closed, "{what}: the connection stays open");
+                    assert!(
+                        started.elapsed() < Duration::from_secs(3),
+                        "{what}: took {:?}",
+                        started.elapsed()
+                    );
+                }
+            });
+        }
+    });
+    let mut c = p.conn();
+    let v: Option<i64> = c.query_first("SELECT 41 + 1").unwrap();
+    assert_eq!(v, Some(42));
+}
