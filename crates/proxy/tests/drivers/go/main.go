@@ -176,13 +176,15 @@ func main() {
 			return "", err
 		}
 		go func() {
-			time.Sleep(300 * time.Millisecond)
+			// A second after the SLEEP is sent it is running, even on a
+			// loaded machine (a KILL QUERY before it runs has nothing to kill).
+			time.Sleep(1000 * time.Millisecond)
 			db.Exec(fmt.Sprintf("KILL QUERY %d", id))
 		}()
 		start := time.Now()
 		var slept sql.NullInt64
 		err = a.QueryRowContext(ctx, "SELECT SLEEP(5)").Scan(&slept)
-		quick := time.Since(start) < 2*time.Second
+		quick := time.Since(start) < 3*time.Second
 		outcome := fmt.Sprintf("sleep=%v", slept.Int64)
 		if err != nil {
 			outcome = describe(err)
