@@ -9,7 +9,7 @@ use common::*;
 use mysql::prelude::Queryable;
 use sextant_protocol::codec::MAX_PAYLOAD;
 use sextant_protocol::compress::{Algorithm, Compression};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 const CLIENT_COMPRESS: u32 = 0x20;
@@ -43,52 +43,11 @@ fn query_packet(sql: &str) -> Vec<u8> {
     out
 }
 
-/// The packets in zlib-compressed frames at the front of `raw` (decoded
-/// by hand: the client's own sequence of frames is not followed here).
-fn unframe(raw: &mut Vec<u8>, plain: &mut Vec<u8>) {
-    while raw.len() >= 7 {
-        let clen = raw[0] as usize | (raw[1] as usize) << 8 | (raw[2] as usize) << 16;
-        let ulen = raw[4] as usize | (raw[5] as usize) << 8 | (raw[6] as usize) << 16;
-        if raw.len() < 7 + clen {
-            return;
-        }
-        let body = &raw[7..7 + clen];
-        if ulen == 0 {
-            plain.extend_from_slice(body);
-        } else {
-            let mut d = flate2::read::ZlibDecoder::new(body);
-            let mut v = Vec::new();
-            d.read_to_end(&mut v).expect("sextant's frames inflate");
-            assert_eq!(v.len(), ulen, "sextant's frame inflates to its header");
-            plain.extend_from_slice(&v);
-        }
-        raw.drain(..7 + clen);
-    }
-}
-
 /// What comes back until the connection closes (or `within` passes):
-/// the packets, decoded from compressed frames, and whether it closed.
+/// the packets, whether it closed, and how long that took.
 fn answer(r: &mut Raw, within: Duration) -> (Vec<Vec<u8>>, bool, Duration) {
     let started = Instant::now();
-    r.s.set_read_timeout(Some(within)).unwrap();
-    let (mut raw, mut plain, mut packets) = (Vec::new(), Vec::new(), Vec::new());
-    let mut buf = [0u8; 65536];
-    let closed = loop {
-        match r.s.read(&mut buf) {
-            Ok(0) => break true,
-            Ok(n) => raw.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
-            Err(_) => break false,
-        }
-        unframe(&mut raw, &mut plain);
-        while let Some(h) = sextant_protocol::codec::parse_header(&plain) {
-            if plain.len() < 4 + h.len {
-                break;
-            }
-            packets.push(plain[4..4 + h.len].to_vec());
-            plain.drain(..4 + h.len);
-        }
-    };
+    let (packets, closed) = read_compressed(&mut r.s, within);
     (packets, closed, started.elapsed())
 }
 

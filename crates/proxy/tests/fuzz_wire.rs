@@ -475,41 +475,6 @@ fn lying_frame(rng: &mut StdRng, packet: &[u8], lie: Lie) -> Vec<u8> {
     out
 }
 
-/// The packets of zlib frames as sextant sends them (decoded by hand:
-/// sextant's frames follow the client's numbering, not a fresh one).
-fn packets_of(mut raw: &[u8]) -> Vec<Vec<u8>> {
-    let mut plain = Vec::new();
-    while raw.len() >= 7 {
-        let clen = raw[0] as usize | (raw[1] as usize) << 8 | (raw[2] as usize) << 16;
-        let ulen = raw[4] as usize | (raw[5] as usize) << 8 | (raw[6] as usize) << 16;
-        if raw.len() < 7 + clen {
-            break;
-        }
-        let body = &raw[7..7 + clen];
-        if ulen == 0 {
-            plain.extend_from_slice(body);
-        } else {
-            let mut v = Vec::new();
-            flate2::read::ZlibDecoder::new(body)
-                .read_to_end(&mut v)
-                .expect("sextant's own frames inflate");
-            plain.extend_from_slice(&v);
-        }
-        raw = &raw[7 + clen..];
-    }
-    let mut out = Vec::new();
-    let mut p = &plain[..];
-    while p.len() >= 4 {
-        let len = p[0] as usize | (p[1] as usize) << 8 | (p[2] as usize) << 16;
-        if p.len() < 4 + len {
-            break;
-        }
-        out.push(p[4..4 + len].to_vec());
-        p = &p[4 + len..];
-    }
-    out
-}
-
 /// Every compressed frame that lies about its length, its data or its
 /// order gets the error a server would give and a closed connection, at
 /// once: the fuzzer's statements, each in a frame that tells one lie.
@@ -548,25 +513,12 @@ fn every_lying_compressed_frame_gets_its_error_and_a_close() {
                     let mut r =
                         Raw::login_with(p.port, "app", "apppass", None, CAPS | 0x20, vec![]);
                     r.s.write_all(&lying_frame(&mut rng, &packet, lie)).unwrap();
-                    r.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
                     let started = Instant::now();
-                    let mut raw = Vec::new();
-                    let mut buf = [0u8; 16384];
-                    let closed = loop {
-                        match r.s.read(&mut buf) {
-                            Ok(0) => break true,
-                            Ok(n) => raw.extend_from_slice(&buf[..n]),
-                            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
-                                break true
-                            }
-                            Err(_) => break false,
-                        }
-                    };
+                    let (packets, closed) = read_compressed(&mut r.s, Duration::from_secs(5));
                     let what = format!(
                         "{lie:?} on {:?} (seed {seed})",
                         String::from_utf8_lossy(&payload)
                     );
-                    let packets = packets_of(&raw);
                     let err = packets
                         .iter()
                         .find(|p| p.first() == Some(&0xff))

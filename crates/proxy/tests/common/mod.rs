@@ -869,6 +869,55 @@ pub fn sysbench_cmd(port: u16, tables: u32, table_size: u32) -> Command {
     c
 }
 
+/// What a client of the compressed protocol is sent until the connection
+/// closes (or `within` passes): the packets, decoded from sextant's zlib
+/// frames by hand (a test's own frame numbering is not followed), and
+/// whether it closed.
+pub fn read_compressed(s: &mut TcpStream, within: Duration) -> (Vec<Vec<u8>>, bool) {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 65536];
+    let closed = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => break false,
+        }
+    };
+    let mut plain = Vec::new();
+    let mut r = &raw[..];
+    while r.len() >= 7 {
+        let clen = r[0] as usize | (r[1] as usize) << 8 | (r[2] as usize) << 16;
+        let ulen = r[4] as usize | (r[5] as usize) << 8 | (r[6] as usize) << 16;
+        if r.len() < 7 + clen {
+            break;
+        }
+        let body = &r[7..7 + clen];
+        if ulen == 0 {
+            plain.extend_from_slice(body);
+        } else {
+            let mut v = Vec::new();
+            flate2::read::ZlibDecoder::new(body)
+                .read_to_end(&mut v)
+                .expect("sextant's frames inflate");
+            assert_eq!(v.len(), ulen, "sextant's frame inflates to its header");
+            plain.extend_from_slice(&v);
+        }
+        r = &r[7 + clen..];
+    }
+    let mut packets = Vec::new();
+    let mut p = &plain[..];
+    while let Some(h) = sextant_protocol::codec::parse_header(p) {
+        if p.len() < 4 + h.len {
+            break;
+        }
+        packets.push(p[4..4 + h.len].to_vec());
+        p = &p[4 + h.len..];
+    }
+    (packets, closed)
+}
+
 /// The (errno, message) of an ERR packet payload.
 pub fn err_of(p: &[u8]) -> (u16, String) {
     assert_eq!(
