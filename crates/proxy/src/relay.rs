@@ -67,6 +67,22 @@ pub struct RelayResult {
     /// The server refused a prepare with 1461 and the error was not
     /// relayed (`hold_stmt_limit_error`).
     pub stmt_limit_rejected: bool,
+    /// What the server's session tracking said the statement did, taken
+    /// from the connection by the session once the answer is relayed.
+    pub tracked: Tracked,
+}
+
+/// What session tracking reported about a statement, beyond the answer.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tracked {
+    /// The connection holds state sextant cannot replay.
+    pub opaque: bool,
+    /// The `insert_id` variable was set.
+    pub insert_id_reported: bool,
+    /// `SET LAST_INSERT_ID = N`.
+    pub last_insert_id_set: Option<u64>,
+    /// The GTID of the write.
+    pub wrote: Option<sextant_backend::gtid::Gtid>,
 }
 
 /// The server refuses writes because it is read-only: the statement did

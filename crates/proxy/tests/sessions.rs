@@ -398,6 +398,59 @@ fn set_insert_id_is_the_sessions_own() {
     assert_eq!(id, Some(2000));
 }
 
+/// A prepared statement leaves the session as the same statement sent as
+/// text does: after a prepared `SQL_CALC_FOUND_ROWS` read, FOUND_ROWS()
+/// answers for it, and a prepared `SET insert_id` gives the id to the
+/// session's next INSERT and to no other session's. Another session
+/// inserts between the statements, so with two connections per server and
+/// no hold a session that let its connection go shows it.
+#[test]
+fn prepared_statements_leave_the_session_as_text_ones_do() {
+    let p = tight_proxy();
+    let mut a = p.conn();
+    let mut b = p.conn();
+    a.query_drop("CREATE TABLE IF NOT EXISTS prep_fx (id int primary key auto_increment, v int)")
+        .unwrap();
+    a.query_drop("DELETE FROM prep_fx WHERE id >= 5000")
+        .unwrap();
+    for i in 0..12 {
+        a.query_drop(format!("INSERT INTO prep_fx (v) VALUES ({i})"))
+            .unwrap();
+    }
+    for round in 0..6u64 {
+        let real: Option<i64> = a
+            .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM prep_fx")
+            .unwrap();
+        let _: Vec<i64> = a
+            .exec("SELECT SQL_CALC_FOUND_ROWS id FROM prep_fx LIMIT 2", ())
+            .unwrap();
+        b.query_drop("SELECT SQL_CALC_FOUND_ROWS 1 FROM DUAL")
+            .unwrap();
+        let total: Option<i64> = match round % 2 {
+            0 => a.query_first("SELECT FOUND_ROWS()").unwrap(),
+            _ => a.exec_first("SELECT FOUND_ROWS()", ()).unwrap(),
+        };
+        assert_eq!(
+            total, real,
+            "round {round}: FOUND_ROWS() after a prepared read"
+        );
+
+        // Below the table's counter, so that b's own next id is never it.
+        let id = 9000 - 10 * round;
+        a.exec_drop(format!("SET insert_id = {id}"), ()).unwrap();
+        b.query_drop("INSERT INTO prep_fx (v) VALUES (-1)").unwrap();
+        let b_id: Option<u64> = b.query_first("SELECT LAST_INSERT_ID()").unwrap();
+        assert_ne!(
+            b_id,
+            Some(id),
+            "round {round}: b's insert took a's insert_id"
+        );
+        a.query_drop("INSERT INTO prep_fx (v) VALUES (-2)").unwrap();
+        let a_id: Option<u64> = a.query_first("SELECT LAST_INSERT_ID()").unwrap();
+        assert_eq!(a_id, Some(id), "round {round}: a prepared SET insert_id");
+    }
+}
+
 /// State a stored procedure creates (a user variable, a temporary table)
 /// stays with the session that called it, and no other session sees it.
 #[test]

@@ -6,13 +6,18 @@
 //! - [`plan`]: the whole plan of a statement (target, rule, consistency
 //!   requirement, retry and pipelining eligibility), the value a session
 //!   executes and `EXPLAIN ROUTE` shows.
+//! - [`effects`]: what a statement leaves behind on its session once its
+//!   answer is in (pins, the hold on the primary, insert id, GTID), the
+//!   value the session applies.
 //! - [`balance`]: which server of a role takes a read.
 
 pub mod balance;
+pub mod effects;
 pub mod plan;
 pub mod rules;
 
 pub use balance::{pick, pick_weighted, Load};
+pub use effects::{effects, Answer, Effects, Pins, Ran, Statement};
 pub use plan::{
     plan, plan_execute, Command, GroupFacts, Plan, Prepared, ReadRequirement, Refusal, Retry,
 };

@@ -2,6 +2,7 @@
 //! decided in one place by pure functions, so that the session only
 //! executes and `EXPLAIN ROUTE` shows exactly what a session would do.
 
+use crate::effects::Statement;
 use crate::rules::{decide, Cursor, Decision, Rule, SessionFacts, Target};
 use sextant_config::{Consistency, ConsistencyScope, RoutingPolicy};
 use sextant_sql::Classification;
@@ -118,8 +119,9 @@ impl Plan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prepared {
     pub decision: Decision,
-    /// What the statement is (for the traffic counters).
+    /// What the statement is (for the traffic counters and its effects).
     pub kind: sextant_sql::Kind,
+    pub flags: sextant_sql::Flags,
     pub read_only: bool,
     pub may_write: bool,
     /// Its `/*# consistency=... */` hint.
@@ -135,10 +137,22 @@ impl Prepared {
         Prepared {
             decision: decide(c, SessionFacts::default(), policy, &mut Cursor::default()),
             kind: c.kind,
+            flags: c.flags,
             read_only: c.read_only,
             may_write: c.may_write(),
             consistency: consistency_hint(c),
             plain: c.flags.is_empty(),
+        }
+    }
+}
+
+impl Prepared {
+    /// The statement, as its effects see it.
+    pub fn statement(&self) -> Statement {
+        Statement {
+            kind: self.kind,
+            flags: self.flags,
+            read_only: self.read_only,
         }
     }
 }

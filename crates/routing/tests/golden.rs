@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 
 #[derive(Deserialize, Serialize)]
 struct Case {
+    /// What the case pins down: the rule of docs/routing.md that decides
+    /// it (as "rule N (name)"), and the circumstances.
+    comment: String,
     sql: String,
     /// "free" (a fresh session), "transaction", "autocommit_off" (the same
     /// to routing), "pinned", "replica_transaction" (a read-only transaction on
@@ -185,6 +188,17 @@ fn golden_routing_plans() {
         for c in cases.iter_mut() {
             total += 1;
             let got = run(c);
+            // A comment that names a rule names the one that decided.
+            if !update && c.comment.contains("rule ") {
+                assert!(
+                    c.comment.contains(&format!("({})", got.rule)),
+                    "{:?}: the comment {:?} names another rule than {}",
+                    c.sql,
+                    c.comment,
+                    got.rule
+                );
+            }
+            assert!(!c.comment.trim().is_empty(), "{:?}: no comment", c.sql);
             match &c.expect {
                 Some(want) if *want == got => {}
                 _ if update => c.expect = Some(got),

@@ -182,7 +182,15 @@ impl Classification<'_> {
     /// Statements after which the session's state lives on its server
     /// connection and cannot be moved.
     pub fn pins_session(&self) -> bool {
-        self.flags.intersects(
+        self.flags.pins_session()
+    }
+}
+
+impl Flags {
+    /// Statements with these leave state on their server connection that
+    /// cannot be moved.
+    pub fn pins_session(self) -> bool {
+        self.intersects(
             Flags::USER_VAR
                 | Flags::TEMP_TABLE
                 | Flags::NAMED_LOCK

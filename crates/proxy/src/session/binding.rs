@@ -9,6 +9,7 @@ use sextant_backend::gtid::Gtid;
 use sextant_backend::shared_wait::Claim;
 use sextant_backend::{Binding, Group, Lease, Role, Server, MAX_GROUP_SERVERS};
 use sextant_protocol::consts::status;
+use sextant_routing::Pins;
 use sextant_routing::{pick, SessionFacts, Target};
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,9 +74,9 @@ impl Session {
                     // Right after a write, reads stay on the primary
                     // connection: the session reads its own writes.
                     Target::Replica => {
-                        let mono =
-                            !self.mono || mono_ok(self.seen_us, self.sticky.as_ref(), &a.server);
-                        let has = self.need.is_none_or(|g| {
+                        let mono = !self.stmt.mono
+                            || mono_ok(self.seen_us, self.sticky.as_ref(), &a.server);
+                        let has = self.stmt.need.is_none_or(|g| {
                             a.server.role() == Role::Primary
                                 || a.server.health.has_applied(g.pack())
                         });
@@ -83,7 +84,7 @@ impl Session {
                         if takes && mono && !has && self.wait_here(&a.server) {
                             // The held replica may have it already: the
                             // wait goes ahead of the read.
-                            self.wait.pending = self.need;
+                            self.stmt.wait.pending = self.stmt.need;
                             self.hold_until = None;
                             return Ok(());
                         }
@@ -100,16 +101,16 @@ impl Session {
         let group = self.group.clone();
         let server = match target {
             Target::Primary => self.primary_of(&group).await?,
-            Target::Replica => match (self.pick_reader(), self.need) {
+            Target::Replica => match (self.pick_reader(), self.stmt.need) {
                 (Some(s), Some(g)) if must_wait(&s, g) => match self.follow_wait(&s, g).await {
                     Followed::Applied => s,
                     Followed::GaveUp => {
-                        self.wait.gave_up = true;
+                        self.stmt.wait.gave_up = true;
                         self.read_primary(&group).await?
                     }
-                    Followed::Own if self.wait.pipelined => {
+                    Followed::Own if self.stmt.wait.pipelined => {
                         // Attached below; the wait goes ahead of the read.
-                        self.wait.pending = Some(g);
+                        self.stmt.wait.pending = Some(g);
                         s
                     }
                     Followed::Own => {
@@ -127,7 +128,7 @@ impl Session {
         let conn = match self.borrow_from(&server).await {
             Ok(c) => c,
             Err(e) if target == Target::Replica && server.role() == Role::Replica => {
-                if let Some(g) = self.wait.pending.take() {
+                if let Some(g) = self.stmt.wait.pending.take() {
                     server.health.shared_wait.ended(g.pack());
                 }
                 // A read never fails while the primary is up.
@@ -153,7 +154,7 @@ impl Session {
     /// that takes reads whenever the replicas have not been seen to apply
     /// the newest write.
     pub(super) fn pick_reader(&mut self) -> Option<Arc<Server>> {
-        let need = self.need.map(|g| g.pack());
+        let need = self.stmt.need.map(|g| g.pack());
         let fresh = self.pick_among(|s| {
             need.is_none_or(|g| s.role() == Role::Replica && s.health.has_applied(g))
         });
@@ -171,7 +172,7 @@ impl Session {
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
-        let (mono, seen_us) = (self.mono, self.seen_us);
+        let (mono, seen_us) = (self.stmt.mono, self.seen_us);
         let sticky = if mono { self.sticky.as_ref() } else { None };
         let (weights, n) = read_weights(group);
         let i = pick(
@@ -201,9 +202,9 @@ impl Session {
         // (MASTER_GTID_WAIT would never return): reads wait for the
         // monitor to see a node's binlog position instead.
         let on = self.user.policy().causal_wait_ms > 0
-            && !self.wait.gave_up
+            && !self.stmt.wait.gave_up
             && self.group.topology != sextant_config::Topology::Galera;
-        self.need.filter(|_| on).map(|g| g.pack())
+        self.stmt.need.filter(|_| on).map(|g| g.pack())
     }
 
     /// The primary, for a read that must see a write no replica is known
@@ -273,7 +274,7 @@ impl Session {
             return false;
         };
         self.binding = Binding::Direct(Lease::new(server, conn));
-        self.wait.pending = Some(g);
+        self.stmt.wait.pending = Some(g);
         Box::pin(self.wait_now()).await && self.sync_attached().await.is_ok()
     }
 
@@ -282,7 +283,7 @@ impl Session {
     /// failed, the connection is given back, and the statement must be
     /// attached again (to the primary).
     pub(super) async fn wait_now(&mut self) -> bool {
-        let (Some(g), Some(a)) = (self.wait.pending.take(), self.binding.direct_mut()) else {
+        let (Some(g), Some(a)) = (self.stmt.wait.pending.take(), self.binding.direct_mut()) else {
             return true;
         };
         let sql = wait_sql(&g, self.user.policy().causal_wait_ms);
@@ -291,7 +292,7 @@ impl Session {
         let rows = answer.as_deref().unwrap_or_default();
         let ok = wait_ended(&a.server, &g, started, rows);
         if !ok {
-            self.wait.gave_up = true;
+            self.stmt.wait.gave_up = true;
             match answer {
                 Ok(_) | Err(sextant_backend::BackendError::Server { .. }) => self.release(),
                 Err(_) => self.detach_discard(),
@@ -373,6 +374,23 @@ impl Session {
         Ok(())
     }
 
+    /// LAST_INSERT_ID() is per server connection: if this statement runs
+    /// on another connection than the write that generated the id, make
+    /// that connection return it too.
+    pub(super) async fn restore_last_insert_id(&mut self) {
+        let Some(a) = self.binding.direct_mut() else {
+            return;
+        };
+        let here = (a.server.addr.clone(), a.conn().connection_id);
+        if self.last_insert_conn.as_ref() == Some(&here) {
+            return;
+        }
+        let sql = format!("DO LAST_INSERT_ID({})", self.last_insert_id);
+        if a.conn_mut().exec_internal(&sql).await.is_ok() {
+            self.last_insert_conn = Some(here);
+        }
+    }
+
     /// After a statement: keep the connection if the session is pinned,
     /// hold it briefly otherwise.
     pub(super) fn after_statement(&mut self) {
@@ -397,8 +415,11 @@ impl Session {
         self.binding.release();
     }
 
-    /// Closes the held connection(s): their state is unknown.
+    /// Closes the held connection(s): their state is unknown. Whatever
+    /// kept the session on them (transaction, locks, variables) went with
+    /// them.
     pub(super) fn detach_discard(&mut self) {
+        self.pins = Pins::empty();
         self.hold_until = None;
         self.last_insert_conn = None;
         self.binding.discard();

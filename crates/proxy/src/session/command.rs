@@ -1,7 +1,7 @@
 //! The command loop: read a command, dispatch it, and the commands that
 //! start the session over (COM_RESET_CONNECTION, COM_CHANGE_USER).
 
-use super::{Pins, Session};
+use super::Session;
 use crate::errors::SessionError;
 use crate::frontend;
 use sextant_backend::SessionVars;
@@ -9,6 +9,7 @@ use sextant_protocol::codec::Reader;
 use sextant_protocol::consts::{cap, com, mariadb_cap, status};
 use sextant_protocol::packets::write_simple_ok;
 use sextant_protocol::tracker::Expect;
+use sextant_routing::Pins;
 use sextant_routing::Target;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -135,7 +136,6 @@ impl Session {
                             // Closing each branch's connection rolls it
                             // back too.
                             self.dist = None;
-                            self.pins = Pins::empty();
                             let _ = self.client.send_error(0, &e).await;
                             return;
                         }

@@ -5,11 +5,10 @@
 //! write it is not yet known to have.
 
 use super::Session;
-use crate::relay::RelayResult;
 use sextant_backend::gtid::Gtid;
 use sextant_backend::{Role, Server};
 use sextant_config::ConsistencyScope;
-use sextant_routing::Plan;
+use sextant_routing::{Plan, Rule, Target};
 use std::sync::Arc;
 
 /// monotonic: `s` may serve a read of a session that last read from
@@ -27,22 +26,6 @@ fn now_us() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as i64)
         .unwrap_or(0)
-}
-
-/// read_your_writes: a read that must see a write no replica is known to
-/// have waits for it on a replica (MASTER_GTID_WAIT) rather than going to
-/// the primary. Per statement: set while it is placed, cleared after.
-#[derive(Default)]
-pub(super) struct ReplicaWait {
-    /// The statement is sent right after its connection is attached
-    /// (run_plan), so the wait can travel in the same write, ahead of it.
-    /// Otherwise the wait is a round trip of its own before it.
-    pub pipelined: bool,
-    /// Attached to a replica not known to have this write: the wait goes
-    /// ahead of the statement (forward.rs).
-    pub pending: Option<Gtid>,
-    /// A wait of this statement ran out of time: it reads the primary.
-    pub gave_up: bool,
 }
 
 /// What the answer to a wait says.
@@ -90,17 +73,23 @@ impl Session {
     /// which write a replica must have applied, whether it may not go back
     /// in time.
     pub(super) fn require(&mut self, plan: &Plan) {
-        self.need = plan.read.own_writes.and_then(|s| self.own_write(s));
-        self.mono = plan.read.monotonic;
-        self.wait = ReplicaWait::default();
+        self.stmt = super::stmt::Stmt {
+            need: plan.read.own_writes.and_then(|s| self.own_write(s)),
+            mono: plan.read.monotonic,
+            ..Default::default()
+        };
+        if plan.rule == Rule::Hint && plan.target == Target::Replica && !self.pinned() {
+            // A READONLY hint outranks the hold window after a write: the
+            // window is there for reading one's own writes, which the
+            // read's consistency requirement (above) already looks after.
+            self.primary_reads_until = None;
+        }
     }
 
-    /// After the statement: requirements end, and a monotonic read is
+    /// After the statement: its requirements end, and a monotonic read is
     /// remembered as seen.
     pub(super) fn read_done(&mut self) {
-        self.need = None;
-        self.wait = ReplicaWait::default();
-        if std::mem::take(&mut self.mono) {
+        if std::mem::take(&mut self.stmt).mono {
             self.note_seen();
         }
     }
@@ -125,34 +114,5 @@ impl Session {
     pub(super) fn note_write(&mut self, g: Gtid) {
         self.last_write = Some(g);
         self.user.latest_write.publish(&g);
-    }
-
-    /// Remembers the id a write generated, and on which connection
-    /// LAST_INSERT_ID() returns it.
-    pub(super) fn note_insert_id(&mut self, res: &RelayResult) {
-        if res.last_insert_id != 0 {
-            self.last_insert_id = res.last_insert_id;
-            self.last_insert_conn = self
-                .binding
-                .direct()
-                .map(|a| (a.server.addr.clone(), a.conn().connection_id));
-        }
-    }
-
-    /// LAST_INSERT_ID() is per server connection: if this statement runs
-    /// on another connection than the write that generated the id, make
-    /// that connection return it too.
-    pub(super) async fn restore_last_insert_id(&mut self) {
-        let Some(a) = self.binding.direct_mut() else {
-            return;
-        };
-        let here = (a.server.addr.clone(), a.conn().connection_id);
-        if self.last_insert_conn.as_ref() == Some(&here) {
-            return;
-        }
-        let sql = format!("DO LAST_INSERT_ID({})", self.last_insert_id);
-        if a.conn_mut().exec_internal(&sql).await.is_ok() {
-            self.last_insert_conn = Some(here);
-        }
     }
 }

@@ -3,7 +3,7 @@
 //! its answer reached the client.
 
 use super::busy::Busy;
-use super::{Pins, Session};
+use super::Session;
 use crate::client::Client;
 use crate::errors::SessionError;
 use crate::relay::{relay, RelayError, RelayOpts, RelayResult};
@@ -83,14 +83,14 @@ impl Session {
     ) -> Result<Option<RelayResult>, SessionError> {
         let (mut attempt, mut pooled_retries) = (0, 0);
         while attempt < ATTEMPTS {
-            self.retry = if attempt + 1 < ATTEMPTS {
+            self.stmt.retry = if attempt + 1 < ATTEMPTS {
                 plan.retry
             } else {
                 Retry::Never
             };
             // Text reads and executions are sent right after their
             // connection is attached: a wait for a write goes with them.
-            self.wait.pipelined = !matches!(work, Work::Bulk { .. });
+            self.stmt.wait.pipelined = !matches!(work, Work::Bulk { .. });
             let outcome = match work {
                 Work::Query(p) => self.query_once(plan, p, attempt == 0).await,
                 Work::Execute { id, payload } => {
@@ -98,9 +98,9 @@ impl Session {
                 }
                 Work::Bulk { id, payload } => self.bulk_once(plan, id, payload).await,
             };
-            self.retry = Retry::Never;
-            self.wait.pipelined = false;
-            if let (Some(g), Some(a)) = (self.wait.pending.take(), self.binding.direct()) {
+            self.stmt.retry = Retry::Never;
+            self.stmt.wait.pipelined = false;
+            if let (Some(g), Some(a)) = (self.stmt.wait.pending.take(), self.binding.direct()) {
                 // Never sent: the reads following it must not wait for it.
                 a.server.health.shared_wait.ended(g.pack());
             }
@@ -208,6 +208,7 @@ impl Session {
         }
         let server = self.pick_reader()?;
         if self
+            .stmt
             .need
             .is_some_and(|g| super::binding::must_wait(&server, g))
         {
@@ -309,7 +310,7 @@ impl Session {
         expect: Expect,
         client_stmt_id: Option<u32>,
     ) -> Result<Outcome, SessionError> {
-        if let Some(g) = self.wait.pending.take() {
+        if let Some(g) = self.stmt.wait.pending.take() {
             if let Some(o) = self.send_after_wait(g, expect).await? {
                 return Ok(o);
             }
@@ -341,14 +342,14 @@ impl Session {
             return Ok(Outcome::Reported);
         };
         let addr = a.server.addr.to_string();
-        if a.conn().from_pool && self.retry == Retry::Read {
+        if a.conn().from_pool && self.stmt.retry == Retry::Read {
             a.server.discard_idle();
             self.detach_discard();
             return Ok(Outcome::Retry(RetryReason::PooledConnClosed));
         }
         a.server.mark_unreachable(&e.to_string());
         self.detach_discard();
-        if self.retry == Retry::Read {
+        if self.stmt.retry == Retry::Read {
             return Ok(Outcome::Retry(RetryReason::ServerFailed));
         }
         self.reply_error(SessionError::BackendLost {
@@ -437,7 +438,7 @@ impl Session {
             self.reply_error(e.into()).await?;
             return Ok(Some(Outcome::Reported));
         }
-        self.wait.gave_up = true;
+        self.stmt.wait.gave_up = true;
         Ok(Some(Outcome::Retry(RetryReason::WaitTimedOut)))
     }
 
@@ -455,7 +456,7 @@ impl Session {
             writes: Some(&self.user.latest_write),
             deprecate_eof: self.deprecate_eof,
             client_stmt_id,
-            hold_read_only_error: self.retry == Retry::WriteAfterSwitchover,
+            hold_read_only_error: self.stmt.retry == Retry::WriteAfterSwitchover,
             hold_stmt_limit_error: expect == Expect::Prepare && !self.stmts_evicted,
         };
         let timed = self.user.policy().balance == sextant_config::Balance::LeastLatency;
@@ -494,17 +495,25 @@ impl Session {
                 self.release();
                 Ok(Outcome::Retry(RetryReason::ReadOnly))
             }
-            Ok(res) => {
+            Ok(mut res) => {
                 self.status = res.status & !status::SESSION_STATE_CHANGED;
                 self.ran = (res.rows, res.error, ran_on(&a.server));
+                // What the statement did to the session is the caller's to
+                // apply (effects.rs); what it did to the connection is
+                // put right here.
+                let conn = a.conn_mut();
+                res.tracked = crate::relay::Tracked {
+                    opaque: conn.track.opaque,
+                    insert_id_reported: std::mem::take(&mut conn.track.insert_id_reported),
+                    last_insert_id_set: conn.track.last_insert_id_set.take(),
+                    wrote: conn.track.last_gtid.take(),
+                };
                 if res.connection_ending {
                     let span = self.span.clone();
                     tracing::info!(parent: &span, server = %a.server.addr, "the server ended a connection");
                     self.detach_discard();
-                    self.pins = Pins::empty();
                     return Ok(Outcome::Done(res));
                 }
-                let conn = a.conn_mut();
                 if conn.track.charset_changed && Box::pin(conn.refresh_collation()).await.is_err() {
                     self.detach_discard();
                     return Ok(Outcome::Done(res));
@@ -515,35 +524,11 @@ impl Session {
                 }
                 if res.vars_changed {
                     super::binding::adopt_vars(&mut self.vars, &conn.vars);
-                    let secs = |name: &str| {
-                        let v = self.vars.client_side.get(name)?;
-                        v.parse().ok().map(std::time::Duration::from_secs)
-                    };
-                    self.client.write_timeout = secs("net_write_timeout");
-                    self.client.read_timeout = secs("net_read_timeout");
                 }
                 if conn.track.client_side_changed
                     && Box::pin(conn.restore_client_side()).await.is_err()
                 {
                     self.detach_discard();
-                    return Ok(Outcome::Done(res));
-                }
-                let wrote = conn.track.last_gtid.take();
-                if conn.track.opaque {
-                    self.pins.insert(Pins::OPAQUE);
-                }
-                if std::mem::take(&mut conn.track.insert_id_reported) {
-                    self.pins.insert(Pins::INSERT_ID);
-                }
-                // `SET LAST_INSERT_ID = N` says so only in a session-state
-                // report: N is the session's LAST_INSERT_ID() from now on.
-                if let Some(v) = conn.track.last_insert_id_set.take() {
-                    let id = conn.connection_id;
-                    self.last_insert_id = v;
-                    self.last_insert_conn = Some((a.server.addr.clone(), id));
-                }
-                if let Some(g) = wrote {
-                    self.note_write(g);
                 }
                 Ok(Outcome::Done(res))
             }
@@ -553,7 +538,6 @@ impl Session {
                 // The connection's state is unknown: it is closed, and the
                 // session's server-side state (transaction, pins) is gone.
                 self.detach_discard();
-                self.pins = Pins::empty();
                 self.server_failed(&server, e, from_pool).await
             }
             Err(client) => {
@@ -583,7 +567,7 @@ impl Session {
             return Err(client_failed(e));
         };
         let addr = server.addr.to_string();
-        if !started && from_pool && self.retry == Retry::Read {
+        if !started && from_pool && self.stmt.retry == Retry::Read {
             tracing::info!(parent: &self.span, server = %addr, "a pooled connection had been closed by the server: {reason}");
             server.discard_idle();
             return Ok(Outcome::Retry(RetryReason::PooledConnClosed));
@@ -592,7 +576,7 @@ impl Session {
         if !started {
             server.mark_unreachable(&reason);
         }
-        if !started && self.retry == Retry::Read {
+        if !started && self.stmt.retry == Retry::Read {
             return Ok(Outcome::Retry(RetryReason::ServerFailed));
         }
         let e = SessionError::BackendLost { addr, reason };

@@ -2,10 +2,64 @@
 //! connection ids (the registry and the parser are `crate::kill`), and
 //! refused inside dynamic SQL.
 
+use super::query::Next;
 use super::Session;
 use crate::errors::SessionError;
+use sextant_routing::Target;
+use sextant_sql::{Classification, Flags, Kind};
 
 impl Session {
+    /// A text statement that is a KILL, or hides one where sextant cannot
+    /// carry it out (dynamic SQL, among several statements): carried out
+    /// or refused. None: it is not one, and runs as usual.
+    pub(super) async fn intercept_kill(
+        &mut self,
+        c: &Classification<'_>,
+        p: &[u8],
+        at: usize,
+    ) -> Option<Result<Next, SessionError>> {
+        let done = |r: Result<(), SessionError>| Some(r.map(|()| Next::Done));
+        if c.flags.contains(Flags::DYNAMIC_KILL) {
+            return done(self.reply_error(SessionError::KillNotAlone).await);
+        }
+        if c.flags.contains(Flags::SQL_PREPARE) && c.flags.contains(Flags::MULTI) {
+            let mode = self.lex_mode();
+            let sql = &p[at..];
+            let hidden = sextant_sql::statement_spans(sql, mode)
+                .into_iter()
+                .any(|r| sextant_sql::dynamic_source(&sql[r], mode).is_some());
+            if hidden {
+                return done(self.reply_error(SessionError::DynamicSqlNotAlone).await);
+            }
+        }
+        if c.flags.contains(Flags::KILL) {
+            return Some(Ok(Next::Instead(self.kills_among(p, at).await)));
+        }
+        if c.kind == Kind::Kill {
+            return done(Box::pin(self.kill(crate::kill::parse(&p[at..]))).await);
+        }
+        None
+    }
+
+    /// `PREPARE s FROM @v` or `EXECUTE IMMEDIATE @v` whose text, read from
+    /// the server, is a KILL: refused, as a KILL must be alone to be
+    /// carried out with sextant's ids.
+    pub(super) async fn dynamic_kill_refused(
+        &mut self,
+        c: &Classification<'_>,
+        target: Target,
+        sql: &[u8],
+    ) -> Option<Result<(), SessionError>> {
+        if !matches!(c.kind, Kind::Prepare | Kind::Execute) {
+            return None;
+        }
+        let src = sextant_sql::dynamic_source(sql, self.lex_mode())?;
+        if Box::pin(self.dynamic_text_is_kill(target, src)).await {
+            return Some(self.reply_error(SessionError::KillNotAlone).await);
+        }
+        None
+    }
+
     /// `KILL [QUERY] <id>` (and COM_PROCESS_KILL): `id` is one of sextant's
     /// sessions, never passed to a server as it is.
     pub(super) async fn kill(&mut self, k: crate::kill::KillStatement) -> Result<(), SessionError> {
@@ -86,8 +140,8 @@ impl Session {
     /// result in the client's stream. A KILL that fails becomes a SIGNAL
     /// of its error: the server stops there, as it would at a failed
     /// statement, and later KILLs are not carried out. (The statements
-    /// before a KILL run after it.)
-    pub(super) async fn kills_among(&mut self, p: &[u8], at: usize) -> Result<(), SessionError> {
+    /// before a KILL run after it.) Returns that packet.
+    pub(super) async fn kills_among(&mut self, p: &[u8], at: usize) -> Vec<u8> {
         let sql = &p[at..];
         let mut out = Vec::with_capacity(p.len());
         out.extend_from_slice(&p[..at]);
@@ -117,6 +171,6 @@ impl Session {
             from = r.end;
         }
         out.extend_from_slice(&sql[from..]);
-        Box::pin(self.query(&out)).await
+        out
     }
 }

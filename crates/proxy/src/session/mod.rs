@@ -20,8 +20,12 @@
 //! - `kill.rs`: KILL statements, carried out with sextant's connection ids.
 //! - `prepared.rs`: prepared statements (prepare, execute, long data,
 //!   cursors).
+//! - `effects.rs`: what a statement's answer changed in the session
+//!   (decided by `sextant_routing::effects`), applied in one place.
 //! - `consistency.rs`: what a read must see (own writes, monotonic) and
 //!   what the session remembers for that.
+//! - `stmt.rs`: the statement being run (its retry permission, what it
+//!   must see, its wait on a replica), one value from plan to effects.
 //! - `binding.rs`: which server connection the session holds, choosing a
 //!   server, and bringing a connection to the session's state.
 //! - `forward.rs`: sending a statement and relaying its answer; the one
@@ -41,6 +45,7 @@ mod busy;
 mod columns;
 mod command;
 mod consistency;
+mod effects;
 mod forward;
 mod info;
 mod kill;
@@ -50,6 +55,7 @@ mod prepared;
 mod query;
 mod shard;
 mod spread;
+mod stmt;
 mod tracking;
 mod xa;
 
@@ -62,35 +68,12 @@ use sextant_backend::gtid::Gtid;
 use sextant_backend::{Binding, Flavor, Server, SessionVars};
 use sextant_protocol::consts::{cap, status};
 use sextant_protocol::packets::{write_eof, write_ok, OkPacket};
-use sextant_routing::{Cursor, Retry, Target};
+use sextant_routing::{Cursor, Pins, Target};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-
-bitflags::bitflags! {
-    /// Reasons a session must keep its server connection.
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-    struct Pins: u8 {
-        /// User variables, temporary tables, named locks, SQL PREPARE,
-        /// HANDLER, or anything else the server said changed and sextant
-        /// cannot replay.
-        const OPAQUE = 1;
-        const LOCK_TABLES = 1 << 1;
-        const CURSOR = 1 << 2;
-        const LONG_DATA = 1 << 3;
-        /// SET TRANSACTION applies to the next transaction of this
-        /// connection.
-        const NEXT_TRX = 1 << 4;
-        /// SQL_CALC_FOUND_ROWS: FOUND_ROWS() must run on the same
-        /// connection.
-        const FOUND_ROWS = 1 << 5;
-        /// SET insert_id: the next statement (the INSERT) must run on the
-        /// same connection.
-        const INSERT_ID = 1 << 6;
-    }
-}
 
 pub struct Session {
     /// Registered for KILL; dropped first (before the client socket
@@ -158,20 +141,10 @@ pub struct Session {
     /// connection (address, id) where LAST_INSERT_ID() returns it.
     last_insert_id: u64,
     last_insert_conn: Option<(Arc<str>, u32)>,
-    /// The retry the current attempt of a statement may ask for (its
-    /// plan's, except on the last attempt); Never between statements.
-    retry: Retry,
     /// The GTID of this session's last write.
     last_write: Option<Gtid>,
-    /// While a statement is being placed: the write its read must see
-    /// (read_your_writes), if any.
-    need: Option<Gtid>,
-    /// While a statement is being placed: it must not read older data than
-    /// the session has seen (monotonic).
-    mono: bool,
-    /// While a statement is being placed: its wait on a replica for the
-    /// write it must see.
-    wait: consistency::ReplicaWait,
+    /// The statement being run (empty between statements).
+    stmt: stmt::Stmt,
     /// monotonic: the server of the session's last read, and when (sextant's
     /// clock, microseconds) that read ended. Whatever it saw, the primary
     /// had committed by then; a server that has applied a later heartbeat
@@ -377,11 +350,8 @@ impl Session {
             status: status::AUTOCOMMIT,
             last_insert_id: 0,
             last_insert_conn: None,
-            retry: Retry::Never,
             last_write: None,
-            need: None,
-            mono: false,
-            wait: Default::default(),
+            stmt: Default::default(),
             sticky: None,
             seen_us: 0,
             span,

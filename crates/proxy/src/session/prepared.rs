@@ -4,16 +4,16 @@
 //! client sent once are replayed to connections that have not seen them.
 
 use super::forward::{Outcome, RetryReason, Work};
-use super::{Pins, Session};
+use super::query::Next;
+use super::Session;
 use crate::errors::SessionError;
 use sextant_backend::pipe::PipeStmt;
 use sextant_protocol::codec::{write_packet, Reader};
-use sextant_protocol::consts::{cap, cursor, status};
+use sextant_protocol::consts::{cap, cursor};
 use sextant_protocol::packets::write_simple_ok;
 use sextant_protocol::tracker::Expect;
-use sextant_routing::{plan, plan_execute, Command, Plan, Prepared, Retry, Target};
+use sextant_routing::{plan, plan_execute, Command, Pins, Plan, Prepared, Ran, Retry, Target};
 use std::sync::Arc;
-use tokio::time::Instant;
 
 pub(super) struct ClientStmt {
     sql: Arc<[u8]>,
@@ -222,8 +222,9 @@ impl Session {
         if let Some(sh) = self.sharding.clone() {
             let may_write = sextant_sql::classify(&sql).may_write();
             match Box::pin(self.shard_prepare(&sh, &sql, may_write, p)).await? {
-                super::shard::Sharded::Done => return Ok(()),
-                super::shard::Sharded::Continue => {}
+                Next::Done => return Ok(()),
+                Next::Run => {}
+                Next::Instead(q) => return Box::pin(self.prepare(&q)).await,
             }
         }
         let mut c = self.group.classify_in(&sql, || self.lex_mode());
@@ -244,7 +245,7 @@ impl Session {
         let res = self
             .forward(plan.target, p, Expect::Prepare, Some(id))
             .await;
-        self.need = None;
+        self.stmt.need = None;
         let Outcome::Done(res) = res? else {
             return Ok(());
         };
@@ -334,19 +335,10 @@ impl Session {
         write_packet(&mut self.scratch, 0, &q);
         let sent_types = flags & SEND_TYPES_TO_SERVER != 0 || q[5] & 128 != 0 || types_sent;
         let sql = st.sql.clone();
-        self.primary_reads_until = Some(Instant::now() + self.hold);
         if let Some(a) = self.binding.direct_mut() {
             a.conn_mut().stmt_used(&sql, sent_types);
         }
-        let outcome = self.send_and_relay(Expect::Execute, None).await?;
-        if let Outcome::Done(res) = &outcome {
-            self.note_insert_id(res);
-        }
-        if !matches!(outcome, Outcome::Retry(_)) {
-            self.pins.remove(Pins::LONG_DATA | Pins::INSERT_ID);
-            self.after_statement();
-        }
-        Ok(outcome)
+        self.send_and_relay(Expect::Execute, None).await
     }
 
     pub(super) async fn execute(&mut self, p: &[u8]) -> Result<(), SessionError> {
@@ -391,8 +383,10 @@ impl Session {
             let cursor = !bulk && p.get(5).is_some_and(|f| f & cursor::READ_ONLY != 0);
             let (sql, may_write) = (st.sql.clone(), st.route.may_write);
             match Box::pin(self.shard_execute(&sh, &sql, may_write, &values, bulk, cursor)).await? {
-                super::shard::Sharded::Done => return Ok(()),
-                super::shard::Sharded::Continue => {}
+                Next::Done => return Ok(()),
+                Next::Run => {}
+                // Run as its text; the answer is the execution's.
+                Next::Instead(q) => return Box::pin(self.query(&q)).await,
             }
         }
         let Some(st) = self.stmts.get(&id) else {
@@ -423,6 +417,7 @@ impl Session {
             cursor,
         );
         sextant_admin::traffic::statement(st.route.kind, plan.rule);
+        let statement = st.route.statement();
         if let Some(r) = plan.refuse {
             return self.reply_error(SessionError::WriteOnReplica(r)).await;
         }
@@ -433,7 +428,12 @@ impl Session {
         };
         let r = self.run_plan(&plan, work).await;
         self.read_done();
-        r.map(|_| ())
+        let ran = match bulk {
+            true => Ran::Bulk,
+            false => Ran::Execute { cursor },
+        };
+        self.after(&statement, ran, plan.target, r?.as_ref());
+        Ok(())
     }
 
     /// One attempt at an execute: on a pipe when the plan allows and the
@@ -457,7 +457,7 @@ impl Session {
             Ok(v) => v,
             Err(outcome) => return Ok(outcome),
         };
-        let flags = *p.get(5).ok_or(SessionError::Malformed(
+        p.get(5).ok_or(SessionError::Malformed(
             sextant_protocol::ProtoError::Truncated("execute flags"),
         ))?;
         let qa = self.flavor.caps & cap::QUERY_ATTRIBUTES != 0;
@@ -466,25 +466,10 @@ impl Session {
         };
         let sent_types = execute_packet(&mut self.scratch, st, p, server_id, types_sent, qa);
         let sql = st.sql.clone();
-        if st.route.decision.target == Target::Primary {
-            self.primary_reads_until = Some(Instant::now() + self.hold);
-        }
         if let Some(a) = self.binding.direct_mut() {
             a.conn_mut().stmt_used(&sql, sent_types);
         }
-        let outcome = self.send_and_relay(Expect::Execute, None).await?;
-        if let Outcome::Retry(_) = outcome {
-            return Ok(outcome);
-        }
-        self.pins.remove(Pins::LONG_DATA | Pins::INSERT_ID);
-        if let Outcome::Done(res) = &outcome {
-            self.note_insert_id(res);
-            if flags & cursor::READ_ONLY != 0 && res.status & status::CURSOR_EXISTS != 0 {
-                self.pins.insert(Pins::CURSOR);
-            }
-        }
-        self.after_statement();
-        Ok(outcome)
+        self.send_and_relay(Expect::Execute, None).await
     }
 
     /// An execution of a plain read on a pipe shared with other sessions'
@@ -522,13 +507,8 @@ impl Session {
         if sent_types {
             pipe.stmt_types_sent(&sql);
         }
-        let outcome = self
-            .relay_piped(&server, &pipe, Expect::Execute, Some((&sql, sent_types)))
-            .await?;
-        if let Some(Outcome::Done(_)) = outcome {
-            self.after_statement();
-        }
-        Ok(outcome)
+        self.relay_piped(&server, &pipe, Expect::Execute, Some((&sql, sent_types)))
+            .await
     }
 
     /// Prepares `sql` on a pipe's connection, in line with the other
@@ -603,7 +583,7 @@ impl Session {
             .binding
             .direct()
             .is_some_and(|a| a.conn().stmt(&sql).is_some());
-        if self.wait.pending.is_some() && !prepared_here && !Box::pin(self.wait_now()).await {
+        if self.stmt.wait.pending.is_some() && !prepared_here && !Box::pin(self.wait_now()).await {
             // The statement is prepared before it runs, and the prepare
             // must see the write too (a table it created): the wait went
             // alone first, and timed out.
@@ -655,7 +635,7 @@ impl Session {
                 let server = a.server.clone();
                 self.detach_discard();
                 server.mark_unreachable(&e.to_string());
-                if self.retry == Retry::Read {
+                if self.stmt.retry == Retry::Read {
                     return Ok(Err(Outcome::Retry(RetryReason::ServerFailed)));
                 }
                 self.reply_error(e.into()).await?;
@@ -668,7 +648,11 @@ impl Session {
         let id = stmt_id(p)?;
         // No response is sent for this command, errors included; the
         // execute that follows reports them.
-        let Some(sql) = self.stmts.get(&id).map(|st| st.sql.clone()) else {
+        let Some((sql, statement)) = self
+            .stmts
+            .get(&id)
+            .map(|st| (st.sql.clone(), st.route.statement()))
+        else {
             return Ok(());
         };
         if self.attach(Target::Primary).await.is_err() {
@@ -688,7 +672,7 @@ impl Session {
             self.detach_discard();
             return Ok(());
         }
-        self.pins.insert(Pins::LONG_DATA);
+        self.after(&statement, Ran::LongData, Target::Primary, None);
         Ok(())
     }
 
@@ -708,7 +692,7 @@ impl Session {
                 })
                 .await;
         };
-        let sql = st.sql.clone();
+        let (sql, statement) = (st.sql.clone(), st.route.statement());
         let server_stmt = self.binding.direct().and_then(|a| a.conn().stmt(&sql));
         match server_stmt {
             Some(s) if self.pins.intersects(Pins::CURSOR | Pins::LONG_DATA) => {
@@ -716,9 +700,11 @@ impl Session {
                 q[1..5].copy_from_slice(&s.id.to_le_bytes());
                 self.scratch.clear();
                 write_packet(&mut self.scratch, 0, &q);
-                self.send_and_relay(Expect::Single, None).await?;
-                self.pins.remove(Pins::CURSOR | Pins::LONG_DATA);
-                self.after_statement();
+                let res = match self.send_and_relay(Expect::Single, None).await? {
+                    Outcome::Done(res) => Some(res),
+                    _ => None,
+                };
+                self.after(&statement, Ran::StmtReset, Target::Primary, res.as_ref());
                 Ok(())
             }
             _ => {
@@ -747,12 +733,14 @@ impl Session {
         q[1..5].copy_from_slice(&s.id.to_le_bytes());
         self.scratch.clear();
         write_packet(&mut self.scratch, 0, &q);
-        if let Outcome::Done(res) = self.send_and_relay(Expect::Fetch, None).await? {
-            if res.error || res.status & status::LAST_ROW_SENT != 0 {
-                self.pins.remove(Pins::CURSOR);
-            }
+        let res = match self.send_and_relay(Expect::Fetch, None).await? {
+            Outcome::Done(res) => Some(res),
+            _ => None,
+        };
+        let statement = self.stmts.get(&id).map(|st| st.route.statement());
+        if let Some(statement) = statement {
+            self.after(&statement, Ran::Fetch, Target::Primary, res.as_ref());
         }
-        self.after_statement();
         Ok(())
     }
 }

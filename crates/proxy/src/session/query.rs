@@ -1,71 +1,108 @@
-//! A text statement (COM_QUERY), top to bottom: classify, plan, run the
-//! plan (with its retries), then note what the statement left behind on
-//! the session.
+//! A text statement (COM_QUERY), top to bottom: classify, intercept what
+//! sextant answers itself (KILL: `kill.rs`; the session's own status and
+//! variables: `info.rs`), shard (`shard.rs`), plan, run the plan with its
+//! retries (`forward.rs`), then apply what the statement left behind on
+//! the session (`effects.rs`).
 
 use super::busy::Busy;
 use super::forward::Work;
-use super::{Pins, Session};
+use super::Session;
 use crate::errors::SessionError;
-use sextant_protocol::consts::{cap, status};
+use sextant_protocol::consts::cap;
 use sextant_protocol::packets::query_text_offset;
-use sextant_routing::{plan, Command, Rule, Target};
-use sextant_sql::{Flags, Kind};
-use std::sync::atomic::Ordering;
-use tokio::time::Instant;
+use sextant_routing::{plan, Command, Ran, Statement};
+use sextant_sql::{Classification, Flags, Kind};
+
+/// What becomes of a statement after a step before its plan.
+pub(super) enum Next {
+    /// It runs as usual (in the session's current group, on a sharded
+    /// layout).
+    Run,
+    /// It was answered.
+    Done,
+    /// It runs as this command instead, as if the client had sent it: a
+    /// rewritten statement after the packet's own prefix, or an
+    /// execution run as its text.
+    Instead(Vec<u8>),
+}
 
 impl Session {
+    /// A COM_QUERY: the steps before the plan, again on what one of them
+    /// rewrote the statement into (KILLs among several statements, an
+    /// INSERT given its ids), then the plan and its run.
     pub(super) async fn query(&mut self, p: &[u8]) -> Result<(), SessionError> {
         let _busy = Busy::enter();
-        // Under MySQL's query attributes the text follows them.
-        let at = match self.flavor.caps & cap::QUERY_ATTRIBUTES {
-            0 => 1,
-            _ => match query_text_offset(p, true) {
+        let mut instead: Vec<u8>;
+        let mut p = p;
+        loop {
+            let at = match self.text_at(p) {
                 Ok(at) => at,
-                Err(e) => return self.reply_error(SessionError::Malformed(e)).await,
-            },
-        };
-        let mut c = self.group.classify_in(&p[at..], || self.lex_mode());
-        if self.learn_names(&c, &p[at..]).await {
-            c = self.group.classify_in(&p[at..], || self.lex_mode());
-        }
-        if c.flags.contains(Flags::DYNAMIC_KILL) {
-            return self.reply_error(SessionError::KillNotAlone).await;
-        }
-        if c.flags.contains(Flags::SQL_PREPARE) && c.flags.contains(Flags::MULTI) {
-            let mode = self.lex_mode();
-            let sql = &p[at..];
-            let hidden = sextant_sql::statement_spans(sql, mode)
-                .into_iter()
-                .any(|r| sextant_sql::dynamic_source(&sql[r], mode).is_some());
-            if hidden {
-                return self.reply_error(SessionError::DynamicSqlNotAlone).await;
-            }
-        }
-        if c.flags.contains(Flags::KILL) {
-            return Box::pin(self.kills_among(p, at)).await;
-        }
-        if c.kind == Kind::Kill {
-            return Box::pin(self.kill(crate::kill::parse(&p[at..]))).await;
-        }
-        if let Some(sh) = self.sharding.clone() {
-            match Box::pin(self.shard_query(&sh, &c, &p[at..], p)).await? {
-                super::shard::Sharded::Done => return Ok(()),
-                super::shard::Sharded::Continue => {}
-            }
-        }
-        let answered;
-        let p = match c.flags.contains(Flags::SESSION_INFO) {
-            true => match self.answer_session_info(p, at) {
-                Some(q) => {
-                    answered = q;
-                    &answered[..]
+                Err(e) => return self.reply_error(e).await,
+            };
+            let c = self.classify_text(&p[at..]).await;
+            match self.before_plan(&c, p, at).await? {
+                Next::Done => return Ok(()),
+                Next::Run => return self.run_text(&c, p, at).await,
+                Next::Instead(q) => {
+                    instead = q;
+                    p = &instead;
                 }
-                None => p,
-            },
-            false => p,
+            }
+        }
+    }
+
+    /// What sextant does with a text statement before planning it: KILLs
+    /// it carries out, then the sharded layout's routing.
+    async fn before_plan(
+        &mut self,
+        c: &Classification<'_>,
+        p: &[u8],
+        at: usize,
+    ) -> Result<Next, SessionError> {
+        if let Some(next) = self.intercept_kill(c, p, at).await {
+            return next;
+        }
+        match self.sharding.clone() {
+            Some(sh) => Box::pin(self.shard_query(&sh, c, &p[at..], p)).await,
+            None => Ok(Next::Run),
+        }
+    }
+
+    /// Where a COM_QUERY's text starts: after the command byte, and under
+    /// query attributes after the attributes.
+    pub(super) fn text_at(&self, packet: &[u8]) -> Result<usize, SessionError> {
+        match self.flavor.caps & cap::QUERY_ATTRIBUTES {
+            0 => Ok(1),
+            _ => query_text_offset(packet, true).map_err(SessionError::Malformed),
+        }
+    }
+
+    /// The statement's classification, again once the primary has named
+    /// tables the catalogue did not list.
+    async fn classify_text<'s>(&mut self, sql: &'s [u8]) -> Classification<'s> {
+        let c = self.group.classify_in(sql, || self.lex_mode());
+        match self.learn_names(&c, sql).await {
+            true => self.group.classify_in(sql, || self.lex_mode()),
+            false => c,
+        }
+    }
+
+    /// A text statement in the session's current group: plan, run with
+    /// its retries, apply what it changed.
+    async fn run_text(
+        &mut self,
+        c: &Classification<'_>,
+        p: &[u8],
+        at: usize,
+    ) -> Result<(), SessionError> {
+        // Functions of the session sextant answers itself, put in place.
+        let answered = match c.flags.contains(Flags::SESSION_INFO) {
+            true => self.answer_session_info(p, at),
+            false => None,
         };
+        let p = answered.as_deref().unwrap_or(p);
         let plan = plan(
-            &c,
+            c,
             self.facts(),
             &self.user.policy(),
             self.group.plan_facts(),
@@ -77,12 +114,6 @@ impl Session {
             return self.reply_error(SessionError::WriteOnReplica(r)).await;
         }
         self.require(&plan);
-        if plan.rule == Rule::Hint && plan.target == Target::Replica && !self.pinned() {
-            // A READONLY hint outranks the hold window after a write: the
-            // window is there for reading one's own writes, which the
-            // read's consistency requirement (above) already looks after.
-            self.primary_reads_until = None;
-        }
         if c.kind == Kind::Show {
             if let Some(show) = sextant_sql::session_info::session_show(&p[at..], self.lex_mode()) {
                 return Box::pin(self.session_show(show, plan.target, &p[at..], false)).await;
@@ -99,52 +130,18 @@ impl Session {
             true => self.tracking_set(&p[at..]),
             false => None,
         };
-        if matches!(c.kind, Kind::Prepare | Kind::Execute) {
-            if let Some(src) = sextant_sql::dynamic_source(&p[at..], self.lex_mode()) {
-                if Box::pin(self.dynamic_text_is_kill(plan.target, src)).await {
-                    return self.reply_error(SessionError::KillNotAlone).await;
-                }
-            }
+        if let Some(done) = self.dynamic_kill_refused(c, plan.target, &p[at..]).await {
+            return done;
         }
+        // Run, then apply what it changed.
         let res = self.run_plan(&plan, Work::Query(p)).await;
         self.read_done();
         if let Some((assigned, before)) = retrack {
             let ran = matches!(&res, Ok(Some(r)) if !r.error);
             Box::pin(self.tracking_done(assigned, before, ran)).await;
         }
-        let Some(res) = res? else { return Ok(()) };
-        self.note_insert_id(&res);
-        if c.kind != Kind::Set {
-            // The statement after SET insert_id has run: it used it.
-            self.pins.remove(Pins::INSERT_ID);
-        }
-        if c.flags.contains(Flags::FOUND_ROWS) {
-            self.pins.insert(Pins::FOUND_ROWS);
-        } else {
-            self.pins.remove(Pins::FOUND_ROWS);
-        }
-        if plan.target == Target::Primary && !c.read_only {
-            self.primary_reads_until = Some(Instant::now() + self.hold);
-        }
-        if c.flags.contains(Flags::CATALOGUE) {
-            // A new view or function may change how reads classify.
-            self.group.catalogue_stale.store(true, Ordering::Relaxed);
-        }
-        if c.pins_session() {
-            self.pins.insert(Pins::OPAQUE);
-        }
-        if c.flags.contains(Flags::LOCK_TABLES) {
-            self.pins.insert(Pins::LOCK_TABLES);
-        }
-        if c.flags.contains(Flags::UNLOCK_TABLES) {
-            self.pins.remove(Pins::LOCK_TABLES);
-        }
-        if c.flags.contains(Flags::NEXT_TRX) && !res.error {
-            self.pins.insert(Pins::NEXT_TRX);
-        } else if c.kind != Kind::Set && res.status & status::IN_TRANS == 0 {
-            self.pins.remove(Pins::NEXT_TRX);
-        }
-        self.after_statement();
+        let res = res?;
+        self.after(&Statement::of(c), Ran::Query, plan.target, res.as_ref());
         Ok(())
     }
 }

@@ -9,6 +9,7 @@
 //! refused (making one transaction atomic over several groups is the
 //! distributed-transaction coordinator's job).
 
+use super::query::Next;
 use super::spread::names;
 use super::Session;
 use crate::errors::SessionError;
@@ -22,14 +23,6 @@ use sextant_sharding::{Lit, Route};
 use sextant_sql::{Classification, Kind};
 use std::sync::Arc;
 
-/// What became of a statement at the sharding step.
-pub(super) enum Sharded {
-    /// It runs as usual, in the session's (now current) group.
-    Continue,
-    /// It was answered here.
-    Done,
-}
-
 impl Session {
     /// Routes a text statement by the layout.
     pub(super) async fn shard_query(
@@ -38,29 +31,29 @@ impl Session {
         c: &Classification<'_>,
         sql: &[u8],
         packet: &[u8],
-    ) -> Result<Sharded, SessionError> {
+    ) -> Result<Next, SessionError> {
         if self.in_dist() {
             let mode = self.lex_mode();
             match c.kind {
                 Kind::Commit => {
                     self.xa_finish(sh, true).await?;
-                    return Ok(Sharded::Done);
+                    return Ok(Next::Done);
                 }
                 Kind::Rollback if !rollback_to(sql, mode) => {
                     self.xa_finish(sh, false).await?;
-                    return Ok(Sharded::Done);
+                    return Ok(Next::Done);
                 }
                 Kind::Begin => {
                     // As the server does: BEGIN inside a transaction
                     // commits it first.
                     if let Err(e) = self.xa_end(sh, true).await {
                         self.reply_error(e).await?;
-                        return Ok(Sharded::Done);
+                        return Ok(Next::Done);
                     }
                     self.pending_begin = Some(sql.to_vec());
                     self.status |= status::IN_TRANS;
                     self.local_ok().await?;
-                    return Ok(Sharded::Done);
+                    return Ok(Next::Done);
                 }
                 Kind::Set
                     if sextant_sql::session_info::autocommit_assignment(sql, mode)
@@ -73,14 +66,14 @@ impl Session {
                             "SET autocommit to a value other than a literal inside a transaction sextant coordinates: write 1 or 0 (ON or OFF)".into(),
                         ))
                         .await?;
-                        return Ok(Sharded::Done);
+                        return Ok(Next::Done);
                     }
                     // As the server does: turning autocommit on commits
                     // the open transaction (the server would refuse the
                     // SET inside an XA branch).
                     if let Err(e) = self.xa_end(sh, true).await {
                         self.reply_error(e).await?;
-                        return Ok(Sharded::Done);
+                        return Ok(Next::Done);
                     }
                 }
                 _ => {
@@ -92,7 +85,7 @@ impl Session {
                     if let Some(why) = why {
                         self.reply_error(SessionError::ShardUnsupported(why))
                             .await?;
-                        return Ok(Sharded::Done);
+                        return Ok(Next::Done);
                     }
                 }
             }
@@ -101,7 +94,7 @@ impl Session {
                 "XA statements on a sharded layout: sextant itself coordinates transactions over several groups (with XA); use BEGIN ... COMMIT".into(),
             ))
             .await?;
-            return Ok(Sharded::Done);
+            return Ok(Next::Done);
         }
         if c.kind == Kind::Set
             && self.pending_begin.is_some()
@@ -120,7 +113,7 @@ impl Session {
             self.pending_begin = Some(sql.to_vec());
             self.status |= status::IN_TRANS;
             self.local_ok().await?;
-            return Ok(Sharded::Done);
+            return Ok(Next::Done);
         }
         if matches!(c.kind, Kind::Commit | Kind::Rollback)
             && self.pending_begin.is_some()
@@ -130,7 +123,7 @@ impl Session {
             self.pending_begin = None;
             self.status &= !status::IN_TRANS;
             self.local_ok().await?;
-            return Ok(Sharded::Done);
+            return Ok(Next::Done);
         }
         if c.kind == Kind::Select {
             let r = self.qualified_group_by(sh, sql).await;
@@ -148,14 +141,11 @@ impl Session {
             match self.with_ids(sh, sql, prefix).await {
                 Ok(None) => {}
                 // The INSERT with its ids runs as if the client sent it.
-                Ok(Some(q)) => {
-                    Box::pin(self.query(&q)).await?;
-                    return Ok(Sharded::Done);
-                }
+                Ok(Some(q)) => return Ok(Next::Instead(q)),
                 Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_))) => return Err(e),
                 Err(e) => {
                     self.reply_error(e).await?;
-                    return Ok(Sharded::Done);
+                    return Ok(Next::Done);
                 }
             }
         }
@@ -165,9 +155,6 @@ impl Session {
         self.shard_route(sh, route, packet, false).await
     }
 
-    /// An INSERT into a table whose column a sequence fills, without it:
-    /// the command to run instead (`prefix`, then the INSERT with the
-    /// column and its ids). None: the INSERT needs no ids.
     /// A connection of its own to the primary of group `index` (for the
     /// `what` it holds: a sequence, a table), as the session's account.
     pub(super) async fn primary_lease(
@@ -192,7 +179,7 @@ impl Session {
         packet: &[u8],
         sql: &[u8],
         rewritten: Result<Option<Vec<u8>>, SessionError>,
-    ) -> Result<Option<Sharded>, SessionError> {
+    ) -> Result<Option<Next>, SessionError> {
         match rewritten {
             Ok(None) => Ok(None),
             Ok(Some(text)) => {
@@ -200,12 +187,11 @@ impl Session {
                 let mut q = Vec::with_capacity(prefix.len() + text.len());
                 q.extend_from_slice(prefix);
                 q.extend_from_slice(&text);
-                Box::pin(self.query(&q)).await?;
-                Ok(Some(Sharded::Done))
+                Ok(Some(Next::Instead(q)))
             }
             Err(e) => {
                 self.reply_error(e).await?;
-                Ok(Some(Sharded::Done))
+                Ok(Some(Next::Done))
             }
         }
     }
@@ -298,17 +284,17 @@ impl Session {
         sql: &[u8],
         may_write: bool,
         packet: &[u8],
-    ) -> Result<Sharded, SessionError> {
+    ) -> Result<Next, SessionError> {
         let route =
             sh.router
                 .route_prepare(self.vars.schema.as_deref(), sql, self.lex_mode(), may_write);
         if let Route::Refuse(why) = route {
             self.reply_error(SessionError::ShardUnsupported(why))
                 .await?;
-            return Ok(Sharded::Done);
+            return Ok(Next::Done);
         }
         if self.pinned() || self.pending_begin.is_some() {
-            return Ok(Sharded::Continue);
+            return Ok(Next::Run);
         }
         self.shard_route(sh, route, packet, false).await
     }
@@ -325,7 +311,7 @@ impl Session {
         values: &[sextant_protocol::binary::Value<'_>],
         bulk: bool,
         cursor: bool,
-    ) -> Result<Sharded, SessionError> {
+    ) -> Result<Next, SessionError> {
         if values.is_empty() && !cursor {
             let c = sextant_sql::classify(sql);
             if matches!(
@@ -335,9 +321,7 @@ impl Session {
                 // Transaction control (sysbench prepares BEGIN and COMMIT):
                 // what its text does, for a transaction that may span
                 // groups. Its answer, an OK, is the execution's.
-                let q = self.text_command(sql);
-                Box::pin(self.query(&q)).await?;
-                return Ok(Sharded::Done);
+                return Ok(Next::Instead(self.text_command(sql)));
             }
         }
         let db = self.vars.schema.as_deref();
@@ -351,9 +335,7 @@ impl Session {
                     .shard_route(sh, Route::Refuse(why.into()), &[], false)
                     .await;
             };
-            let q = self.text_command(&text);
-            Box::pin(self.query(&q)).await?;
-            return Ok(Sharded::Done);
+            return Ok(Next::Instead(self.text_command(&text)));
         }
         let route = match bulk {
             // A bulk execute's rows are not read: only a statement naming
@@ -405,16 +387,6 @@ impl Session {
         self.shard_route(sh, route, &packet, true).await
     }
 
-    /// Where a COM_QUERY's text starts: after the command byte, and under
-    /// query attributes after the attributes.
-    pub(super) fn text_at(&self, packet: &[u8]) -> Result<usize, SessionError> {
-        match self.flavor.caps & sextant_protocol::consts::cap::QUERY_ATTRIBUTES {
-            0 => Ok(1),
-            _ => sextant_protocol::packets::query_text_offset(packet, true)
-                .map_err(SessionError::Malformed),
-        }
-    }
-
     /// A COM_QUERY of `text`, as this client would send it.
     fn text_command(&self, text: &[u8]) -> Vec<u8> {
         let mut packet = Vec::with_capacity(text.len() + 3);
@@ -457,25 +429,25 @@ impl Session {
         route: Route,
         packet: &[u8],
         binary: bool,
-    ) -> Result<Sharded, SessionError> {
+    ) -> Result<Next, SessionError> {
         // Only a statement naming a table of the layout opens a
         // transaction (or moves it to another group).
         let names_tables = !matches!(route, Route::Session);
         let (group, index) = match route {
             Route::Write(w) => {
                 return match self.spread_write(sh, &w, packet).await {
-                    Ok(()) => Ok(Sharded::Done),
+                    Ok(()) => Ok(Next::Done),
                     Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_))) => Err(e),
                     Err(e) => {
                         self.reply_error(e).await?;
-                        Ok(Sharded::Done)
+                        Ok(Next::Done)
                     }
                 };
             }
             Route::Refuse(why) => {
                 self.reply_error(SessionError::ShardUnsupported(why))
                     .await?;
-                return Ok(Sharded::Done);
+                return Ok(Next::Done);
             }
             Route::Session => {
                 let g = sh
@@ -485,7 +457,7 @@ impl Session {
                 // A statement naming no table of the layout does not start
                 // the held-back transaction: it runs where the session is.
                 if self.pending_begin.is_some() || self.pinned() {
-                    return Ok(Sharded::Continue);
+                    return Ok(Next::Run);
                 }
                 let i = sh.groups.iter().position(|x| Arc::ptr_eq(x, &g));
                 (g, i)
@@ -500,12 +472,12 @@ impl Session {
                     .and_then(|i| Some((sh.groups.get(i)?.clone(), i)))
                 {
                     Some((g, i)) => (g, Some(i)),
-                    None => return Ok(Sharded::Continue),
+                    None => return Ok(Next::Run),
                 }
             }
             Route::One(i) => match sh.groups.get(i) {
                 Some(g) => (g.clone(), Some(i)),
-                None => return Ok(Sharded::Continue),
+                None => return Ok(Next::Run),
             },
             Route::Merge(_) | Route::Scatter(_) | Route::Broadcast(_) => {
                 if matches!(route, Route::Broadcast(_)) {
@@ -536,7 +508,7 @@ impl Session {
                             names(sh, set)
                         ));
                         self.reply_error(e).await?;
-                        return Ok(Sharded::Done);
+                        return Ok(Next::Done);
                     }
                     // The transaction starts as XA, its first branch in
                     // the first group of the statement.
@@ -545,7 +517,7 @@ impl Session {
                     self.release();
                     if let Err(e) = self.xa_open(sh, first).await {
                         self.reply_error(e).await?;
-                        return Ok(Sharded::Done);
+                        return Ok(Next::Done);
                     }
                 }
                 if self.in_dist() && matches!(route, Route::Broadcast(_)) {
@@ -554,7 +526,7 @@ impl Session {
                         names(sh, set)
                     ));
                     self.reply_error(e).await?;
-                    return Ok(Sharded::Done);
+                    return Ok(Next::Done);
                 }
                 let res = match &route {
                     Route::Merge(plan) => self.merge(sh, plan, packet, binary).await,
@@ -562,11 +534,11 @@ impl Session {
                     _ => self.broadcast(sh, set, packet).await,
                 };
                 return match res {
-                    Ok(()) => Ok(Sharded::Done),
+                    Ok(()) => Ok(Next::Done),
                     Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_))) => Err(e),
                     Err(e) => {
                         self.reply_error(e).await?;
-                        Ok(Sharded::Done)
+                        Ok(Next::Done)
                     }
                 };
             }
@@ -574,7 +546,7 @@ impl Session {
         if self.in_dist() {
             let Some(i) = index.filter(|_| names_tables) else {
                 // Runs on the branch the session is on.
-                return Ok(Sharded::Continue);
+                return Ok(Next::Run);
             };
             if !Arc::ptr_eq(&group, &self.group) && !self.pins.is_empty() {
                 let e = SessionError::ShardUnsupported(format!(
@@ -582,16 +554,16 @@ impl Session {
                     self.group.name, group.name
                 ));
                 self.reply_error(e).await?;
-                return Ok(Sharded::Done);
+                return Ok(Next::Done);
             }
             if tracing::enabled!(tracing::Level::DEBUG) && !self.dist_has(i) {
                 tracing::debug!(parent: &self.span, group = %sh.router.group_name(i), "a transaction branch starts for {:?}", String::from_utf8_lossy(&packet[packet.len().min(1)..packet.len().min(300)]));
             }
             if let Err(e) = self.xa_enter(sh, i).await {
                 self.reply_error(e).await?;
-                return Ok(Sharded::Done);
+                return Ok(Next::Done);
             }
-            return Ok(Sharded::Continue);
+            return Ok(Next::Run);
         }
         if names_tables
             && self.status & status::AUTOCOMMIT == 0
@@ -610,7 +582,7 @@ impl Session {
                     self.group.name, group.name
                 ));
                 self.reply_error(e).await?;
-                return Ok(Sharded::Done);
+                return Ok(Next::Done);
             }
             self.release();
             self.enter_group(sh, group, index);
@@ -621,17 +593,17 @@ impl Session {
                     self.reply_error(e).await?;
                 }
                 return Ok(match self.in_dist() {
-                    true => Sharded::Continue,
-                    false => Sharded::Done,
+                    true => Next::Run,
+                    false => Next::Done,
                 });
             }
             if let Err(e) = self.begin_in_group(&begin).await {
                 self.status &= !status::IN_TRANS;
                 self.reply_error(e).await?;
-                return Ok(Sharded::Done);
+                return Ok(Next::Done);
             }
         }
-        Ok(Sharded::Continue)
+        Ok(Next::Run)
     }
 
     /// Makes `group` the session's current group, carrying the newest

@@ -1,0 +1,47 @@
+//! The statement being run, as one value: what its plan asks of the server
+//! that runs it and what its attempts have done so far. It begins with the
+//! plan (`Session::require`) and is dropped when the statement is over
+//! (`Session::read_done`); between statements it is empty, so nothing of
+//! one statement can steer the next.
+
+use sextant_backend::gtid::Gtid;
+use sextant_routing::Retry;
+
+pub(super) struct Stmt {
+    /// The retry the current attempt may ask for: its plan's, except on
+    /// the last attempt (`run_plan` sets it).
+    pub retry: Retry,
+    /// read_your_writes: the write a replica must have applied.
+    pub need: Option<Gtid>,
+    /// monotonic: it must not read older data than the session has seen.
+    pub mono: bool,
+    /// Its wait on a replica for the write it must see.
+    pub wait: ReplicaWait,
+}
+
+impl Default for Stmt {
+    fn default() -> Self {
+        Stmt {
+            retry: Retry::Never,
+            need: None,
+            mono: false,
+            wait: ReplicaWait::default(),
+        }
+    }
+}
+
+/// read_your_writes: a read that must see a write no replica is known to
+/// have waits for it on a replica (MASTER_GTID_WAIT) rather than going to
+/// the primary. Per statement: set while it is placed, cleared after.
+#[derive(Default)]
+pub(super) struct ReplicaWait {
+    /// The statement is sent right after its connection is attached
+    /// (run_plan), so the wait can travel in the same write, ahead of it.
+    /// Otherwise the wait is a round trip of its own before it.
+    pub pipelined: bool,
+    /// Attached to a replica not known to have this write: the wait goes
+    /// ahead of the statement (forward.rs).
+    pub pending: Option<Gtid>,
+    /// A wait of this statement ran out of time: it reads the primary.
+    pub gave_up: bool,
+}
