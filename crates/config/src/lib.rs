@@ -22,7 +22,7 @@ pub use error::ConfigError;
 pub use groups::{Balance, Group, Replica, Topology, DEFAULT_PIPELINE_DEPTH, MAX_GROUP_SERVERS};
 pub use log::{Log, LogFormat};
 pub use monitor::Monitor;
-pub use proxy::{AuthPlugin, FullAuth, Proxy};
+pub use proxy::{parse_network, AuthPlugin, FullAuth, Proxy};
 pub use routing::{Consistency, ConsistencyScope, Routing, RoutingOverride, RoutingPolicy};
 pub use secrets::is_native_hash;
 pub use sharding::{SequenceConfig, Sharding, UnlistedRule};
@@ -370,6 +370,11 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
                 "listen = \"127.0.0.1:6033\"",
                 "listen = \"127.0.0.1:99999\"",
                 &["line 3", "65535"],
+            ),
+            (
+                "listen = \"127.0.0.1:6033\"",
+                "listen = \"127.0.0.1:6033\"\nproxy_protocol_from = [\"10.0.0.0/8\", \"10.0.0.0/33\"]",
+                &["sextant.toml:4", "proxy.proxy_protocol_from", "10.0.0.0/33", "not a network"],
             ),
             (
                 "[groups.main]",

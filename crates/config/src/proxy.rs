@@ -41,6 +41,13 @@ pub struct Proxy {
     /// transactions may take to finish before sextant exits anyway.
     #[serde(default = "default_shutdown_timeout_ms")]
     pub shutdown_timeout_ms: u64,
+    /// At SIGTERM/SIGINT, how long /readyz answers 503 while new clients
+    /// are still accepted and served, before the shutdown above begins:
+    /// behind a load balancer, at least its health-check interval times
+    /// the failures it needs, so that it stops sending clients first.
+    /// 0: the shutdown begins at once.
+    #[serde(default)]
+    pub drain_delay_ms: u64,
     /// Failed logins in a row from one address before it is locked out
     /// (every login from it refused with 1129, as MySQL's
     /// max_connect_errors does) for `failed_login_lockout_ms`. A successful
@@ -90,6 +97,12 @@ pub struct Proxy {
     /// TLS; default: a key generated at start-up when full auth is enabled.
     #[serde(default)]
     pub rsa_key: Option<String>,
+    /// Networks of load balancers that put a PROXY protocol header (v1 or
+    /// v2) before each client connection ("10.0.0.0/8", or an address).
+    /// Connections from them must send one, and sextant then sees the
+    /// client it names; anyone else who sends one is refused.
+    #[serde(default)]
+    pub proxy_protocol_from: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -120,6 +133,7 @@ impl Default for Proxy {
             statement_memory_mb: default_statement_memory_mb(),
             handshake_timeout_ms: default_handshake_timeout_ms(),
             shutdown_timeout_ms: default_shutdown_timeout_ms(),
+            drain_delay_ms: 0,
             query_digests: true,
             query_digests_max: default_query_digests_max(),
             max_failed_logins: default_max_failed_logins(),
@@ -135,6 +149,7 @@ impl Default for Proxy {
             auth_plugin: AuthPlugin::default(),
             sha2_full_auth: FullAuth::default(),
             rsa_key: None,
+            proxy_protocol_from: Vec::new(),
         }
     }
 }
@@ -245,6 +260,15 @@ impl Proxy {
                 "require_tls needs tls_cert and tls_key".into(),
             );
         }
+        for n in &self.proxy_protocol_from {
+            if parse_network(n).is_none() {
+                c.err(
+                    "proxy",
+                    "proxy_protocol_from",
+                    format!("{n:?} is not a network: give an address and prefix length, such as \"10.0.0.0/8\", or one address"),
+                );
+            }
+        }
         if self.max_allowed_packet < 1024 {
             c.err(
                 "proxy",
@@ -260,4 +284,12 @@ impl Proxy {
             );
         }
     }
+}
+
+/// A network as `proxy_protocol_from` gives it: "10.0.0.0/8",
+/// "2001:db8::/32", or one address.
+pub fn parse_network(s: &str) -> Option<ipnet::IpNet> {
+    s.parse::<ipnet::IpNet>()
+        .ok()
+        .or_else(|| s.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from))
 }

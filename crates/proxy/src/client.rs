@@ -298,6 +298,15 @@ impl Client {
             _ => SessionError::ClientIo(e),
         };
         self.stream.read_exact(&mut h).await.map_err(eof)?;
+        if crate::proxy_header::looks_like_header(&h) {
+            // The client's own login packet, if it sends one after the
+            // header, is sequence 1: the error answers it.
+            self.last_seq = 1;
+            return Err(SessionError::Handshake(format!(
+                "a PROXY protocol header from {}, which [proxy] proxy_protocol_from does not list",
+                self.peer.ip()
+            )));
+        }
         let hdr = parse_header(&h).ok_or(SessionError::ClientClosed)?;
         if hdr.len >= MAX_PAYLOAD || hdr.len > self.max_packet.min(PRE_AUTH_MAX_PACKET) {
             return Err(SessionError::Handshake(format!(

@@ -116,6 +116,9 @@ fn not_ready(shared: &Shared) -> Option<String> {
     if crate::shutdown::requested() {
         return Some("shutting down".into());
     }
+    if shared.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        return Some("draining: shutting down after drain_delay_ms".into());
+    }
     let rt = shared.runtime();
     let missing: Vec<&str> = rt
         .pool

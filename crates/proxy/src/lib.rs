@@ -19,6 +19,7 @@ mod inflight;
 mod kill;
 mod memory;
 mod monitors;
+mod proxy_header;
 mod relay;
 mod reload;
 mod runtime;

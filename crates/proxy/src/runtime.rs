@@ -99,6 +99,8 @@ pub struct Runtime {
     pub pool: Pool,
     pub users: HashMap<String, Arc<UserEntry>>,
     pub sharding: Option<Arc<Sharding>>,
+    /// The networks whose connections start with a PROXY protocol header.
+    pub proxy_from: crate::proxy_header::Trusted,
 }
 
 impl Runtime {
@@ -191,11 +193,13 @@ impl Runtime {
             }
             None => None,
         };
+        let proxy_from = crate::proxy_header::Trusted::new(&config.proxy.proxy_protocol_from);
         Ok(Runtime {
             config,
             pool,
             users,
             sharding,
+            proxy_from,
         })
     }
 }

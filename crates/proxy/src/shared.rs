@@ -36,6 +36,9 @@ pub struct Shared {
     /// layout only). It outlives reloads: its log and in-flight
     /// transactions belong to the process.
     pub xa: Option<Arc<sextant_xa::Coordinator>>,
+    /// Told to stop, and still accepting clients for `drain_delay_ms` so
+    /// that load balancers see /readyz fail and stop sending new ones.
+    pub draining: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {

@@ -151,6 +151,7 @@ pub async fn run(
         sessions: Default::default(),
         xa,
         workers: Default::default(),
+        draining: Default::default(),
     });
     if let Some((l, users)) = admin {
         tracing::info!(
@@ -274,11 +275,30 @@ pub async fn run(
             }
         }
     };
+    let (mut accept, mut reloads) = (Box::pin(accept), Box::pin(reloads));
     let why = tokio::select! {
-        _ = accept => "the listener failed",
-        _ = reloads => "the reload task ended",
+        _ = &mut accept => "the listener failed",
+        _ = &mut reloads => "the reload task ended",
         s = stop => s,
     };
+    let delay = Duration::from_millis(shared.runtime().config.proxy.drain_delay_ms);
+    if !delay.is_zero() && why.starts_with("SIG") {
+        // /readyz fails from now on; clients a balancer still sends
+        // meanwhile are served as usual.
+        shared.draining.store(true, Ordering::Relaxed);
+        tracing::info!(
+            "{why}: draining: /readyz answers 503, new clients are still served for drain_delay_ms ({} ms)",
+            delay.as_millis()
+        );
+        notify_systemd(&[sd_notify::NotifyState::Status("draining")]);
+        tokio::select! {
+            _ = &mut accept => {}
+            _ = &mut reloads => {}
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+    // The listener closes: no new clients from here on.
+    drop(accept);
     drop(listener);
     drain(&shared, &workers, why).await;
     Ok(())
@@ -377,9 +397,45 @@ fn start_workers(
 /// One client connection, from login to close.
 async fn serve_client(
     shared: Arc<Shared>,
-    stream: tokio::net::TcpStream,
-    peer: std::net::SocketAddr,
+    mut stream: tokio::net::TcpStream,
+    mut peer: std::net::SocketAddr,
 ) {
+    let (from_balancer, handshake_ms) = {
+        let rt = shared.runtime.load();
+        (
+            rt.proxy_from.contains(peer.ip()),
+            rt.config.proxy.handshake_timeout_ms,
+        )
+    };
+    if from_balancer {
+        let limit = std::time::Duration::from_millis(handshake_ms);
+        let read = tokio::time::timeout(limit, crate::proxy_header::read(&mut stream)).await;
+        let refused = match read {
+            Ok(Ok(Some(client))) => {
+                tracing::trace!(balancer = %peer, %client, "PROXY protocol header");
+                peer = client;
+                None
+            }
+            // The balancer's own connection (a health check).
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!(
+                "{} within {handshake_ms} ms",
+                crate::proxy_header::HeaderError::Missing
+            )),
+        };
+        if let Some(why) = refused {
+            tracing::info!(%peer, "connection refused: {why}");
+            shared
+                .counters
+                .client_errors
+                .fetch_add(1, Ordering::Relaxed);
+            let mut client = client::Client::new(stream, peer, client::PRE_AUTH_MAX_PACKET);
+            let e = errors::SessionError::Handshake(why);
+            let _ = client.send_error(0, &e).await;
+            return;
+        }
+    }
     let c = &shared.counters;
     let n = c.client_connections.fetch_add(1, Ordering::Relaxed) + 1;
     c.client_connections_total.fetch_add(1, Ordering::Relaxed);

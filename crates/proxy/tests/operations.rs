@@ -1364,3 +1364,47 @@ fn the_http_port_times_out_idle_and_slow_connections_and_caps_them() {
     let (status, body) = p.http_get("/healthz");
     assert_eq!(status, 200, "{body}");
 }
+
+/// With `drain_delay_ms`, SIGTERM first turns /readyz to 503 while new
+/// clients are still accepted and served (a load balancer's health check
+/// notices and stops sending them), then the graceful shutdown begins.
+#[test]
+fn a_drain_delay_fails_readyz_first_and_keeps_serving_new_clients() {
+    let mut p = Setup {
+        proxy: "drain_delay_ms = 2000",
+        http: true,
+        ..Default::default()
+    }
+    .start();
+    assert_eq!(p.http_get("/readyz").0, 200);
+    let sent_at = Instant::now();
+    p.signal(libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, body) = p.http_get("/readyz");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("draining"), "{body}");
+    // A client that arrives now is served as usual.
+    let mut c = p.conn();
+    let one: Option<i64> = c.query_first("SELECT 1").unwrap();
+    assert_eq!(one, Some(1));
+    assert!(
+        sent_at.elapsed() < Duration::from_millis(1800),
+        "the check took too long to mean anything: {:?}",
+        sent_at.elapsed()
+    );
+    // Once the delay is over, the shutdown of every session begins.
+    match c.query_drop("SELECT 1") {
+        Ok(()) => {}
+        Err(e) => panic!("still within the drain delay: {e}"),
+    }
+    assert!(
+        p.exited_within(Duration::from_secs(8)),
+        "sextant did not stop after its drain delay"
+    );
+    assert!(
+        sent_at.elapsed() >= Duration::from_millis(2000),
+        "stopped after {:?}, before the drain delay",
+        sent_at.elapsed()
+    );
+    assert!(p.logs().contains("draining"), "{}", p.logs());
+}

@@ -1273,3 +1273,82 @@ fn sysbench_through_four_groups() {
         assert!(k.is_some(), "id {id}");
     }
 }
+
+/// A statement the layout sends to one group leaves the session as it
+/// does unsharded, as text and prepared alike: after a
+/// `SQL_CALC_FOUND_ROWS` read, `FOUND_ROWS()` answers for it, and `SET
+/// insert_id` gives the id to the session's next INSERT and to no other
+/// session's. Three connections per server and no hold; another session
+/// runs between the steps, so a session that let its connection go shows
+/// it.
+#[test]
+fn a_statement_in_one_group_leaves_the_session_as_unsharded() {
+    let (_guard, _) = start();
+    let p = Setup {
+        proxy: "default_group = \"data1\"",
+        groups: Some(format!(
+            "{}\n[routing]\nhold_ms = 0\n\n[xa]\nlog_dir = \"{}\"\n\n{}",
+            shard_groups("pool_max = 3\n"),
+            std::env::temp_dir()
+                .join(format!("sextant-xa-log-fx-{}", std::process::id()))
+                .display(),
+            hash_layout(4, "")
+        )),
+        ..Default::default()
+    }
+    .start();
+    let mut a = conn(&p);
+    let mut b = conn(&p);
+    a.query_drop(
+        "CREATE TABLE IF NOT EXISTS fx_sharded (id INT PRIMARY KEY AUTO_INCREMENT, v INT)",
+    )
+    .unwrap();
+    a.query_drop("DELETE FROM fx_sharded WHERE id >= 8000")
+        .unwrap();
+    for i in 0..10 {
+        a.query_drop(format!("INSERT INTO fx_sharded (v) VALUES ({i})"))
+            .unwrap();
+    }
+    for round in 0..6u64 {
+        let prepared = round % 2 == 1;
+        let real: Option<i64> = a
+            .query_first("/*#mode=READWRITE*/ SELECT COUNT(*) FROM fx_sharded")
+            .unwrap();
+        let read = "SELECT SQL_CALC_FOUND_ROWS id FROM fx_sharded LIMIT 2";
+        let _: Vec<i64> = match prepared {
+            true => a.exec(read, ()).unwrap(),
+            false => a.query(read).unwrap(),
+        };
+        b.query_drop("SELECT SQL_CALC_FOUND_ROWS id FROM fx_sharded LIMIT 1")
+            .unwrap_or_else(|e| panic!("round {round}: b's read: {e}"));
+        let total: Option<i64> = a.query_first("SELECT FOUND_ROWS()").unwrap();
+        assert_eq!(
+            total, real,
+            "round {round} (prepared: {prepared}): FOUND_ROWS()"
+        );
+
+        // Below the table's counter, so that b's own next id is never it.
+        let id = 9000 - 10 * round;
+        let set = format!("SET insert_id = {id}");
+        match prepared {
+            true => a.exec_drop(set, ()).unwrap(),
+            false => a.query_drop(set).unwrap(),
+        }
+        b.query_drop("INSERT INTO fx_sharded (v) VALUES (-1)")
+            .unwrap();
+        let b_id: Option<u64> = b.query_first("SELECT LAST_INSERT_ID()").unwrap();
+        assert_ne!(
+            b_id,
+            Some(id),
+            "round {round}: b's insert took a's insert_id"
+        );
+        a.query_drop("INSERT INTO fx_sharded (v) VALUES (-2)")
+            .unwrap();
+        let a_id: Option<u64> = a.query_first("SELECT LAST_INSERT_ID()").unwrap();
+        assert_eq!(
+            a_id,
+            Some(id),
+            "round {round} (prepared: {prepared}): SET insert_id"
+        );
+    }
+}
