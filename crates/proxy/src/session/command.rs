@@ -321,7 +321,8 @@ impl Session {
                     com::FIELD_LIST => Expect::FieldList,
                     _ => Expect::Single,
                 };
-                self.forward(Target::Primary, p, expect, None).await?;
+                let sent = self.forward(Target::Primary, p, expect, None).await?;
+                self.settle(sent).await?;
                 self.after_statement();
             }
             com::SET_OPTION => {

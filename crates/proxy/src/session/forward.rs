@@ -32,6 +32,28 @@ pub(super) enum Outcome {
     Retry(RetryReason),
     /// It did not run to the end, and the client has been told.
     Reported,
+    /// Its server failed; whether it runs again or the client is told is
+    /// the retry loop's to decide (`Session::failed`).
+    Failed(Box<Failure>),
+}
+
+/// An attempt whose server failed, as the attempt saw it.
+pub(super) struct Failure {
+    pub server: Arc<Server>,
+    pub reason: String,
+    /// Part of the answer reached the client.
+    pub started: bool,
+    /// The client's stream stopped inside a packet: the session cannot go
+    /// on.
+    pub mid_packet: bool,
+    /// The sequence id an error to the client goes with.
+    pub next_seq: u8,
+    /// The connection came from the pool: a failure before any byte of
+    /// the answer may be the server's close of an idle connection (a KILL,
+    /// wait_timeout), which says nothing about the server.
+    pub pooled: bool,
+    /// What the client is told if the statement does not run again.
+    pub error: SessionError,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +120,11 @@ impl Session {
                 }
                 Work::Bulk { id, payload } => self.bulk_once(plan, id, payload).await,
             };
-            self.stmt.retry = Retry::Never;
+            let retry = std::mem::replace(&mut self.stmt.retry, Retry::Never);
+            let outcome = match outcome {
+                Ok(Outcome::Failed(f)) => self.failed(*f, retry).await,
+                o => o,
+            };
             self.stmt.wait.pipelined = false;
             if let (Some(g), Some(a)) = (self.stmt.wait.pending.take(), self.binding.direct()) {
                 // Never sent: the reads following it must not wait for it.
@@ -106,7 +132,7 @@ impl Session {
             }
             match outcome? {
                 Outcome::Done(r) => return Ok(Some(r)),
-                Outcome::Reported => return Ok(None),
+                Outcome::Reported | Outcome::Failed(_) => return Ok(None),
                 // Not an attempt: nothing failed, and the next goes to the
                 // primary (a statement waits at most once).
                 Outcome::Retry(RetryReason::WaitTimedOut) => {
@@ -292,7 +318,7 @@ impl Session {
             }
             Err(e @ RelayError::Server { .. }) => {
                 server.close_pipe(pipe, Some(conn));
-                self.server_failed(server, e, false).await.map(Some)
+                self.server_failed(server, e, false).map(Some)
             }
             Err(client) => {
                 // The answer was cut off mid-way: the connection's position
@@ -328,36 +354,31 @@ impl Session {
         };
         match a.conn_mut().write_raw(&self.scratch).await {
             Ok(()) => Ok(None),
-            Err(e) => self.send_failed(e).await.map(Some),
+            Err(e) => Ok(Some(self.send_failed(e))),
         }
     }
 
     /// The attached connection failed as the statement was sent: it is
-    /// closed, and the statement runs again elsewhere if the plan allows.
-    async fn send_failed(
-        &mut self,
-        e: sextant_backend::BackendError,
-    ) -> Result<Outcome, SessionError> {
+    /// closed, and nothing of the answer reached the client.
+    fn send_failed(&mut self, e: sextant_backend::BackendError) -> Outcome {
         let Some(a) = self.binding.direct_mut() else {
-            return Ok(Outcome::Reported);
+            return Outcome::Reported;
         };
-        let addr = a.server.addr.to_string();
-        if a.conn().from_pool && self.stmt.retry == Retry::Read {
-            a.server.discard_idle();
-            self.detach_discard();
-            return Ok(Outcome::Retry(RetryReason::PooledConnClosed));
-        }
-        a.server.mark_unreachable(&e.to_string());
+        let (server, pooled) = (a.server.clone(), a.conn().from_pool);
         self.detach_discard();
-        if self.stmt.retry == Retry::Read {
-            return Ok(Outcome::Retry(RetryReason::ServerFailed));
-        }
-        self.reply_error(SessionError::BackendLost {
-            addr,
-            reason: e.to_string(),
-        })
-        .await?;
-        Ok(Outcome::Reported)
+        let reason = e.to_string();
+        Outcome::Failed(Box::new(Failure {
+            error: SessionError::BackendLost {
+                addr: server.addr.to_string(),
+                reason: reason.clone(),
+            },
+            server,
+            reason,
+            started: false,
+            mid_packet: false,
+            next_seq: 1,
+            pooled,
+        }))
     }
 
     /// Sends a wait for `g` and, in the same write, the statement in
@@ -381,7 +402,7 @@ impl Session {
         let started = std::time::Instant::now();
         if let Err(e) = a.conn_mut().write_raw(&out).await {
             a.server.health.shared_wait.ended(g.pack());
-            return self.send_failed(e).await.map(Some);
+            return Ok(Some(self.send_failed(e)));
         }
         if let Some(r) = &self.registered {
             // A KILL QUERY meanwhile stops the wait, and the read after it
@@ -408,7 +429,7 @@ impl Session {
                 if let Some(r) = &self.registered {
                     r.handle.idle();
                 }
-                return self.send_failed(e).await.map(Some);
+                return Ok(Some(self.send_failed(e)));
             }
             Ok((_, rows)) => {
                 timed_out = rows;
@@ -538,7 +559,7 @@ impl Session {
                 // The connection's state is unknown: it is closed, and the
                 // session's server-side state (transaction, pins) is gone.
                 self.detach_discard();
-                self.server_failed(&server, e, from_pool).await
+                self.server_failed(&server, e, from_pool)
             }
             Err(client) => {
                 self.detach_discard();
@@ -547,15 +568,13 @@ impl Session {
         }
     }
 
-    /// After a server connection failed during a statement (and was
-    /// closed): a read nothing of which reached the client is retried;
-    /// otherwise the client is told, or, if its stream stopped inside a
-    /// packet, the session ends.
-    async fn server_failed(
-        &mut self,
-        server: &Server,
+    /// A server connection failed during a statement (and was closed):
+    /// what the attempt saw.
+    fn server_failed(
+        &self,
+        server: &Arc<Server>,
         e: RelayError,
-        from_pool: bool,
+        pooled: bool,
     ) -> Result<Outcome, SessionError> {
         let RelayError::Server {
             reason,
@@ -566,26 +585,56 @@ impl Session {
         else {
             return Err(client_failed(e));
         };
-        let addr = server.addr.to_string();
-        if !started && from_pool && self.stmt.retry == Retry::Read {
-            tracing::info!(parent: &self.span, server = %addr, "a pooled connection had been closed by the server: {reason}");
-            server.discard_idle();
+        Ok(Outcome::Failed(Box::new(Failure {
+            server: server.clone(),
+            error: SessionError::BackendLost {
+                addr: server.addr.to_string(),
+                reason: reason.clone(),
+            },
+            reason,
+            started,
+            mid_packet,
+            next_seq: if started { next_seq } else { 1 },
+            pooled,
+        })))
+    }
+
+    /// The one place that decides what becomes of an attempt whose server
+    /// failed, by the retry its plan allows now: a read nothing of which
+    /// reached the client runs again; otherwise the client is told, or,
+    /// if its stream stopped inside a packet, the session ends.
+    pub(super) async fn failed(
+        &mut self,
+        f: Failure,
+        retry: Retry,
+    ) -> Result<Outcome, SessionError> {
+        let addr = &f.server.addr;
+        if !f.started && f.pooled && retry == Retry::Read {
+            tracing::info!(parent: &self.span, server = %addr, "a pooled connection had been closed by the server: {}", f.reason);
+            f.server.discard_idle();
             return Ok(Outcome::Retry(RetryReason::PooledConnClosed));
         }
-        tracing::warn!(parent: &self.span, server = %addr, "server connection failed during a statement: {reason}");
-        if !started {
-            server.mark_unreachable(&reason);
+        tracing::warn!(parent: &self.span, server = %addr, "server connection failed during a statement: {}", f.reason);
+        if !f.started {
+            f.server.mark_unreachable(&f.reason);
         }
-        if !started && self.stmt.retry == Retry::Read {
+        if !f.started && retry == Retry::Read {
             return Ok(Outcome::Retry(RetryReason::ServerFailed));
         }
-        let e = SessionError::BackendLost { addr, reason };
-        if mid_packet {
-            return Err(e);
+        if f.mid_packet {
+            return Err(f.error);
         }
-        let seq = if started { next_seq } else { 1 };
-        self.client.send_error(seq, &e).await?;
+        self.client.send_error(f.next_seq, &f.error).await?;
         Ok(Outcome::Reported)
+    }
+
+    /// The outcome of a command that never runs again: a failure is told
+    /// to the client.
+    pub(super) async fn settle(&mut self, o: Outcome) -> Result<Outcome, SessionError> {
+        match o {
+            Outcome::Failed(f) => self.failed(*f, Retry::Never).await,
+            o => Ok(o),
+        }
     }
 }
 

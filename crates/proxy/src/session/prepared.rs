@@ -3,7 +3,7 @@
 //! use (backend/conn.rs keeps them per connection), and parameter types the
 //! client sent once are replayed to connections that have not seen them.
 
-use super::forward::{Outcome, RetryReason, Work};
+use super::forward::{Failure, Outcome, Work};
 use super::query::Next;
 use super::Session;
 use crate::errors::SessionError;
@@ -12,7 +12,7 @@ use sextant_protocol::codec::{write_packet, Reader};
 use sextant_protocol::consts::{cap, cursor};
 use sextant_protocol::packets::write_simple_ok;
 use sextant_protocol::tracker::Expect;
-use sextant_routing::{plan, plan_execute, Command, Pins, Plan, Prepared, Ran, Retry, Target};
+use sextant_routing::{plan, plan_execute, Command, Pins, Plan, Prepared, Ran, Target};
 use std::sync::Arc;
 
 pub(super) struct ClientStmt {
@@ -246,7 +246,8 @@ impl Session {
             .forward(plan.target, p, Expect::Prepare, Some(id))
             .await;
         self.stmt.need = None;
-        let Outcome::Done(res) = res? else {
+        // A prepare is never retried.
+        let Outcome::Done(res) = self.settle(res?).await? else {
             return Ok(());
         };
         if let Some((server_id, columns, params)) = res.prepared {
@@ -634,12 +635,15 @@ impl Session {
             Err(e) => {
                 let server = a.server.clone();
                 self.detach_discard();
-                server.mark_unreachable(&e.to_string());
-                if self.stmt.retry == Retry::Read {
-                    return Ok(Err(Outcome::Retry(RetryReason::ServerFailed)));
-                }
-                self.reply_error(e.into()).await?;
-                Ok(Err(Outcome::Reported))
+                Ok(Err(Outcome::Failed(Box::new(Failure {
+                    server,
+                    reason: e.to_string(),
+                    started: false,
+                    mid_packet: false,
+                    next_seq: 1,
+                    pooled: false,
+                    error: e.into(),
+                }))))
             }
         }
     }
@@ -700,7 +704,8 @@ impl Session {
                 q[1..5].copy_from_slice(&s.id.to_le_bytes());
                 self.scratch.clear();
                 write_packet(&mut self.scratch, 0, &q);
-                let res = match self.send_and_relay(Expect::Single, None).await? {
+                let sent = self.send_and_relay(Expect::Single, None).await?;
+                let res = match self.settle(sent).await? {
                     Outcome::Done(res) => Some(res),
                     _ => None,
                 };
@@ -733,7 +738,8 @@ impl Session {
         q[1..5].copy_from_slice(&s.id.to_le_bytes());
         self.scratch.clear();
         write_packet(&mut self.scratch, 0, &q);
-        let res = match self.send_and_relay(Expect::Fetch, None).await? {
+        let sent = self.send_and_relay(Expect::Fetch, None).await?;
+        let res = match self.settle(sent).await? {
             Outcome::Done(res) => Some(res),
             _ => None,
         };
