@@ -8,6 +8,8 @@
 //! sextant-routing --test effects` rewrites the expectations; review the
 //! diff before committing it.
 
+mod common;
+
 use serde::{Deserialize, Serialize};
 use sextant_config::RoutingPolicy;
 use sextant_routing::{
@@ -15,7 +17,7 @@ use sextant_routing::{
     SessionFacts, Statement, Target,
 };
 use sextant_sql::classify;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Deserialize, Serialize)]
 struct Case {
@@ -174,24 +176,11 @@ fn expect_of(target: Target, e: &Effects) -> Expect {
     }
 }
 
-fn files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/effects");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("testdata/effects")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    v.sort();
-    v
-}
-
 fn cases() -> Vec<(PathBuf, Vec<Case>)> {
-    files()
+    common::json_files("effects")
         .into_iter()
         .map(|f| {
-            let text = std::fs::read_to_string(&f).expect("read");
-            let cases: Vec<Case> =
-                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let cases: Vec<Case> = common::read_cases(&f);
             (f, cases)
         })
         .collect()
@@ -199,7 +188,7 @@ fn cases() -> Vec<(PathBuf, Vec<Case>)> {
 
 #[test]
 fn golden_effects() {
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let update = common::updating();
     let (mut total, mut failures) = (0, Vec::new());
     for (f, mut cases) in cases() {
         for c in cases.iter_mut() {
@@ -212,23 +201,12 @@ fn golden_effects() {
                 c.sql
             );
             let got = expect_of(target, &e);
-            match &c.expect {
-                Some(want) if *want == got => {}
-                _ if update => c.expect = Some(got),
-                Some(want) => failures.push(format!(
-                    "{}: {:?} ({}, {} session):\n  want {want:?}\n  got  {got:?}",
-                    f.file_name().unwrap_or_default().to_string_lossy(),
-                    c.sql,
-                    c.ran,
-                    c.session
-                )),
-                None => failures.push(format!("{}: {:?} has no expect", f.display(), c.sql)),
-            }
+            let name = f.file_name().unwrap_or_default().to_string_lossy();
+            let what = format!("{name}: {:?} ({}, {} session)", c.sql, c.ran, c.session);
+            common::check(&mut c.expect, got, what, &mut failures);
         }
         if update {
-            let mut out = serde_json::to_string_pretty(&cases).expect("json");
-            out.push('\n');
-            std::fs::write(&f, out).expect("write");
+            common::write_cases(&f, &cases);
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -7,13 +7,14 @@
 //! sextant-routing --test golden` rewrites the expectations; review the
 //! diff before committing it.
 
+mod common;
+
 use serde::{Deserialize, Serialize};
 use sextant_config::{RoutingOverride, RoutingPolicy};
 use sextant_routing::{
     plan, plan_execute, Command, Cursor, GroupFacts, Plan, Prepared, SessionFacts, Target,
 };
 use sextant_sql::{classify, Catalogue, ServerKind};
-use std::path::{Path, PathBuf};
 
 #[derive(Deserialize, Serialize)]
 struct Case {
@@ -165,26 +166,13 @@ fn expect_of(p: &Plan) -> Expect {
     }
 }
 
-fn files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("testdata")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn golden_routing_plans() {
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let update = common::updating();
     let mut total = 0;
     let mut failures = Vec::new();
-    for f in files() {
-        let text = std::fs::read_to_string(&f).expect("read");
-        let mut cases: Vec<Case> =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+    for f in common::json_files("") {
+        let mut cases: Vec<Case> = common::read_cases(&f);
         for c in cases.iter_mut() {
             total += 1;
             let got = run(c);
@@ -199,23 +187,12 @@ fn golden_routing_plans() {
                 );
             }
             assert!(!c.comment.trim().is_empty(), "{:?}: no comment", c.sql);
-            match &c.expect {
-                Some(want) if *want == got => {}
-                _ if update => c.expect = Some(got),
-                Some(want) => failures.push(format!(
-                    "{}: {:?} ({} session, {}):\n  want {want:?}\n  got  {got:?}",
-                    f.file_name().unwrap_or_default().to_string_lossy(),
-                    c.sql,
-                    c.session,
-                    c.command
-                )),
-                None => failures.push(format!("{}: {:?} has no expect", f.display(), c.sql)),
-            }
+            let name = f.file_name().unwrap_or_default().to_string_lossy();
+            let what = format!("{name}: {:?} ({} session, {})", c.sql, c.session, c.command);
+            common::check(&mut c.expect, got, what, &mut failures);
         }
         if update {
-            let mut out = serde_json::to_string_pretty(&cases).expect("json");
-            out.push('\n');
-            std::fs::write(&f, out).expect("write");
+            common::write_cases(&f, &cases);
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
