@@ -87,19 +87,7 @@ impl BackendConn {
         }
         // The bound may have been lowered (the server's limit became
         // known): close as many as it takes.
-        while self.stmts.len() >= self.max_prepared.max(1) {
-            let Some(victim) = self
-                .stmts
-                .iter()
-                .min_by_key(|(_, (s, _))| s.last_used)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some((s, _)) = self.stmts.remove(&victim) {
-                self.close_server_stmt(s.id).await?;
-            }
-        }
+        self.close_lru_beyond(self.max_prepared.max(1) - 1).await?;
         let mut p = Vec::with_capacity(sql.len() + 1);
         p.push(com::STMT_PREPARE);
         p.extend_from_slice(sql);
@@ -175,7 +163,14 @@ impl BackendConn {
                 self.close_server_stmt(old.id).await?;
             }
         }
-        while self.stmts.len() > self.max_prepared.max(1) {
+        self.close_lru_beyond(self.max_prepared.max(1)).await?;
+        Ok(())
+    }
+
+    /// Closes the least recently used statements until at most `keep`
+    /// remain.
+    async fn close_lru_beyond(&mut self, keep: usize) -> Result<(), BackendError> {
+        while self.stmts.len() > keep {
             let Some(victim) = self
                 .stmts
                 .iter()
