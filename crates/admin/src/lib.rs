@@ -52,6 +52,15 @@ pub enum Answer {
         key: String,
         value: String,
     },
+    /// `SET BACKEND '<addr>' STATE <state>` of a server the pool has: for
+    /// the proxy to apply here, or to the whole fleet.
+    SetBackend {
+        addr: String,
+        state: String,
+    },
+    /// `SHOW FLEET`: for the proxy to list the fleet's instances (formatted
+    /// by [`commands::fleet::table`]).
+    ShowFleet,
     /// `SHOW QUERY DIGESTS`: for the proxy to gather its threads' digests
     /// (formatted by [`commands::digests::table`]).
     ShowDigests,

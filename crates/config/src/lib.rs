@@ -5,6 +5,7 @@
 mod addr;
 mod admin;
 mod check;
+mod cluster;
 mod error;
 mod groups;
 mod log;
@@ -18,6 +19,7 @@ mod xa;
 
 pub use addr::Addr;
 pub use admin::Admin;
+pub use cluster::{valid_id, Cluster};
 pub use error::ConfigError;
 pub use groups::{Balance, Group, Replica, Topology, DEFAULT_PIPELINE_DEPTH, MAX_GROUP_SERVERS};
 pub use log::{Log, LogFormat};
@@ -55,6 +57,10 @@ pub struct Config {
     pub xa: Xa,
     #[serde(default)]
     pub log: Log,
+    /// A fleet of instances sharing intent through etcd (none: this
+    /// instance stands alone).
+    #[serde(default)]
+    pub cluster: Option<Cluster>,
     /// The sharding layout `[sharding]` describes, read and checked with
     /// the rest.
     #[serde(skip)]
@@ -259,6 +265,9 @@ impl Config {
         self.proxy.check(self, &mut c);
         groups::check(&self.groups, &self.routing, &mut c);
         self.log.check(&mut c);
+        if let Some(cl) = &self.cluster {
+            cl.check(&mut c);
+        }
     }
 
     /// The group a user's statements go to.

@@ -46,11 +46,7 @@ pub(crate) fn default_recover_interval_ms() -> u64 {
 impl Xa {
     pub(crate) fn check(&self, c: &mut Checker) {
         if let Some(id) = &self.instance_id {
-            let ok = (1..=32).contains(&id.len())
-                && id
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-            if !ok {
+            if !crate::valid_id(id) {
                 c.err(
                     "xa",
                     "instance_id",

@@ -146,8 +146,32 @@ async fn session(
                             }
                         }
                     }
+                    Answer::SetBackend { addr, state } => {
+                        match crate::fleet::set_backend(shared, &addr, &state).await {
+                            Ok(info) => {
+                                if !info.is_empty() {
+                                    tracing::info!(peer = %client.peer, "admin: {info}");
+                                }
+                                let ok = sextant_protocol::packets::OkPacket {
+                                    status: status::AUTOCOMMIT,
+                                    info: info.as_bytes(),
+                                    ..Default::default()
+                                };
+                                sextant_protocol::packets::write_ok(&mut client.out, 1, &ok, false);
+                            }
+                            Err(e) => {
+                                let (code, state, msg) = SessionError::Fleet(e.to_string()).mysql();
+                                write_err(&mut client.out, 1, code, state, &msg);
+                            }
+                        }
+                    }
+                    Answer::ShowFleet => match crate::fleet::table(shared) {
+                        Ok(t) => write_table(&mut client.out, &t, deprecate_eof),
+                        Err(m) => write_err(&mut client.out, 1, 1064, "42000", &m),
+                    },
                     Answer::SetRouting { key, value } => {
-                        match crate::reload::set_routing(shared, &key, &value).await {
+                        use crate::fleet::SetError;
+                        match crate::fleet::set_routing(shared, &key, &value).await {
                             Ok(info) => {
                                 tracing::info!(peer = %client.peer, "admin: {info}");
                                 let ok = sextant_protocol::packets::OkPacket {
@@ -157,7 +181,13 @@ async fn session(
                                 };
                                 sextant_protocol::packets::write_ok(&mut client.out, 1, &ok, false);
                             }
-                            Err(m) => write_err(&mut client.out, 1, 1231, "42000", &m),
+                            Err(SetError::Invalid(m)) => {
+                                write_err(&mut client.out, 1, 1231, "42000", &m)
+                            }
+                            Err(SetError::Fleet(e)) => {
+                                let (code, state, msg) = SessionError::Fleet(e.to_string()).mysql();
+                                write_err(&mut client.out, 1, code, state, &msg);
+                            }
                         }
                     }
                     Answer::ShowDigests => {

@@ -20,6 +20,9 @@ pub const ER_SEXTANT_NO_PRIMARY: u16 = 9004;
 pub const ER_SEXTANT_SHARD_PARTIAL: u16 = 9005;
 /// RELOAD CONFIG found the file invalid; the running config stays.
 pub const ER_SEXTANT_CONFIG: u16 = 9006;
+/// An admin change for the whole fleet was not made: etcd did not answer,
+/// or another instance changed the same thing first.
+pub const ER_SEXTANT_FLEET: u16 = 9007;
 
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
 pub const ER_SERVER_SHUTDOWN: u16 = 1053;
@@ -149,6 +152,9 @@ pub enum SessionError {
     /// The admin port's RELOAD CONFIG, refused: the file's problems.
     #[error("sextant: config not reloaded, the running config stays: {0}")]
     ReloadRefused(String),
+    /// An admin change for the fleet, not made.
+    #[error("sextant: {0}")]
+    Fleet(String),
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error("sextant lost its connection to server {addr} during the statement ({reason}); it may or may not have run, and was not retried")]
@@ -187,6 +193,7 @@ impl SessionError {
             BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
             NoPrimary { .. } | PrimaryInMaintenance { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
             ReloadRefused(_) => (ER_SEXTANT_CONFIG, "HY000", msg),
+            Fleet(_) => (ER_SEXTANT_FLEET, "HY000", msg),
             ServerShutdown => (ER_SERVER_SHUTDOWN, "08S01", msg),
             // The codes a client gets from a server that refuses a write:
             // applications already treat them as "nothing was written".
@@ -243,6 +250,8 @@ pub enum StartError {
     },
     #[error("[xa]: {0}")]
     Xa(String),
+    #[error("[cluster]: {0}")]
+    Fleet(String),
     #[error("cannot start {what}: {source}")]
     Thread {
         what: String,

@@ -6,8 +6,8 @@
 //! - `/healthz`: 200 while the process serves;
 //! - `/readyz`: 200 when every group has a reachable primary and sextant
 //!   is not shutting down, else 503 with the reason;
-//! - `/api/backends`, `/api/sessions`, `/api/status`, `/api/stats`: the
-//!   admin port's tables as JSON;
+//! - `/api/backends`, `/api/sessions`, `/api/status`, `/api/stats`,
+//!   `/api/fleet`: the admin port's tables as JSON;
 //! - `/`: the status page (one self-contained HTML file).
 
 use crate::shared::Shared;
@@ -92,7 +92,12 @@ fn answer<B>(shared: &Shared, req: &Request<B>) -> Response<Full<Bytes>> {
         }
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
         "/readyz" => match not_ready(shared) {
-            None => reply(StatusCode::OK, "text/plain", "ready\n".into()),
+            None => {
+                let note = crate::fleet::store_note(shared)
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default();
+                reply(StatusCode::OK, "text/plain", format!("ready{note}\n"))
+            }
             Some(why) => reply(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "text/plain",
@@ -105,7 +110,7 @@ fn answer<B>(shared: &Shared, req: &Request<B>) -> Response<Full<Bytes>> {
             None => reply(
                 StatusCode::NOT_FOUND,
                 "text/plain",
-                "not found; try /metrics, /healthz, /readyz, /api/backends, /api/sessions, /api/status, /api/stats or /\n".into(),
+                "not found; try /metrics, /healthz, /readyz, /api/backends, /api/sessions, /api/status, /api/stats, /api/fleet or /\n".into(),
             ),
         },
     }
@@ -135,6 +140,12 @@ fn not_ready(shared: &Shared) -> Option<String> {
 }
 
 fn api(shared: &Shared, what: &str) -> Option<String> {
+    if what == "fleet" {
+        return Some(match crate::fleet::table(shared) {
+            Ok(t) => table_json(&t),
+            Err(_) => "[]".into(),
+        });
+    }
     let command = match what {
         "backends" => "SHOW BACKENDS",
         "sessions" => "SHOW SESSIONS",

@@ -13,6 +13,7 @@ pub mod alloc_count;
 mod client;
 mod digests;
 pub mod errors;
+mod fleet;
 mod frontend;
 mod http;
 mod inflight;

@@ -83,7 +83,15 @@ async fn apply(shared: &Shared) -> Result<Reloaded, String> {
     let Some(path) = shared.config_path.as_deref() else {
         return Err("sextant was started without a config file; nothing to reload".into());
     };
-    let config = Config::load(path).map_err(|e| e.to_string())?;
+    let mut config = Config::load(path).map_err(|e| e.to_string())?;
+    // The fleet's routing intents stay on top of the file's values.
+    for (k, v) in crate::fleet::routing_intents(shared) {
+        if let Err(e) = config.routing.set(&k, &v) {
+            tracing::warn!(
+                "fleet intent routing.{k} = {v} does not apply to the reloaded config: {e}"
+            );
+        }
+    }
     let old = shared.runtime.load_full();
     let need_restart = restart_only_changes(&old.config, &config);
     let monitor_changed = old.config.monitor != config.monitor;
@@ -119,6 +127,7 @@ async fn apply(shared: &Shared) -> Result<Reloaded, String> {
     shared.runtime.store(rt.clone());
     shared.auth.store(Arc::new(auth));
     shared.monitors.follow(&rt, monitor_changed);
+    crate::fleet::reapply_backend_states(shared);
     Ok(r)
 }
 

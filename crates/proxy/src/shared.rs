@@ -39,6 +39,8 @@ pub struct Shared {
     /// Told to stop, and still accepting clients for `drain_delay_ms` so
     /// that load balancers see /readyz fail and stop sending new ones.
     pub draining: std::sync::atomic::AtomicBool,
+    /// This instance's fleet (`[cluster]`), once joined.
+    pub fleet: std::sync::OnceLock<Arc<sextant_fleet::Fleet>>,
 }
 
 impl Shared {

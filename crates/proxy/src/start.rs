@@ -152,7 +152,9 @@ pub async fn run(
         xa,
         workers: Default::default(),
         draining: Default::default(),
+        fleet: Default::default(),
     });
+    crate::fleet::join(&shared)?;
     if let Some((l, users)) = admin {
         tracing::info!(
             "admin port listening on {}",
@@ -300,6 +302,7 @@ pub async fn run(
     // The listener closes: no new clients from here on.
     drop(accept);
     drop(listener);
+    crate::fleet::leave(&shared).await;
     drain(&shared, &workers, why).await;
     Ok(())
 }

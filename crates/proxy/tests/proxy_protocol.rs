@@ -208,44 +208,9 @@ fn haproxy_from_the_example_config_passes_the_client_on() {
         ..Default::default()
     }
     .start();
-    let front = free_port();
-    let example = std::fs::read_to_string(repo_root().join("examples/fleet/haproxy.cfg")).unwrap();
-    let mut cfg = String::new();
-    for line in example.lines() {
-        let line = match line.trim_start() {
-            l if l.starts_with("bind ") => format!("    bind 127.0.0.1:{front}"),
-            l if l.starts_with("default-server ") => {
-                line.replace("port 9033", &format!("port {}", p.http_port.unwrap()))
-            }
-            l if l.starts_with("server sextant1 ") => {
-                format!("    server sextant1 127.0.0.1:{}", p.port)
-            }
-            l if l.starts_with("server ") => continue,
-            _ => line.to_string(),
-        };
-        cfg.push_str(&line);
-        cfg.push('\n');
-    }
-    let dir = std::env::temp_dir().join(format!("sextant-haproxy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("haproxy.cfg");
-    std::fs::write(&path, cfg).unwrap();
-    let mut haproxy = std::process::Command::new("haproxy")
-        .args(["-db", "-f"])
-        .arg(&path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("haproxy (installed by scripts/deps)");
-    let result = std::panic::catch_unwind(|| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", front)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "haproxy did not listen"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+    let haproxy = HaProxy::start(&[&p]);
+    let front = haproxy.port;
+    {
         let mut r = Raw::login(front, "app", "apppass", None);
         let own = r.s.local_addr().unwrap();
         r.query("SELECT 1");
@@ -256,10 +221,6 @@ fn haproxy_from_the_example_config_passes_the_client_on() {
             listed.iter().any(|c| *c == own.to_string()),
             "sextant does not list the client {own}: {listed:?}"
         );
-    });
-    let _ = haproxy.kill();
-    let _ = haproxy.wait();
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
     }
+    drop(haproxy);
 }

@@ -69,17 +69,26 @@ impl AdminCommand for SetMaintenance {
 }
 
 fn set_state(ctx: &Context<'_>, addr: &str, state: &str) -> Answer {
+    if ctx.pool.servers().any(|s| &*s.addr == addr) {
+        Answer::SetBackend {
+            addr: addr.to_string(),
+            state: state.to_string(),
+        }
+    } else {
+        Answer::Error(format!("no server {addr:?}; SHOW BACKENDS lists them"))
+    }
+}
+
+/// Puts every server at `addr` (it may be in several groups) in `state`:
+/// `online`, `maintenance` or `offline`. False when the pool has none.
+pub fn apply(pool: &sextant_backend::Pool, addr: &str, state: &str) -> bool {
     let mut found = false;
-    for s in ctx.pool.servers().filter(|s| &*s.addr == addr) {
+    for s in pool.servers().filter(|s| &*s.addr == addr) {
         s.health.set_maintenance(state != "online");
         if state == "offline" {
             s.close_idle();
         }
         found = true;
     }
-    if found {
-        Answer::Ok
-    } else {
-        Answer::Error(format!("no server {addr:?}; SHOW BACKENDS lists them"))
-    }
+    found
 }

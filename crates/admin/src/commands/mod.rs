@@ -9,9 +9,10 @@ mod client;
 mod config;
 pub mod digests;
 mod explain_route;
+pub mod fleet;
 mod help;
 mod kill;
-mod maintenance;
+pub mod maintenance;
 mod reload;
 mod routing;
 mod sessions;
@@ -80,6 +81,7 @@ pub static COMMANDS: &[&dyn AdminCommand] = &[
     &shard_schema::ShardSchemaDiff,
     &xa::ShowXa,
     &xa::XaResolve,
+    &fleet::ShowFleet,
     &help::Help,
     &client::Client,
 ];

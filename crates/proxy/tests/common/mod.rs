@@ -1372,3 +1372,148 @@ pub fn fake_login(
     s.write_all(&out)?;
     Ok(resp)
 }
+
+/// A single-node etcd started by `scripts/lab etcd-start` in a directory
+/// of its own; stopped (and removed) when dropped.
+pub struct Etcd {
+    pub dir: PathBuf,
+    pub endpoint: String,
+}
+
+impl Etcd {
+    pub fn start() -> Etcd {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "sextant-test-etcd-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut e = Etcd {
+            dir,
+            endpoint: String::new(),
+        };
+        e.lab("etcd-start");
+        let env = std::fs::read_to_string(e.dir.join("etcd.env")).expect("etcd.env");
+        e.endpoint = env
+            .lines()
+            .find_map(|l| l.strip_prefix("ETCD_ENDPOINT="))
+            .expect("ETCD_ENDPOINT")
+            .to_string();
+        e
+    }
+
+    /// Stops etcd, keeping its data and port (`resume` brings it back).
+    pub fn stop(&self) {
+        self.lab("etcd-stop");
+    }
+
+    pub fn resume(&self) {
+        self.lab("etcd-start");
+    }
+
+    fn lab(&self, what: &str) {
+        let out = Command::new(repo_root().join("scripts/lab"))
+            .args([what, "--base-port", "auto", "--dir"])
+            .arg(&self.dir)
+            .output()
+            .expect("cannot run scripts/lab");
+        assert!(
+            out.status.success(),
+            "scripts/lab {what} failed (is etcd-server installed? scripts/deps installs it):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A `[cluster]` table for an instance of fleet `name` on this etcd.
+    pub fn cluster(&self, name: &str, id: &str) -> String {
+        let state = self.dir.join(format!("state-{id}"));
+        format!(
+            "\n[cluster]\netcd = [\"{}\"]\nname = \"{name}\"\ninstance_id = \"{id}\"\nstate_dir = \"{}\"\n",
+            self.endpoint,
+            state.display()
+        )
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("scripts/lab"))
+            .args(["stop", "--dir"])
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .status();
+    }
+}
+
+/// HAProxy from `examples/fleet/haproxy.cfg`, its addresses replaced: it
+/// listens on `port` and balances over `instances` (each started with an
+/// HTTP port, for the /readyz check, and with `proxy_protocol_from`
+/// trusting 127.0.0.1). Stopped when dropped.
+pub struct HaProxy {
+    child: Child,
+    pub port: u16,
+}
+
+impl HaProxy {
+    pub fn start(instances: &[&Proxy]) -> HaProxy {
+        let port = free_port();
+        let example = std::fs::read_to_string(repo_root().join("examples/fleet/haproxy.cfg"))
+            .expect("examples/fleet/haproxy.cfg");
+        let mut cfg = String::new();
+        for line in example.lines() {
+            match line.trim_start() {
+                l if l.starts_with("bind ") => {
+                    cfg.push_str(&format!("    bind 127.0.0.1:{port}\n"))
+                }
+                l if l.starts_with("server sextant1 ") => {
+                    for (i, p) in instances.iter().enumerate() {
+                        let http = p
+                            .http_port
+                            .expect("an instance behind HAProxy needs http: true");
+                        cfg.push_str(&format!(
+                            "    server sextant{} 127.0.0.1:{} check port {http}\n",
+                            i + 1,
+                            p.port
+                        ));
+                    }
+                }
+                l if l.starts_with("server ") => {}
+                _ => {
+                    cfg.push_str(line);
+                    cfg.push('\n');
+                }
+            }
+        }
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("haproxy");
+        std::fs::create_dir_all(&dir).expect("haproxy dir");
+        let path = dir.join(format!("haproxy-{port}.cfg"));
+        std::fs::write(&path, cfg).expect("haproxy config");
+        let child = Command::new("haproxy")
+            .args(["-db", "-f"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("haproxy (installed by scripts/deps)");
+        let h = HaProxy { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "haproxy did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        h
+    }
+}
+
+impl Drop for HaProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,350 @@
+//! Several sextant instances as one fleet, through etcd.
+//!
+//! Each instance registers itself under a lease (its record disappears a
+//! few seconds after it stops renewing, or at once when it leaves), and
+//! watches the fleet's intended settings: the admin changes and pushed
+//! configs any instance wrote, each with a compare-and-swap on the
+//! revision its writer had seen, so that a concurrent change is refused
+//! rather than silently overwritten. What the monitors observe is never
+//! written here: each instance observes for itself.
+//!
+//! The connection to etcd is not on any statement's path. When etcd is
+//! unreachable an instance keeps serving with what it last applied,
+//! refuses changes that need etcd, and catches up from the last revision
+//! it saw when etcd answers again.
+
+mod error;
+pub mod id;
+pub mod keys;
+mod membership;
+mod watch;
+
+pub use error::FleetError;
+pub use keys::{Intent, Keys};
+
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, Txn, TxnOp, TxnOpResponse};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How to reach etcd and who this instance is.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub endpoints: Vec<String>,
+    pub name: String,
+    pub id: String,
+    pub user: Option<(String, String)>,
+    pub ca_file: Option<String>,
+    pub cert_and_key: Option<(String, String)>,
+    pub lease_ttl: Duration,
+}
+
+impl Settings {
+    /// From `[cluster]`, with the instance id already settled.
+    pub fn new(c: &sextant_config::Cluster, id: String) -> Settings {
+        Settings {
+            endpoints: c.etcd.clone(),
+            name: c.name.clone(),
+            id,
+            user: c.user.clone().zip(c.password.clone()),
+            ca_file: c.ca_file.clone(),
+            cert_and_key: c.cert_file.clone().zip(c.key_file.clone()),
+            lease_ttl: Duration::from_millis(c.lease_ttl_ms),
+        }
+    }
+}
+
+/// What an instance says of itself now (asked once per renewal).
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub listen: String,
+    pub admin: String,
+    pub http: Option<String>,
+    pub sessions: u64,
+    /// Statements since start (the record carries the rate).
+    pub statements: u64,
+}
+
+/// One instance's record, as every instance sees it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Member {
+    pub id: String,
+    pub version: String,
+    pub host: String,
+    pub pid: u32,
+    pub listen: String,
+    pub admin: String,
+    pub http: Option<String>,
+    pub started_ms: u64,
+    /// The revision of the last intent this instance applied.
+    pub applied_revision: i64,
+    /// The last intent it refused, and why.
+    pub refused: Option<String>,
+    pub sessions: u64,
+    pub statements_per_s: f64,
+    /// When it last renewed its record (its own clock).
+    pub updated_ms: u64,
+}
+
+/// An intent as it changed in etcd (value None: removed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub intent: Intent,
+    pub value: Option<String>,
+    pub revision: i64,
+}
+
+/// Whether etcd answers, as this instance last found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreState {
+    pub reachable: bool,
+    /// Since when (ms since the epoch) it is as it is.
+    pub since_ms: u64,
+    pub error: Option<String>,
+}
+
+struct State {
+    members: Vec<Member>,
+    store: StoreState,
+    /// Each intent's value and the revision it last changed at, as this
+    /// instance's watch delivered them: the base of its compare-and-swap.
+    seen: BTreeMap<Intent, (String, i64)>,
+    applied_revision: i64,
+    refused: Option<String>,
+}
+
+pub struct Fleet {
+    settings: Settings,
+    keys: Keys,
+    client: tokio::sync::Mutex<Option<Client>>,
+    state: parking_lot::Mutex<State>,
+    applied: tokio::sync::watch::Sender<i64>,
+    lease: parking_lot::Mutex<Option<i64>>,
+    /// Set by [`Fleet::leave`]: the record is not renewed again.
+    left: std::sync::atomic::AtomicBool,
+    started_ms: u64,
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Fleet {
+    /// Joins the fleet: registers this instance and starts watching the
+    /// intents, on the current tokio runtime. Every intent (those already
+    /// there first) arrives on the returned channel, in revision order;
+    /// tell [`Fleet::done`] once each is applied.
+    pub fn start(
+        settings: Settings,
+        report: Arc<dyn Fn() -> Report + Send + Sync>,
+    ) -> (Arc<Fleet>, tokio::sync::mpsc::UnboundedReceiver<Change>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let fleet = Arc::new(Fleet {
+            keys: Keys::new(&settings.name),
+            settings,
+            client: tokio::sync::Mutex::new(None),
+            state: parking_lot::Mutex::new(State {
+                members: Vec::new(),
+                store: StoreState {
+                    reachable: false,
+                    since_ms: now_ms(),
+                    error: Some("not yet connected".into()),
+                },
+                seen: BTreeMap::new(),
+                applied_revision: 0,
+                refused: None,
+            }),
+            applied: tokio::sync::watch::channel(0).0,
+            lease: parking_lot::Mutex::new(None),
+            left: Default::default(),
+            started_ms: now_ms(),
+        });
+        tokio::spawn(membership::run(fleet.clone(), report));
+        tokio::spawn(watch::run(fleet.clone(), tx));
+        (fleet, rx)
+    }
+
+    pub fn id(&self) -> &str {
+        &self.settings.id
+    }
+
+    pub fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    /// The instances whose leases are alive, by id (this one included once
+    /// it registered).
+    pub fn members(&self) -> Vec<Member> {
+        self.state.lock().members.clone()
+    }
+
+    pub fn store(&self) -> StoreState {
+        self.state.lock().store.clone()
+    }
+
+    pub fn applied_revision(&self) -> i64 {
+        self.state.lock().applied_revision
+    }
+
+    /// Every intent this instance's watch delivered, with its value and
+    /// revision (what a reload applies again on top of the file).
+    pub fn intents(&self) -> Vec<(Intent, String, i64)> {
+        self.state
+            .lock()
+            .seen
+            .iter()
+            .map(|(i, (v, r))| (i.clone(), v.clone(), *r))
+            .collect()
+    }
+
+    /// The value and revision of one intent, as this instance saw it.
+    pub fn intent(&self, i: &Intent) -> Option<(String, i64)> {
+        self.state.lock().seen.get(i).cloned()
+    }
+
+    /// Writes an intent for every instance, if it is still at revision
+    /// `base` (None: the revision this instance last saw of it; 0: not
+    /// there). Returns the revision it was written at.
+    pub async fn set(
+        &self,
+        intent: &Intent,
+        value: &str,
+        base: Option<i64>,
+    ) -> Result<i64, FleetError> {
+        let key = self.keys.intent(intent);
+        let seen = match base {
+            Some(b) => b,
+            None => self.intent(intent).map_or(0, |(_, r)| r),
+        };
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, seen)])
+            .and_then([TxnOp::put(key.as_str(), value, None)])
+            .or_else([TxnOp::get(key.as_str(), None)]);
+        let mut client = self.client().await?;
+        let resp = client
+            .txn(txn)
+            .await
+            .map_err(|e| self.unreachable(e.to_string()))?;
+        self.reachable();
+        if !resp.succeeded() {
+            let current = resp
+                .op_responses()
+                .into_iter()
+                .find_map(|r| match r {
+                    TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.mod_revision()),
+                    _ => None,
+                })
+                .unwrap_or(0);
+            return Err(FleetError::Conflict {
+                intent: intent.to_string(),
+                seen,
+                current,
+            });
+        }
+        Ok(resp.header().map_or(0, |h| h.revision()))
+    }
+
+    /// Waits until this instance applied the intents up to `revision`.
+    pub async fn wait_applied(&self, revision: i64, timeout: Duration) -> bool {
+        let mut rx = self.applied.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|r| *r >= revision))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// The intent of `revision` is applied here (or refused, and why).
+    pub fn done(&self, revision: i64, refused: Option<String>) {
+        {
+            let mut st = self.state.lock();
+            st.applied_revision = st.applied_revision.max(revision);
+            if refused.is_some() {
+                st.refused = refused;
+            }
+        }
+        self.applied.send_if_modified(|r| {
+            let newer = revision > *r;
+            if newer {
+                *r = revision;
+            }
+            newer
+        });
+    }
+
+    /// Leaves the fleet at once (revokes the lease: the record goes now,
+    /// not when the lease would have expired).
+    pub async fn leave(&self) {
+        self.left.store(true, std::sync::atomic::Ordering::Relaxed);
+        let lease = self.lease.lock().take();
+        if let (Some(id), Ok(mut c)) = (lease, self.client().await) {
+            let _ = tokio::time::timeout(Duration::from_secs(1), c.lease_revoke(id)).await;
+        }
+    }
+
+    fn endpoints(&self) -> String {
+        self.settings.endpoints.join(",")
+    }
+
+    fn unreachable(&self, reason: String) -> FleetError {
+        let mut st = self.state.lock();
+        if st.store.reachable || st.store.error.as_deref() != Some(reason.as_str()) {
+            if st.store.reachable {
+                tracing::warn!(endpoints = %self.endpoints(), "the fleet store is unreachable: {reason}; serving with the intents applied so far");
+                st.store.since_ms = now_ms();
+            }
+            st.store.reachable = false;
+            st.store.error = Some(reason.clone());
+        }
+        FleetError::Unreachable {
+            endpoints: self.endpoints(),
+            reason,
+        }
+    }
+
+    fn reachable(&self) {
+        let mut st = self.state.lock();
+        if !st.store.reachable {
+            tracing::info!(endpoints = %self.endpoints(), "the fleet store answers");
+            st.store = StoreState {
+                reachable: true,
+                since_ms: now_ms(),
+                error: None,
+            };
+        }
+    }
+
+    /// A client of etcd (connected once; tonic's channel reconnects by
+    /// itself, the streams over it are started again by their loops).
+    async fn client(&self) -> Result<Client, FleetError> {
+        let mut c = self.client.lock().await;
+        if let Some(c) = &*c {
+            return Ok(c.clone());
+        }
+        let mut opts = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_timeout(Duration::from_secs(2))
+            .with_keep_alive(Duration::from_secs(1), Duration::from_secs(2))
+            .with_keep_alive_while_idle(true);
+        if let Some((u, p)) = &self.settings.user {
+            opts = opts.with_user(u.clone(), p.clone());
+        }
+        if let Some(ca) = &self.settings.ca_file {
+            let pem = std::fs::read(ca).map_err(|e| FleetError::Tls(format!("{ca}: {e}")))?;
+            let mut tls = etcd_client::TlsOptions::new()
+                .ca_certificate(etcd_client::Certificate::from_pem(pem));
+            if let Some((cert, key)) = &self.settings.cert_and_key {
+                let c = std::fs::read(cert).map_err(|e| FleetError::Tls(format!("{cert}: {e}")))?;
+                let k = std::fs::read(key).map_err(|e| FleetError::Tls(format!("{key}: {e}")))?;
+                tls = tls.identity(etcd_client::Identity::from_pem(c, k));
+            }
+            opts = opts.with_tls(tls);
+        }
+        let client = Client::connect(&self.settings.endpoints, Some(opts))
+            .await
+            .map_err(|e| self.unreachable(e.to_string()))?;
+        *c = Some(client.clone());
+        Ok(client)
+    }
+}

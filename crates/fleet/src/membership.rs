@@ -1,0 +1,134 @@
+//! This instance's record under its lease, renewed every third of the
+//! lease's time to live, and the fleet's records read back at each renewal.
+
+use crate::{now_ms, Fleet, Member, Report};
+use etcd_client::{GetOptions, LeaseKeepAliveStream, LeaseKeeper, PutOptions};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub(crate) async fn run(fleet: Arc<Fleet>, report: Arc<dyn Fn() -> Report + Send + Sync>) {
+    let ttl = fleet.settings.lease_ttl;
+    let tick = (ttl / 3).min(Duration::from_secs(1));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let mut keeper: Option<(LeaseKeeper, LeaseKeepAliveStream)> = None;
+    let mut last: Option<(u64, Instant)> = None;
+    loop {
+        if fleet.left.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let r = report();
+        let rate = match last {
+            Some((n, at)) if at.elapsed() > Duration::ZERO => {
+                r.statements.saturating_sub(n) as f64 / at.elapsed().as_secs_f64()
+            }
+            _ => 0.0,
+        };
+        last = Some((r.statements, Instant::now()));
+        let (applied_revision, refused) = {
+            let st = fleet.state.lock();
+            (st.applied_revision, st.refused.clone())
+        };
+        let me = Member {
+            id: fleet.settings.id.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            host: host.clone(),
+            pid: std::process::id(),
+            listen: r.listen,
+            admin: r.admin,
+            http: r.http,
+            started_ms: fleet.started_ms,
+            applied_revision,
+            refused,
+            sessions: r.sessions,
+            statements_per_s: (rate * 10.0).round() / 10.0,
+            updated_ms: now_ms(),
+        };
+        // (Checked again: leave() may have revoked the lease meanwhile.)
+        if fleet.left.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        if let Err(e) = renew(&fleet, &mut keeper, &me, ttl).await {
+            keeper = None;
+            fleet.unreachable(e);
+        }
+        tokio::time::sleep(tick).await;
+    }
+}
+
+async fn renew(
+    fleet: &Fleet,
+    keeper: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+    me: &Member,
+    ttl: Duration,
+) -> Result<(), String> {
+    let mut c = fleet.client().await.map_err(|e| e.to_string())?;
+    let lease = *fleet.lease.lock();
+    let lease = match lease {
+        Some(id) => {
+            // A lease etcd no longer has (it expired while etcd or this
+            // instance was away) is replaced.
+            let alive = match keeper {
+                Some((k, s)) => match k.keep_alive().await {
+                    Ok(()) => s
+                        .message()
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map(|r| r.ttl() > 0),
+                    Err(e) => return Err(e.to_string()),
+                },
+                None => {
+                    let (mut k, mut s) = c.lease_keep_alive(id).await.map_err(|e| e.to_string())?;
+                    k.keep_alive().await.map_err(|e| e.to_string())?;
+                    let alive = s
+                        .message()
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map(|r| r.ttl() > 0);
+                    *keeper = Some((k, s));
+                    alive
+                }
+            };
+            if alive == Some(true) {
+                id
+            } else {
+                *keeper = None;
+                grant(fleet, &mut c, ttl).await?
+            }
+        }
+        None => grant(fleet, &mut c, ttl).await?,
+    };
+    let record = serde_json::to_string(me).map_err(|e| e.to_string())?;
+    c.put(
+        fleet.keys.member(&me.id),
+        record,
+        Some(PutOptions::new().with_lease(lease)),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let resp = c
+        .get(fleet.keys.members(), Some(GetOptions::new().with_prefix()))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut members: Vec<Member> = resp
+        .kvs()
+        .iter()
+        .filter_map(|kv| serde_json::from_slice(kv.value()).ok())
+        .collect();
+    members.sort_by(|a, b| a.id.cmp(&b.id));
+    fleet.state.lock().members = members;
+    fleet.reachable();
+    Ok(())
+}
+
+async fn grant(fleet: &Fleet, c: &mut etcd_client::Client, ttl: Duration) -> Result<i64, String> {
+    let secs = ttl.as_secs().max(1) as i64;
+    let id = c
+        .lease_grant(secs, None)
+        .await
+        .map_err(|e| e.to_string())?
+        .id();
+    *fleet.lease.lock() = Some(id);
+    Ok(id)
+}

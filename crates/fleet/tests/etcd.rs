@@ -1,0 +1,159 @@
+//! The fleet's store against a real etcd (Debian's etcd-server, started
+//! by scripts/lab): compare-and-swap on the revision an instance saw, and
+//! a watch that resumes after etcd restarts without losing a change.
+
+use sextant_fleet::{Change, Fleet, FleetError, Intent, Report, Settings};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Etcd {
+    dir: PathBuf,
+    endpoint: String,
+}
+
+fn lab(what: &str, dir: &PathBuf) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(root.join("scripts/lab"))
+        .args([what, "--base-port", "auto", "--dir"])
+        .arg(dir)
+        .output()
+        .expect("scripts/lab");
+    assert!(
+        out.status.success(),
+        "scripts/lab {what} (is etcd-server installed? scripts/deps installs it): {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Etcd {
+    fn start(tag: &str) -> Etcd {
+        let dir =
+            std::env::temp_dir().join(format!("sextant-fleet-etcd-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        lab("etcd-start", &dir);
+        let env = std::fs::read_to_string(dir.join("etcd.env")).unwrap();
+        let endpoint = env
+            .lines()
+            .find_map(|l| l.strip_prefix("ETCD_ENDPOINT="))
+            .unwrap()
+            .to_string();
+        Etcd { dir, endpoint }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        lab("stop", &self.dir);
+    }
+}
+
+fn join(
+    etcd: &Etcd,
+    fleet: &str,
+    id: &str,
+) -> (Arc<Fleet>, tokio::sync::mpsc::UnboundedReceiver<Change>) {
+    Fleet::start(
+        Settings {
+            endpoints: vec![etcd.endpoint.clone()],
+            name: fleet.into(),
+            id: id.into(),
+            user: None,
+            ca_file: None,
+            cert_and_key: None,
+            lease_ttl: Duration::from_secs(2),
+        },
+        Arc::new(Report::default),
+    )
+}
+
+async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Change>) -> Change {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("a change within 10 s")
+        .expect("the channel open")
+}
+
+#[tokio::test]
+async fn a_change_based_on_a_revision_no_longer_current_is_refused() {
+    let etcd = Etcd::start("cas");
+    let (a, mut ra) = join(&etcd, "cas", "a");
+    let (b, mut rb) = join(&etcd, "cas", "b");
+    let i = Intent::Routing("read_primary_percent".into());
+    let r1 = a.set(&i, "10", None).await.expect("the first change");
+    assert_eq!(next(&mut ra).await.revision, r1);
+    assert_eq!(next(&mut rb).await.value.as_deref(), Some("10"));
+    // b writes on the revision it saw: fine. a still holds r1 as seen
+    // until its watch brings b's: a write on r1 is refused, not applied.
+    let r2 = b
+        .set(&i, "20", Some(r1))
+        .await
+        .expect("b's change on what it saw");
+    let e = a.set(&i, "30", Some(r1)).await.unwrap_err();
+    match e {
+        FleetError::Conflict { seen, current, .. } => {
+            assert_eq!((seen, current), (r1, r2));
+        }
+        e => panic!("{e}"),
+    }
+    assert_eq!(next(&mut ra).await.value.as_deref(), Some("20"));
+    // A first write of something that exists is refused too (base 0).
+    assert!(matches!(
+        a.set(&i, "40", Some(0)).await,
+        Err(FleetError::Conflict { .. })
+    ));
+    // Membership: both listed.
+    for _ in 0..100 {
+        if a.members().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ids: Vec<String> = a.members().into_iter().map(|m| m.id).collect();
+    assert_eq!(ids, ["a", "b"]);
+    // b leaves: its record goes at once, not when its lease would expire.
+    b.leave().await;
+    for _ in 0..100 {
+        if a.members().len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(a.members().len(), 1, "b still listed after leaving");
+}
+
+#[tokio::test]
+async fn changes_made_while_an_instance_lost_etcd_arrive_once_it_answers_again() {
+    let etcd = Etcd::start("resume");
+    let (a, mut ra) = join(&etcd, "resume", "a");
+    let i = Intent::Backend("127.0.0.1:3307".into());
+    a.set(&i, "maintenance", None).await.unwrap();
+    assert_eq!(next(&mut ra).await.value.as_deref(), Some("maintenance"));
+    lab("etcd-stop", &etcd.dir);
+    let e = a.set(&i, "online", None).await.unwrap_err();
+    assert!(matches!(e, FleetError::Unreachable { .. }), "{e}");
+    assert!(!a.store().reachable);
+    lab("etcd-start", &etcd.dir);
+    // Another instance changes it while a's watch is still reconnecting.
+    let (b, _rb) = join(&etcd, "resume", "b");
+    let mut done = false;
+    for _ in 0..100 {
+        match b.set(&i, "offline", None).await {
+            Ok(_) => {
+                done = true;
+                break;
+            }
+            Err(FleetError::Conflict { .. }) => {
+                // b had not seen a's value yet; it will.
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(done, "b could not write once etcd returned");
+    let c = next(&mut ra).await;
+    assert_eq!((c.intent, c.value.as_deref()), (i, Some("offline")));
+    assert!(a.store().reachable);
+}

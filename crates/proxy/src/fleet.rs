@@ -1,0 +1,251 @@
+//! This instance as a member of a fleet (`[cluster]`): joining it, applying
+//! the fleet's intents as they arrive (a server's admin state, a routing
+//! key), and the admin port's changes written as intents for every
+//! instance. Without `[cluster]` none of this runs and admin changes apply
+//! to this instance alone, as they always did.
+
+use crate::shared::Shared;
+use sextant_fleet::{Change, Fleet, FleetError, Intent, Report, Settings};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// How long an admin change waits for this instance's own watch to bring
+/// it back applied before answering.
+const APPLY_WAIT: Duration = Duration::from_secs(2);
+
+/// Joins the fleet `[cluster]` names, if any; intents are applied from
+/// here on, by a task of their own.
+pub(crate) fn join(shared: &Arc<Shared>) -> Result<(), crate::errors::StartError> {
+    let rt = shared.runtime();
+    let Some(cluster) = rt.config.cluster.clone() else {
+        return Ok(());
+    };
+    let id = sextant_fleet::id::load_or_make(
+        cluster.instance_id.as_deref(),
+        std::path::Path::new(&cluster.state_dir),
+    )
+    .map_err(|e| crate::errors::StartError::Fleet(e.to_string()))?;
+    let listen = rt.config.proxy.listen.to_string();
+    let admin = cluster
+        .advertise
+        .clone()
+        .or_else(|| rt.config.admin.as_ref().map(|a| a.listen.to_string()))
+        .unwrap_or_default();
+    let http = rt
+        .config
+        .admin
+        .as_ref()
+        .and_then(|a| a.http_listen.as_ref())
+        .map(|a| a.to_string());
+    let weak: Weak<Shared> = Arc::downgrade(shared);
+    let report = Arc::new(move || {
+        let Some(s) = weak.upgrade() else {
+            return Report::default();
+        };
+        Report {
+            listen: listen.clone(),
+            admin: admin.clone(),
+            http: http.clone(),
+            sessions: s.counters.client_connections.load(Ordering::Relaxed) as u64,
+            statements: s.counters.queries.load(Ordering::Relaxed),
+        }
+    });
+    tracing::info!(instance = %id, fleet = %cluster.name, etcd = %cluster.etcd.join(","), "joining the fleet");
+    let (fleet, changes) = Fleet::start(Settings::new(&cluster, id), report);
+    let _ = shared.fleet.set(fleet);
+    tokio::spawn(apply_changes(shared.clone(), changes));
+    Ok(())
+}
+
+/// Applies the fleet's intents in the order etcd gave them.
+async fn apply_changes(
+    shared: Arc<Shared>,
+    mut changes: tokio::sync::mpsc::UnboundedReceiver<Change>,
+) {
+    while let Some(c) = changes.recv().await {
+        let Some(fleet) = shared.fleet.get() else {
+            return;
+        };
+        let r = apply(&shared, &c).await;
+        match &r {
+            Ok(what) => tracing::info!(revision = c.revision, "fleet intent applied: {what}"),
+            Err(why) => {
+                tracing::warn!(
+                    revision = c.revision,
+                    "fleet intent {} refused: {why}",
+                    c.intent
+                )
+            }
+        }
+        fleet.done(
+            c.revision,
+            r.err()
+                .map(|e| format!("{} (revision {}): {e}", c.intent, c.revision)),
+        );
+    }
+}
+
+async fn apply(shared: &Shared, c: &Change) -> Result<String, String> {
+    match &c.intent {
+        Intent::Backend(addr) => {
+            let state = c.value.as_deref().unwrap_or("online");
+            if !["online", "maintenance", "offline"].contains(&state) {
+                return Err(format!(
+                    "state {state:?} is not online, maintenance or offline"
+                ));
+            }
+            match sextant_admin::commands::maintenance::apply(&shared.runtime().pool, addr, state) {
+                true => Ok(format!("backend {addr} {state}")),
+                false => Err(format!("no server {addr} in this instance's config")),
+            }
+        }
+        Intent::Routing(key) => match &c.value {
+            Some(v) => crate::reload::set_routing(shared, key, v).await,
+            // Nothing removes a routing intent today; the file's value
+            // comes back at the next reload.
+            None => Ok(format!("routing.{key}: intent removed")),
+        },
+        Intent::Config => Err("this version applies no pushed config".into()),
+    }
+}
+
+/// What a reload applies again on top of the file: the fleet's routing
+/// intents (the servers' states are applied to the new runtime after).
+pub(crate) fn routing_intents(shared: &Shared) -> Vec<(String, String)> {
+    let Some(fleet) = shared.fleet.get() else {
+        return Vec::new();
+    };
+    fleet
+        .intents()
+        .into_iter()
+        .filter_map(|(i, v, _)| match i {
+            Intent::Routing(k) => Some((k, v)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The servers' states the fleet intends, applied to the runtime now (after
+/// a reload built new groups).
+pub(crate) fn reapply_backend_states(shared: &Shared) {
+    let Some(fleet) = shared.fleet.get() else {
+        return;
+    };
+    let rt = shared.runtime();
+    for (i, v, _) in fleet.intents() {
+        if let Intent::Backend(addr) = i {
+            sextant_admin::commands::maintenance::apply(&rt.pool, &addr, &v);
+        }
+    }
+}
+
+/// An admin change: for the whole fleet when there is one (written to
+/// etcd, then applied here by the watch like everywhere else), else here.
+pub(crate) async fn set_backend(
+    shared: &Shared,
+    addr: &str,
+    state: &str,
+) -> Result<String, FleetError> {
+    let Some(fleet) = shared.fleet.get() else {
+        sextant_admin::commands::maintenance::apply(&shared.runtime().pool, addr, state);
+        return Ok(String::new());
+    };
+    let rev = fleet
+        .set(&Intent::Backend(addr.to_string()), state, None)
+        .await?;
+    let here = fleet.wait_applied(rev, APPLY_WAIT).await;
+    Ok(fleet_info(
+        fleet,
+        &format!("backend {addr} {state}"),
+        rev,
+        here,
+    ))
+}
+
+/// Why a `SET` of a routing key was not made.
+pub(crate) enum SetError {
+    /// The key or value is wrong (checked as a file would be).
+    Invalid(String),
+    /// The fleet's store refused or did not answer.
+    Fleet(FleetError),
+}
+
+/// `SET <routing key> = <value>`: checked here first (a value this
+/// instance refuses is not written), then as [`set_backend`].
+pub(crate) async fn set_routing(
+    shared: &Shared,
+    key: &str,
+    value: &str,
+) -> Result<String, SetError> {
+    let Some(fleet) = shared.fleet.get() else {
+        return crate::reload::set_routing(shared, key, value)
+            .await
+            .map_err(SetError::Invalid);
+    };
+    let canonical = sextant_config::Config::routing_key(key);
+    let mut config = shared.runtime().config.clone();
+    config.routing.set(key, value).map_err(SetError::Invalid)?;
+    config
+        .recheck()
+        .map_err(|e| SetError::Invalid(e.to_string()))?;
+    let now = config.routing.get(&canonical).unwrap_or_default();
+    let rev = fleet
+        .set(&Intent::Routing(canonical.clone()), &now, None)
+        .await
+        .map_err(SetError::Fleet)?;
+    let here = fleet.wait_applied(rev, APPLY_WAIT).await;
+    Ok(fleet_info(
+        fleet,
+        &format!("routing.{canonical} = {now}"),
+        rev,
+        here,
+    ))
+}
+
+fn fleet_info(fleet: &Fleet, what: &str, rev: i64, here: bool) -> String {
+    match here {
+        true => format!(
+            "{what}: intent of fleet {:?} at revision {rev}, applied here; every instance applies it (SHOW FLEET shows each one's applied_revision)",
+            fleet.name()
+        ),
+        false => format!(
+            "{what}: intent of fleet {:?} at revision {rev}; not yet applied here after {} ms (SHOW FLEET shows each one's applied_revision)",
+            fleet.name(),
+            APPLY_WAIT.as_millis()
+        ),
+    }
+}
+
+/// SHOW FLEET's table (an error without `[cluster]`).
+pub(crate) fn table(shared: &Shared) -> Result<sextant_admin::Table, String> {
+    let fleet = shared
+        .fleet
+        .get()
+        .ok_or("this instance is not part of a fleet: [cluster] is not set")?;
+    Ok(sextant_admin::commands::fleet::table(
+        &fleet.members(),
+        fleet.id(),
+        &fleet.store(),
+        sextant_fleet::now_ms(),
+    ))
+}
+
+/// Why /readyz should mention the fleet store, if so (it stays ready: an
+/// instance serves with the intents it applied while etcd is away).
+pub(crate) fn store_note(shared: &Shared) -> Option<String> {
+    let store = shared.fleet.get()?.store();
+    (!store.reachable).then(|| {
+        format!(
+            "the fleet store is unreachable ({}); serving with the intents applied so far",
+            store.error.unwrap_or_default()
+        )
+    })
+}
+
+/// Leaves the fleet at shutdown (the record goes at once).
+pub(crate) async fn leave(shared: &Shared) {
+    if let Some(f) = shared.fleet.get() {
+        f.leave().await;
+    }
+}

@@ -1,0 +1,368 @@
+//! A fleet of sextant instances sharing intent through a real etcd
+//! (Debian's etcd-server, started by scripts/lab), in front of the lab's
+//! MariaDB servers: membership, admin changes reaching every instance,
+//! and an etcd outage that no client notices.
+
+mod common;
+
+use common::*;
+use mysql::prelude::Queryable;
+use std::time::{Duration, Instant};
+
+fn instance(etcd: &Etcd, fleet: &str, id: &str) -> Proxy {
+    let cluster = etcd.cluster(fleet, id);
+    Setup {
+        group: &cluster,
+        http: true,
+        ..Default::default()
+    }
+    .start()
+}
+
+/// An instance behind HAProxy (which sends the PROXY protocol header).
+fn balanced_instance(etcd: &Etcd, fleet: &str, id: &str) -> Proxy {
+    let cluster = etcd.cluster(fleet, id);
+    Setup {
+        proxy: "proxy_protocol_from = [\"127.0.0.1\"]",
+        group: &cluster,
+        http: true,
+        ..Default::default()
+    }
+    .start()
+}
+
+fn fleet_rows(p: &Proxy) -> Vec<mysql::Row> {
+    p.admin().query("SHOW FLEET").expect("SHOW FLEET")
+}
+
+fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    start.elapsed()
+}
+
+/// Whether one instance's SHOW BACKENDS has the server in maintenance.
+fn in_maintenance(p: &Proxy, port: u16) -> bool {
+    let rows: Vec<mysql::Row> = p.admin().query("SHOW BACKENDS").expect("SHOW BACKENDS");
+    rows.iter()
+        .find(|r| r.get::<String, _>("address").as_deref() == Some(&format!("127.0.0.1:{port}")))
+        .and_then(|r| r.get::<String, _>("state"))
+        .expect("the server in SHOW BACKENDS")
+        == "maintenance"
+}
+
+fn statements_on(p: &Proxy, port: u16) -> u64 {
+    let rows: Vec<mysql::Row> = p.admin().query("SHOW BACKENDS").expect("SHOW BACKENDS");
+    rows.iter()
+        .find(|r| r.get::<String, _>("address").as_deref() == Some(&format!("127.0.0.1:{port}")))
+        .and_then(|r| r.get::<String, _>("statements"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn variable_on(p: &Proxy, key: &str) -> String {
+    let rows: Vec<(String, String)> = p.admin().query("SHOW VARIABLES").expect("SHOW VARIABLES");
+    rows.into_iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+        .unwrap_or_default()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+#[test]
+fn instances_list_each_other_and_admin_changes_reach_every_one_within_a_second() {
+    let etcd = Etcd::start();
+    let fleet: Vec<Proxy> = ["a", "b", "c"]
+        .iter()
+        .map(|id| instance(&etcd, "f1", id))
+        .collect();
+    wait_for(
+        "every instance lists the three",
+        Duration::from_secs(10),
+        || fleet.iter().all(|p| fleet_rows(p).len() == 3),
+    );
+    let rows = fleet_rows(&fleet[1]);
+    let ids: Vec<String> = rows.iter().map(|r| r.get("id").unwrap()).collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+    let me: Vec<String> = rows.iter().map(|r| r.get("this").unwrap()).collect();
+    assert_eq!(me, ["", "yes", ""]);
+    for r in &rows {
+        let store: String = r.get("store").unwrap();
+        assert_eq!(store, "reachable");
+    }
+    let (code, body) = fleet[0].http_get("/api/fleet");
+    assert_eq!(code, 200);
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json.as_array().map(|a| a.len()), Some(3), "{body}");
+
+    // 100 changes on instances in turn (a pseudo-random order), each
+    // timed until all three show it.
+    let replica = lab().replicas[0];
+    let mut took = Vec::new();
+    let mut seed = 0x2545_f491_u32;
+    for n in 0..100 {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        let on = &fleet[(seed % 3) as usize];
+        let start = Instant::now();
+        if n % 2 == 0 {
+            let state = if n % 4 == 0 { "maintenance" } else { "online" };
+            on.admin()
+                .query_drop(format!("SET BACKEND '127.0.0.1:{replica}' STATE {state}"))
+                .expect("SET BACKEND");
+            wait_for(
+                "a backend state on every instance",
+                Duration::from_secs(5),
+                || {
+                    fleet
+                        .iter()
+                        .all(|p| in_maintenance(p, replica) == (state == "maintenance"))
+                },
+            );
+        } else {
+            let pct = (n % 50).to_string();
+            on.admin()
+                .query_drop(format!("SET read_primary_percent = {pct}"))
+                .expect("SET routing key");
+            wait_for(
+                "a routing key on every instance",
+                Duration::from_secs(5),
+                || {
+                    fleet
+                        .iter()
+                        .all(|p| variable_on(p, "read_primary_percent") == pct)
+                },
+            );
+        }
+        took.push(start.elapsed());
+    }
+    took.sort();
+    let (p50, p99) = (percentile(&took, 0.5), percentile(&took, 0.99));
+    println!(
+        "100 admin changes: every instance had each within p50 {p50:?}, p99 {p99:?}, max {:?}",
+        took[99]
+    );
+    assert!(p99 < Duration::from_secs(1), "p99 {p99:?}");
+
+    // Maintenance set on one instance: after that second, no instance
+    // sends the replica a new statement, while reads go on through all.
+    for p in &fleet {
+        p.admin()
+            .query_drop("SET read_primary_percent = 0")
+            .unwrap();
+    }
+    fleet[2]
+        .admin()
+        .query_drop(format!(
+            "SET BACKEND '127.0.0.1:{replica}' STATE maintenance"
+        ))
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let before: Vec<u64> = fleet.iter().map(|p| statements_on(p, replica)).collect();
+    let mut clients: Vec<mysql::Conn> = fleet.iter().map(|p| p.conn()).collect();
+    for _ in 0..50 {
+        for c in &mut clients {
+            let _: Option<u32> = c.query_first("SELECT 1").unwrap();
+        }
+    }
+    let after: Vec<u64> = fleet.iter().map(|p| statements_on(p, replica)).collect();
+    assert_eq!(
+        before, after,
+        "statements sent to the replica in maintenance, per instance"
+    );
+    let other = lab().replicas[1];
+    assert!(fleet.iter().all(|p| statements_on(p, other) > 0));
+    fleet[0]
+        .admin()
+        .query_drop(format!("SET BACKEND '127.0.0.1:{replica}' STATE online"))
+        .unwrap();
+}
+
+#[test]
+fn without_etcd_instances_serve_on_refuse_changes_and_catch_up_when_it_returns() {
+    let etcd = Etcd::start();
+    let fleet: Vec<Proxy> = ["a", "b", "c"]
+        .iter()
+        .map(|id| balanced_instance(&etcd, "f3", id))
+        .collect();
+    wait_for(
+        "every instance lists the three",
+        Duration::from_secs(10),
+        || fleet.iter().all(|p| fleet_rows(p).len() == 3),
+    );
+    let haproxy = HaProxy::start(&fleet.iter().collect::<Vec<_>>());
+    let port = haproxy.port;
+    // sysbench through HAProxy for the whole outage. One write per
+    // transaction: two clients' transactions cannot deadlock, so every
+    // error would be the proxies' (and ends sysbench, saying which).
+    let prepare = sysbench_cmd(port, 2, 1000)
+        .arg("oltp_read_write")
+        .arg("prepare")
+        .output()
+        .expect("sysbench");
+    assert!(
+        prepare.status.success(),
+        "{}",
+        String::from_utf8_lossy(&prepare.stderr)
+    );
+    let outage = Duration::from_secs(
+        std::env::var("SEXTANT_FLEET_OUTAGE_S")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(60),
+    );
+    let run = sysbench_cmd(port, 2, 1000)
+        .args([
+            "oltp_read_write",
+            "run",
+            "--threads=4",
+            "--index_updates=0",
+            "--non_index_updates=1",
+            "--delete_inserts=0",
+            "--mysql-ignore-errors=none",
+        ])
+        .arg(format!("--time={}", outage.as_secs() + 8))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sysbench");
+    std::thread::sleep(Duration::from_secs(3));
+    etcd.stop();
+    let replica = lab().replicas[0];
+    wait_for(
+        "the store is seen unreachable",
+        Duration::from_secs(10),
+        || {
+            fleet.iter().all(|p| {
+                fleet_rows(p)
+                    .first()
+                    .and_then(|r| r.get::<String, _>("store"))
+                    .is_some_and(|s| s.starts_with("unreachable"))
+            })
+        },
+    );
+    let err = fleet[1]
+        .admin()
+        .query_drop(format!(
+            "SET BACKEND '127.0.0.1:{replica}' STATE maintenance"
+        ))
+        .unwrap_err();
+    match err {
+        mysql::Error::MySqlError(e) => {
+            assert_eq!(e.code, 9007, "{}", e.message);
+            assert!(
+                e.message.contains("unreachable") && e.message.contains("nothing was changed"),
+                "{}",
+                e.message
+            );
+        }
+        e => panic!("{e}"),
+    }
+    assert!(
+        !in_maintenance(&fleet[1], replica),
+        "a refused change was applied"
+    );
+    let (code, body) = fleet[0].http_get("/readyz");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("fleet store is unreachable"), "{body}");
+    std::thread::sleep(outage.saturating_sub(Duration::from_secs(3)));
+    etcd.resume();
+    wait_for("the store is seen again", Duration::from_secs(15), || {
+        fleet.iter().all(|p| {
+            fleet_rows(p)
+                .first()
+                .and_then(|r| r.get::<String, _>("store"))
+                .as_deref()
+                == Some("reachable")
+        })
+    });
+    let start = Instant::now();
+    fleet[2]
+        .admin()
+        .query_drop(format!(
+            "SET BACKEND '127.0.0.1:{replica}' STATE maintenance"
+        ))
+        .expect("a change once etcd is back");
+    wait_for(
+        "the change on every instance",
+        Duration::from_secs(1),
+        || fleet.iter().all(|p| in_maintenance(p, replica)),
+    );
+    println!(
+        "after the outage, a change reached all three in {:?}",
+        start.elapsed()
+    );
+    let out = run.wait_with_output().expect("sysbench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let errors = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("ignored errors:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|n| n.parse::<u64>().ok())
+        .expect("sysbench's ignored errors");
+    assert_eq!(errors, 0, "{stdout}");
+    assert!(stdout.contains("transactions:"), "{stdout}");
+    println!(
+        "{}",
+        stdout
+            .lines()
+            .filter(|l| l.contains("transactions:") || l.contains("errors:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    fleet[0]
+        .admin()
+        .query_drop(format!("SET BACKEND '127.0.0.1:{replica}' STATE online"))
+        .unwrap();
+    let cleanup = sysbench_cmd(port, 2, 1000)
+        .arg("oltp_read_write")
+        .arg("cleanup")
+        .output();
+    drop(cleanup);
+}
+
+#[test]
+fn a_restarted_instance_keeps_its_id_and_a_reload_keeps_the_fleets_intent() {
+    let etcd = Etcd::start();
+    let cluster = etcd.cluster("f4", "x").replace("instance_id = \"x\"\n", "");
+    let mut p = Setup {
+        group: &cluster,
+        ..Default::default()
+    }
+    .start();
+    wait_for("listed", Duration::from_secs(10), || {
+        fleet_rows(&p).len() == 1
+    });
+    let id: String = fleet_rows(&p)[0].get("id").unwrap();
+    p.admin()
+        .query_drop("SET read_primary_percent = 37")
+        .unwrap();
+    p.admin().query_drop("RELOAD CONFIG").unwrap();
+    assert_eq!(variable_on(&p, "read_primary_percent"), "37");
+    p.restart(&[]);
+    wait_for("listed again", Duration::from_secs(10), || {
+        fleet_rows(&p)
+            .iter()
+            .any(|r| r.get::<String, _>("this").as_deref() == Some("yes"))
+    });
+    let rows = fleet_rows(&p);
+    let again: Vec<String> = rows.iter().map(|r| r.get("id").unwrap()).collect();
+    assert_eq!(again, [id], "the restarted instance's id");
+    wait_for(
+        "the intent applied after the restart",
+        Duration::from_secs(5),
+        || variable_on(&p, "read_primary_percent") == "37",
+    );
+}
