@@ -58,6 +58,12 @@ pub enum Answer {
         addr: String,
         state: String,
     },
+    /// `PUSH CONFIG [FROM '<file>'] [BASED ON <revision>]`: for the proxy
+    /// to validate the file and store it as the fleet's config.
+    PushConfig {
+        path: Option<String>,
+        base: Option<i64>,
+    },
     /// `SHOW FLEET`: for the proxy to list the fleet's instances (formatted
     /// by [`commands::fleet::table`]).
     ShowFleet,

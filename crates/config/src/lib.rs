@@ -215,6 +215,35 @@ impl Config {
         }
     }
 
+    /// The keys each instance of a fleet keeps from its own file when a
+    /// config is pushed to all of them (`[cluster]`): what names this host
+    /// (listen addresses, TLS and RSA files, the trusted balancers, the
+    /// admin port and its login), the fleet itself, and the transaction
+    /// coordinator's log and id.
+    pub const LOCAL_KEYS: &'static [&'static str] = &[
+        "[proxy] listen",
+        "[proxy] tls_cert, tls_key, rsa_key",
+        "[proxy] proxy_protocol_from",
+        "[admin]",
+        "[cluster]",
+        "[xa] log_dir, instance_id",
+    ];
+
+    /// `pushed` (a fleet's config) with this instance's [`Config::LOCAL_KEYS`]
+    /// taken from `local` (its own file).
+    pub fn with_local_keys(mut pushed: Config, local: &Config) -> Config {
+        pushed.proxy.listen = local.proxy.listen.clone();
+        pushed.proxy.tls_cert = local.proxy.tls_cert.clone();
+        pushed.proxy.tls_key = local.proxy.tls_key.clone();
+        pushed.proxy.rsa_key = local.proxy.rsa_key.clone();
+        pushed.proxy.proxy_protocol_from = local.proxy.proxy_protocol_from.clone();
+        pushed.admin = local.admin.clone();
+        pushed.cluster = local.cluster.clone();
+        pushed.xa.log_dir = local.xa.log_dir.clone();
+        pushed.xa.instance_id = local.xa.instance_id.clone();
+        pushed
+    }
+
     /// A routing key's name in the file (Cetus's names mapped to
     /// sextant's).
     pub fn routing_key(key: &str) -> String {

@@ -17,10 +17,12 @@ mod error;
 pub mod id;
 pub mod keys;
 mod membership;
+pub mod pushed;
 mod watch;
 
 pub use error::FleetError;
 pub use keys::{Intent, Keys};
+pub use pushed::PushedConfig;
 
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, Txn, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
@@ -83,6 +85,12 @@ pub struct Member {
     pub refused: Option<String>,
     pub sessions: u64,
     pub statements_per_s: f64,
+    /// The revision of the pushed config it runs (0: its own file's).
+    #[serde(default)]
+    pub config_revision: i64,
+    /// Keys of the config it runs that take effect only at a restart.
+    #[serde(default)]
+    pub needs_restart: Vec<String>,
     /// When it last renewed its record (its own clock).
     pub updated_ms: u64,
 }
@@ -112,6 +120,8 @@ struct State {
     seen: BTreeMap<Intent, (String, i64)>,
     applied_revision: i64,
     refused: Option<String>,
+    config_revision: i64,
+    needs_restart: Vec<String>,
 }
 
 pub struct Fleet {
@@ -142,7 +152,20 @@ impl Fleet {
         report: Arc<dyn Fn() -> Report + Send + Sync>,
     ) -> (Arc<Fleet>, tokio::sync::mpsc::UnboundedReceiver<Change>) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let fleet = Arc::new(Fleet {
+        let fleet = Arc::new(Fleet::new(settings));
+        tokio::spawn(membership::run(fleet.clone(), report));
+        tokio::spawn(watch::run(fleet.clone(), tx));
+        (fleet, rx)
+    }
+
+    /// The fleet's store without joining it (no record, no watch): for a
+    /// command line that pushes or reads the fleet's config.
+    pub fn outside(settings: Settings) -> Fleet {
+        Fleet::new(settings)
+    }
+
+    fn new(settings: Settings) -> Fleet {
+        Fleet {
             keys: Keys::new(&settings.name),
             settings,
             client: tokio::sync::Mutex::new(None),
@@ -156,15 +179,14 @@ impl Fleet {
                 seen: BTreeMap::new(),
                 applied_revision: 0,
                 refused: None,
+                config_revision: 0,
+                needs_restart: Vec::new(),
             }),
             applied: tokio::sync::watch::channel(0).0,
             lease: parking_lot::Mutex::new(None),
             left: Default::default(),
             started_ms: now_ms(),
-        });
-        tokio::spawn(membership::run(fleet.clone(), report));
-        tokio::spawn(watch::run(fleet.clone(), tx));
-        (fleet, rx)
+        }
     }
 
     pub fn id(&self) -> &str {
@@ -223,6 +245,12 @@ impl Fleet {
             .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, seen)])
             .and_then([TxnOp::put(key.as_str(), value, None)])
             .or_else([TxnOp::get(key.as_str(), None)]);
+        self.cas(txn, intent, seen).await
+    }
+
+    /// Runs a compare-and-swap transaction whose failure branch reads the
+    /// intent: its revision then says who won.
+    async fn cas(&self, txn: Txn, intent: &Intent, seen: i64) -> Result<i64, FleetError> {
         let mut client = self.client().await?;
         let resp = client
             .txn(txn)
@@ -247,12 +275,57 @@ impl Fleet {
         Ok(resp.header().map_or(0, |h| h.revision()))
     }
 
+    /// An intent's value and revision as etcd has it now (not as this
+    /// instance last saw it).
+    pub async fn get(&self, intent: &Intent) -> Result<Option<(String, i64)>, FleetError> {
+        let mut client = self.client().await?;
+        let resp = client
+            .get(self.keys.intent(intent), None)
+            .await
+            .map_err(|e| self.unreachable(e.to_string()))?;
+        self.reachable();
+        Ok(resp.kvs().first().map(|kv| {
+            (
+                String::from_utf8_lossy(kv.value()).into_owned(),
+                kv.mod_revision(),
+            )
+        }))
+    }
+
+    /// Stores a config for every instance, if the fleet's config is still
+    /// at revision `base` (0: none pushed yet). The routing keys set since
+    /// (`SET` on an admin port) go with the same write: the pushed file
+    /// says what they are now. Returns the revision it was stored at.
+    pub async fn push_config(&self, config: &PushedConfig, base: i64) -> Result<i64, FleetError> {
+        let key = self.keys.intent(&Intent::Config);
+        let routing = self.keys.intent(&Intent::Routing(String::new()));
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, base)])
+            .and_then([
+                TxnOp::put(key.as_str(), config.encode(), None),
+                TxnOp::delete(
+                    routing.as_str(),
+                    Some(etcd_client::DeleteOptions::new().with_prefix()),
+                ),
+            ])
+            .or_else([TxnOp::get(key.as_str(), None)]);
+        self.cas(txn, &Intent::Config, base).await
+    }
+
     /// Waits until this instance applied the intents up to `revision`.
     pub async fn wait_applied(&self, revision: i64, timeout: Duration) -> bool {
         let mut rx = self.applied.subscribe();
         tokio::time::timeout(timeout, rx.wait_for(|r| *r >= revision))
             .await
             .is_ok_and(|r| r.is_ok())
+    }
+
+    /// The pushed config this instance runs now (its revision; 0: its own
+    /// file's), and the keys of it that wait for a restart.
+    pub fn running_config(&self, revision: i64, needs_restart: Vec<String>) {
+        let mut st = self.state.lock();
+        st.config_revision = revision;
+        st.needs_restart = needs_restart;
     }
 
     /// The intent of `revision` is applied here (or refused, and why).

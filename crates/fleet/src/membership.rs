@@ -26,9 +26,14 @@ pub(crate) async fn run(fleet: Arc<Fleet>, report: Arc<dyn Fn() -> Report + Send
             _ => 0.0,
         };
         last = Some((r.statements, Instant::now()));
-        let (applied_revision, refused) = {
+        let (applied_revision, refused, config_revision, needs_restart) = {
             let st = fleet.state.lock();
-            (st.applied_revision, st.refused.clone())
+            (
+                st.applied_revision,
+                st.refused.clone(),
+                st.config_revision,
+                st.needs_restart.clone(),
+            )
         };
         let me = Member {
             id: fleet.settings.id.clone(),
@@ -43,6 +48,8 @@ pub(crate) async fn run(fleet: Arc<Fleet>, report: Arc<dyn Fn() -> Report + Send
             refused,
             sessions: r.sessions,
             statements_per_s: (rate * 10.0).round() / 10.0,
+            config_revision,
+            needs_restart,
             updated_ms: now_ms(),
         };
         // (Checked again: leave() may have revoked the lease meanwhile.)

@@ -165,6 +165,28 @@ async fn session(
                             }
                         }
                     }
+                    Answer::PushConfig { path, base } => {
+                        use crate::fleet::SetError;
+                        match crate::fleet::push(shared, path, base).await {
+                            Ok(info) => {
+                                tracing::info!(peer = %client.peer, "admin: {info}");
+                                let ok = sextant_protocol::packets::OkPacket {
+                                    status: status::AUTOCOMMIT,
+                                    info: info.as_bytes(),
+                                    ..Default::default()
+                                };
+                                sextant_protocol::packets::write_ok(&mut client.out, 1, &ok, false);
+                            }
+                            Err(SetError::Invalid(m)) => {
+                                let (code, state, msg) = SessionError::PushRefused(m).mysql();
+                                write_err(&mut client.out, 1, code, state, &msg);
+                            }
+                            Err(SetError::Fleet(e)) => {
+                                let (code, state, msg) = SessionError::Fleet(e.to_string()).mysql();
+                                write_err(&mut client.out, 1, code, state, &msg);
+                            }
+                        }
+                    }
                     Answer::ShowFleet => match crate::fleet::table(shared) {
                         Ok(t) => write_table(&mut client.out, &t, deprecate_eof),
                         Err(m) => write_err(&mut client.out, 1, 1064, "42000", &m),

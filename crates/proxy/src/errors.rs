@@ -152,6 +152,9 @@ pub enum SessionError {
     /// The admin port's RELOAD CONFIG, refused: the file's problems.
     #[error("sextant: config not reloaded, the running config stays: {0}")]
     ReloadRefused(String),
+    /// The admin port's PUSH CONFIG, refused: the file's problems.
+    #[error("sextant: config not pushed, the fleet's config stays: {0}")]
+    PushRefused(String),
     /// An admin change for the fleet, not made.
     #[error("sextant: {0}")]
     Fleet(String),
@@ -192,7 +195,7 @@ impl SessionError {
             UnknownStatement { .. } => (ER_UNKNOWN_STMT_HANDLER, "HY000", msg),
             BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
             NoPrimary { .. } | PrimaryInMaintenance { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
-            ReloadRefused(_) => (ER_SEXTANT_CONFIG, "HY000", msg),
+            ReloadRefused(_) | PushRefused(_) => (ER_SEXTANT_CONFIG, "HY000", msg),
             Fleet(_) => (ER_SEXTANT_FLEET, "HY000", msg),
             ServerShutdown => (ER_SERVER_SHUTDOWN, "08S01", msg),
             // The codes a client gets from a server that refuses a write:

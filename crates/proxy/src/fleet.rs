@@ -5,7 +5,7 @@
 //! to this instance alone, as they always did.
 
 use crate::shared::Shared;
-use sextant_fleet::{Change, Fleet, FleetError, Intent, Report, Settings};
+use sextant_fleet::{Change, Fleet, FleetError, Intent, PushedConfig, Report, Settings};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -106,8 +106,127 @@ async fn apply(shared: &Shared, c: &Change) -> Result<String, String> {
             // comes back at the next reload.
             None => Ok(format!("routing.{key}: intent removed")),
         },
-        Intent::Config => Err("this version applies no pushed config".into()),
+        Intent::Config => {
+            let new = match &c.value {
+                Some(v) => Some((PushedConfig::decode(v)?.config, c.revision)),
+                None => None,
+            };
+            let old = std::mem::replace(&mut *shared.fleet_config.lock(), new);
+            match crate::reload::reload(shared).await {
+                Ok(r) => Ok(format!("the fleet's config, revision {}: {r}", c.revision)),
+                Err(e) => {
+                    *shared.fleet_config.lock() = old;
+                    Err(e)
+                }
+            }
+        }
     }
+}
+
+/// What the fleet's record says of the config this instance runs.
+pub(crate) fn running_config(shared: &Shared, revision: i64, needs_restart: &[&str]) {
+    if let Some(f) = shared.fleet.get() {
+        f.running_config(
+            revision,
+            needs_restart.iter().map(|s| s.to_string()).collect(),
+        );
+    }
+}
+
+/// `PUSH CONFIG`: the file (this instance's own by default), validated as
+/// check-config does, stored for the fleet if the fleet's config is still
+/// at `base` (default: the revision this instance saw).
+pub(crate) async fn push(
+    shared: &Shared,
+    path: Option<String>,
+    base: Option<i64>,
+) -> Result<String, SetError> {
+    let fleet = shared.fleet.get().ok_or_else(|| {
+        SetError::Invalid("this instance is not part of a fleet: [cluster] is not set (RELOAD CONFIG applies a file here)".into())
+    })?;
+    let path = match path {
+        Some(p) => std::path::PathBuf::from(p),
+        None => shared.config_path.clone().ok_or_else(|| {
+            SetError::Invalid(
+                "sextant was started without a config file: name one (FROM '<file>')".into(),
+            )
+        })?,
+    };
+    let text = read_valid(&path).map_err(SetError::Invalid)?;
+    let base = base.unwrap_or_else(|| fleet.intent(&Intent::Config).map_or(0, |(_, r)| r));
+    let rev = fleet
+        .push_config(&PushedConfig::new(text), base)
+        .await
+        .map_err(SetError::Fleet)?;
+    let here = fleet.wait_applied(rev, APPLY_WAIT).await;
+    Ok(fleet_info(
+        fleet,
+        &format!("config {}", path.display()),
+        rev,
+        here,
+    ))
+}
+
+/// A config file's text if it is valid, else check-config's explanation.
+fn read_valid(path: &std::path::Path) -> Result<String, String> {
+    sextant_config::Config::load(path).map_err(|e| e.to_string())?;
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The fleet a local config's `[cluster]` names, from outside (for the
+/// command line).
+fn outside(local: &std::path::Path) -> Result<Fleet, String> {
+    let config = sextant_config::Config::load(local).map_err(|e| e.to_string())?;
+    let cluster = config
+        .cluster
+        .ok_or_else(|| format!("{}: no [cluster] in it: which fleet?", local.display()))?;
+    Ok(Fleet::outside(Settings::new(&cluster, "cli".into())))
+}
+
+/// `sextant fleet push FILE`: validates FILE as check-config does and
+/// stores it as the config of the fleet `local`'s `[cluster]` names, if
+/// the fleet's config is still at `base` (None: the revision FILE's first
+/// line names, as `sextant fleet config` writes it; else 0, a first push).
+pub async fn cli_push(
+    file: &std::path::Path,
+    local: &std::path::Path,
+    base: Option<i64>,
+) -> Result<String, String> {
+    let text = read_valid(file)?;
+    let base = base.or_else(|| revision_line(&text)).unwrap_or(0);
+    let fleet = outside(local)?;
+    let rev = fleet
+        .push_config(&PushedConfig::new(text), base)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(format!(
+        "{}: stored as the config of fleet {:?} at revision {rev} (based on {base}); SHOW FLEET shows each instance's config_revision",
+        file.display(),
+        fleet.name()
+    ))
+}
+
+/// `sextant fleet config`: the fleet's config now, its first line naming
+/// its revision (what `sextant fleet push` of an edited copy is based on).
+pub async fn cli_config(local: &std::path::Path) -> Result<String, String> {
+    let fleet = outside(local)?;
+    match fleet.get(&Intent::Config).await.map_err(|e| e.to_string())? {
+        Some((v, rev)) => {
+            let p = PushedConfig::decode(&v)?;
+            Ok(format!("{REVISION_LINE}{rev} (pushed by {})\n{}", p.by, p.config))
+        }
+        None => Err(format!(
+            "fleet {:?} has no pushed config: each instance runs its own file (sextant fleet push FILE stores one)",
+            fleet.name()
+        )),
+    }
+}
+
+const REVISION_LINE: &str = "# sextant fleet config revision ";
+
+fn revision_line(text: &str) -> Option<i64> {
+    let rest = text.lines().next()?.strip_prefix(REVISION_LINE)?;
+    rest.split_whitespace().next()?.parse().ok()
 }
 
 /// What a reload applies again on top of the file: the fleet's routing

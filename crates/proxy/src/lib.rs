@@ -32,6 +32,7 @@ mod work;
 mod xa_recovery;
 
 pub use errors::StartError;
+pub use fleet::{cli_config, cli_push};
 pub use reload::on_log_level_change;
 pub use runtime::{Runtime, UserEntry};
 pub use shared::Shared;

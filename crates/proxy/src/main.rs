@@ -17,8 +17,9 @@ static ALLOCATOR: sextant_proxy::alloc_count::Counting = sextant_proxy::alloc_co
     after_help = "Logging: [log] in the config; RUST_LOG (info, debug, trace, or per module, e.g. RUST_LOG=sextant_proxy=debug) overrides its level."
 )]
 struct Cli {
-    /// The config file to run with.
-    #[arg(short, long, value_name = "FILE")]
+    /// The config file to run with (for `fleet`: whose [cluster] names
+    /// the fleet).
+    #[arg(short, long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
     /// Only validate the config and explain every error.
     #[arg(long, requires = "config")]
@@ -31,12 +32,32 @@ struct Cli {
 enum Cmd {
     /// Validate a config and explain every error.
     CheckConfig { file: PathBuf },
+    /// A fleet's shared config (the etcd of --config's [cluster]).
+    #[command(subcommand)]
+    Fleet(FleetCmd),
+}
+
+#[derive(Subcommand)]
+enum FleetCmd {
+    /// Validate FILE as check-config does and store it as the fleet's
+    /// config; every instance applies it (keeping its own local keys).
+    Push {
+        file: PathBuf,
+        /// The fleet config revision FILE is based on; refused if the
+        /// fleet's is no longer at it. Default: the revision on FILE's
+        /// first line (as `sextant fleet config` writes it), else 0.
+        #[arg(long)]
+        base: Option<i64>,
+    },
+    /// Print the fleet's config, its first line naming its revision.
+    Config,
 }
 
 fn main() {
     let cli = Cli::parse();
     let (path, check) = match (cli.command, cli.config) {
         (Some(Cmd::CheckConfig { file }), _) => (file, true),
+        (Some(Cmd::Fleet(cmd)), local) => fleet(cmd, local),
         (None, Some(file)) => (file, cli.check),
         (None, None) => {
             eprintln!("sextant: no config file given (use --config FILE; --help for more)");
@@ -93,6 +114,40 @@ fn main() {
     if let Err(e) = rt.block_on(sextant_proxy::run(config, Some(path), threads)) {
         eprintln!("sextant: {e}");
         std::process::exit(1);
+    }
+}
+
+/// `sextant fleet ...`: exits when done.
+fn fleet(cmd: FleetCmd, local: Option<PathBuf>) -> ! {
+    let Some(local) = local else {
+        eprintln!("sextant: give --config FILE: its [cluster] names the fleet");
+        std::process::exit(2);
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sextant: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let r = rt.block_on(async {
+        match cmd {
+            FleetCmd::Push { file, base } => sextant_proxy::cli_push(&file, &local, base).await,
+            FleetCmd::Config => sextant_proxy::cli_config(&local).await,
+        }
+    });
+    match r {
+        Ok(out) => {
+            println!("{out}");
+            std::process::exit(0)
+        }
+        Err(e) => {
+            eprintln!("sextant: {e}");
+            std::process::exit(1)
+        }
     }
 }
 

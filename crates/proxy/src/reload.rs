@@ -83,7 +83,19 @@ async fn apply(shared: &Shared) -> Result<Reloaded, String> {
     let Some(path) = shared.config_path.as_deref() else {
         return Err("sextant was started without a config file; nothing to reload".into());
     };
-    let mut config = Config::load(path).map_err(|e| e.to_string())?;
+    let local = Config::load(path).map_err(|e| e.to_string())?;
+    let pushed = shared.fleet_config.lock().clone();
+    let mut config = match &pushed {
+        Some((text, rev)) => {
+            let label = format!("(the fleet's config, revision {rev})");
+            let c = Config::parse(text, &label).map_err(|e| e.to_string())?;
+            let c = Config::with_local_keys(c, &local);
+            c.recheck()
+                .map_err(|e| format!("{label} with this instance's local keys: {e}"))?;
+            c
+        }
+        None => local,
+    };
     // The fleet's routing intents stay on top of the file's values.
     for (k, v) in crate::fleet::routing_intents(shared) {
         if let Err(e) = config.routing.set(&k, &v) {
@@ -128,6 +140,7 @@ async fn apply(shared: &Shared) -> Result<Reloaded, String> {
     shared.auth.store(Arc::new(auth));
     shared.monitors.follow(&rt, monitor_changed);
     crate::fleet::reapply_backend_states(shared);
+    crate::fleet::running_config(shared, pushed.map_or(0, |(_, rev)| rev), &r.need_restart);
     Ok(r)
 }
 

@@ -41,6 +41,10 @@ pub struct Shared {
     pub draining: std::sync::atomic::AtomicBool,
     /// This instance's fleet (`[cluster]`), once joined.
     pub fleet: std::sync::OnceLock<Arc<sextant_fleet::Fleet>>,
+    /// The config pushed to the fleet that this instance runs (its text
+    /// and revision), which a reload uses in place of the file's (the
+    /// file still gives the local keys).
+    pub fleet_config: parking_lot::Mutex<Option<(String, i64)>>,
 }
 
 impl Shared {

@@ -153,6 +153,7 @@ pub async fn run(
         workers: Default::default(),
         draining: Default::default(),
         fleet: Default::default(),
+        fleet_config: Default::default(),
     });
     crate::fleet::join(&shared)?;
     if let Some((l, users)) = admin {

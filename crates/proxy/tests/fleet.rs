@@ -366,3 +366,176 @@ fn a_restarted_instance_keeps_its_id_and_a_reload_keeps_the_fleets_intent() {
         || variable_on(&p, "read_primary_percent") == "37",
     );
 }
+
+fn sextant(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sextant"))
+        .args(args)
+        .output()
+        .expect("run sextant")
+}
+
+#[test]
+fn a_pushed_config_is_checked_then_applied_by_every_instance_and_a_stale_push_is_refused() {
+    let etcd = Etcd::start();
+    let fleet: Vec<Proxy> = ["a", "b", "c"]
+        .iter()
+        .map(|id| instance(&etcd, "f5", id))
+        .collect();
+    wait_for(
+        "every instance lists the three",
+        Duration::from_secs(10),
+        || fleet.iter().all(|p| fleet_rows(p).len() == 3),
+    );
+    let own = std::fs::read_to_string(&fleet[0].config).unwrap();
+    let dir = etcd.dir.join("push");
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // An invalid file: refused with what check-config says of it.
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        format!("{own}\n[routing]\nread_primary_percent = 200\n"),
+    )
+    .unwrap();
+    let check = sextant(&["check-config".as_ref(), bad.as_os_str()]);
+    assert!(!check.status.success());
+    let explained = String::from_utf8_lossy(&check.stderr)
+        .trim()
+        .trim_start_matches("sextant: ")
+        .to_string();
+    assert!(explained.contains("read_primary_percent"), "{explained}");
+    let e = fleet[1]
+        .admin()
+        .query_drop(format!("PUSH CONFIG FROM '{}'", bad.display()))
+        .unwrap_err();
+    match e {
+        mysql::Error::MySqlError(e) => {
+            assert_eq!(e.code, 9006, "{}", e.message);
+            assert!(
+                e.message.contains(&explained),
+                "{}\nvs check-config:\n{explained}",
+                e.message
+            );
+        }
+        e => panic!("{e}"),
+    }
+
+    // A good one, from the command line: every instance runs it (each on
+    // its own listen address, a local key).
+    let good = dir.join("good.toml");
+    std::fs::write(
+        &good,
+        format!("{own}\n[routing]\nread_primary_percent = 25\n"),
+    )
+    .unwrap();
+    let out = sextant(&[
+        "--config".as_ref(),
+        fleet[0].config.as_os_str(),
+        "fleet".as_ref(),
+        "push".as_ref(),
+        good.as_os_str(),
+    ]);
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rev: i64 = said
+        .split("at revision ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no revision in {said:?}"));
+    let took = wait_for(
+        "every instance runs the pushed config",
+        Duration::from_secs(5),
+        || {
+            fleet
+                .iter()
+                .all(|p| variable_on(p, "read_primary_percent") == "25")
+                && fleet.iter().all(|p| {
+                    fleet_rows(p).iter().all(|r| {
+                        r.get::<String, _>("config_revision").as_deref() == Some(&rev.to_string())
+                    })
+                })
+        },
+    );
+    println!("a pushed config ran on all three within {took:?}");
+    for p in &fleet {
+        let _: Option<u32> = p.conn().query_first("SELECT 1").unwrap();
+    }
+
+    // `fleet config` names the revision; an edit of it pushes on it.
+    let out = sextant(&[
+        "--config".as_ref(),
+        fleet[2].config.as_os_str(),
+        "fleet".as_ref(),
+        "config".as_ref(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let current = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        current.starts_with(&format!("# sextant fleet config revision {rev} ")),
+        "{current}"
+    );
+    let edited = dir.join("edited.toml");
+    std::fs::write(
+        &edited,
+        current.replace("read_primary_percent = 25", "read_primary_percent = 30"),
+    )
+    .unwrap();
+    let out = sextant(&[
+        "--config".as_ref(),
+        fleet[2].config.as_os_str(),
+        "fleet".as_ref(),
+        "push".as_ref(),
+        edited.as_os_str(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for("the edit everywhere", Duration::from_secs(5), || {
+        fleet
+            .iter()
+            .all(|p| variable_on(p, "read_primary_percent") == "30")
+    });
+
+    // A push based on the revision before: refused, nothing changes.
+    let out = sextant(&[
+        "--config".as_ref(),
+        fleet[1].config.as_os_str(),
+        "fleet".as_ref(),
+        "push".as_ref(),
+        good.as_os_str(),
+        "--base".as_ref(),
+        rev.to_string().as_ref(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("by another instance") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    let e = fleet[0]
+        .admin()
+        .query_drop(format!(
+            "PUSH CONFIG FROM '{}' BASED ON {rev}",
+            good.display()
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(&e, mysql::Error::MySqlError(m) if m.code == 9007),
+        "{e}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(fleet
+        .iter()
+        .all(|p| variable_on(p, "read_primary_percent") == "30"));
+}

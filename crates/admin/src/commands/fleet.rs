@@ -33,6 +33,8 @@ pub fn table(members: &[Member], me: &str, store: &StoreState, now_ms: u64) -> T
         "refused",
         "sessions",
         "statements_per_s",
+        "config_revision",
+        "needs_restart",
         "up_s",
         "renewed_ms_ago",
         "store",
@@ -61,6 +63,8 @@ pub fn table(members: &[Member], me: &str, store: &StoreState, now_ms: u64) -> T
                 m.refused.clone(),
                 Some(m.sessions.to_string()),
                 Some(m.statements_per_s.to_string()),
+                Some(m.config_revision.to_string()),
+                Some(m.needs_restart.join(", ")),
                 Some((now_ms.saturating_sub(m.started_ms) / 1000).to_string()),
                 Some(now_ms.saturating_sub(m.updated_ms).to_string()),
                 Some(store.clone()),
@@ -68,4 +72,71 @@ pub fn table(members: &[Member], me: &str, store: &StoreState, now_ms: u64) -> T
         })
         .collect();
     Table { columns, rows }
+}
+
+pub struct PushConfig;
+
+impl AdminCommand for PushConfig {
+    fn syntax(&self) -> &'static str {
+        "PUSH CONFIG [FROM '<file>'] [BASED ON <revision>]"
+    }
+    fn help(&self) -> &'static str {
+        "validates a config file (this instance's own by default) as check-config does and stores it as the fleet's config, if the fleet's is still at the revision given (default: the one this instance runs); every instance applies it as a reload, keeping its own local keys"
+    }
+    fn run(&self, q: &Query<'_>, _: &Context<'_>) -> Option<Answer> {
+        let rest = q
+            .after(&["PUSH", "CONFIG"])?
+            .trim()
+            .trim_end_matches(';')
+            .trim();
+        Some(parse_push(rest).unwrap_or_else(|| Answer::Error(self.syntax().to_string())))
+    }
+}
+
+fn parse_push(mut rest: &str) -> Option<Answer> {
+    let mut path = None;
+    let mut base = None;
+    while !rest.is_empty() {
+        if let Some(r) = super::strip_words(rest, &["FROM"]) {
+            let r = r.trim_start();
+            let quote = r.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+            let end = r[1..].find(quote)? + 1;
+            path = Some(r[1..end].to_string());
+            rest = r[end + 1..].trim_start();
+        } else if let Some(r) = super::strip_words(rest, &["BASED", "ON"]) {
+            let r = r.trim_start();
+            let end = r.find(char::is_whitespace).unwrap_or(r.len());
+            base = Some(r[..end].parse::<i64>().ok().filter(|b| *b >= 0)?);
+            rest = r[end..].trim_start();
+        } else {
+            return None;
+        }
+    }
+    Some(Answer::PushConfig { path, base })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_config_reads_its_file_and_base() {
+        let p = |s: &str| match parse_push(s) {
+            Some(Answer::PushConfig { path, base }) => Some((path, base)),
+            _ => None,
+        };
+        assert_eq!(p(""), Some((None, None)));
+        assert_eq!(
+            p("FROM '/etc/s.toml'"),
+            Some((Some("/etc/s.toml".into()), None))
+        );
+        assert_eq!(
+            p("from \"/a b.toml\" based on 42"),
+            Some((Some("/a b.toml".into()), Some(42)))
+        );
+        assert_eq!(p("BASED ON 0"), Some((None, Some(0))));
+        assert_eq!(p("BASED ON x"), None);
+        assert_eq!(p("FROM /no/quotes"), None);
+        assert_eq!(p("NOW"), None);
+    }
 }
