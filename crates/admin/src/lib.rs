@@ -22,10 +22,12 @@ pub enum Answer {
     /// client library sets on connect: the message says which keys exist
     /// (1193, as a server answers an unknown system variable).
     UnknownVariable(String),
-    /// `KILL [QUERY | CONNECTION] id`: for the proxy to carry out.
+    /// `KILL [QUERY | CONNECTION] id [AS 'user']`: for the proxy to carry
+    /// out (as `user` would be allowed to, when given).
     Kill {
         id: u32,
         query_only: bool,
+        as_user: Option<String>,
     },
     /// `SHOW SHARD SCHEMA DIFF table`: for the proxy to ask each group
     /// holding the table for its definition, and compare them with
@@ -252,14 +254,16 @@ mod tests {
             execute("KILL QUERY 7", &ctx),
             Answer::Kill {
                 id: 7,
-                query_only: true
+                query_only: true,
+                as_user: None
             }
         ));
         assert!(matches!(
             execute("kill 8;", &ctx),
             Answer::Kill {
                 id: 8,
-                query_only: false
+                query_only: false,
+                as_user: None
             }
         ));
         assert!(matches!(execute("KILL USER app", &ctx), Answer::Error(_)));

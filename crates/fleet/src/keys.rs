@@ -5,7 +5,9 @@
 //! - `intent/backend/<addr>`: a server's administrative state (`online`,
 //!   `maintenance`, `offline`), as an admin set it on any instance;
 //! - `intent/routing/<key>`: a `[routing]` key's value, likewise;
-//! - `intent/config`: the pushed config file, whole.
+//! - `intent/config`: the pushed config file, whole;
+//! - `slots/<n>`: the live instance whose connection ids start with the
+//!   byte `n` (under its lease), so that a KILL of any id finds its owner.
 //!
 //! Only intent lives here: what the monitors observe (up, down, lag, who
 //! is primary) each instance finds out for itself.
@@ -77,6 +79,15 @@ impl Keys {
 
     pub fn member(&self, id: &str) -> String {
         format!("{}members/{id}", self.root)
+    }
+
+    pub fn slots(&self) -> String {
+        format!("{}slots/", self.root)
+    }
+
+    /// The instance holding connection-id slot `n` (under its lease).
+    pub fn slot(&self, n: u8) -> String {
+        format!("{}slots/{n}", self.root)
     }
 
     pub fn intents(&self) -> String {

@@ -72,6 +72,9 @@ pub struct Report {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Member {
     pub id: String,
+    /// The high byte of its connection ids (0: none claimed).
+    #[serde(default)]
+    pub slot: u8,
     pub version: String,
     pub host: String,
     pub pid: u32,
@@ -122,6 +125,7 @@ struct State {
     refused: Option<String>,
     config_revision: i64,
     needs_restart: Vec<String>,
+    slot: u8,
 }
 
 pub struct Fleet {
@@ -181,6 +185,7 @@ impl Fleet {
                 refused: None,
                 config_revision: 0,
                 needs_restart: Vec::new(),
+                slot: 0,
             }),
             applied: tokio::sync::watch::channel(0).0,
             lease: parking_lot::Mutex::new(None),
@@ -318,6 +323,110 @@ impl Fleet {
         tokio::time::timeout(timeout, rx.wait_for(|r| *r >= revision))
             .await
             .is_ok_and(|r| r.is_ok())
+    }
+
+    /// This instance's connection-id slot (0: none claimed).
+    pub fn slot(&self) -> u8 {
+        self.state.lock().slot
+    }
+
+    /// The live instance whose connection ids carry `slot`.
+    pub fn member_of_slot(&self, slot: u8) -> Option<Member> {
+        self.state
+            .lock()
+            .members
+            .iter()
+            .find(|m| m.slot == slot)
+            .cloned()
+    }
+
+    /// Claims a connection-id slot (1-255) no live instance holds, the
+    /// one this instance held before if it is still free, under the
+    /// membership lease.
+    pub async fn claim_slot(&self) -> Result<u8, FleetError> {
+        let mut c = self.client().await?;
+        let fail = |e: etcd_client::Error| self.unreachable(e.to_string());
+        for _ in 0..20 {
+            let lease = self.lease_id(&mut c).await?;
+            let held = c
+                .get(
+                    self.keys.slots(),
+                    Some(etcd_client::GetOptions::new().with_prefix()),
+                )
+                .await
+                .map_err(fail)?;
+            let mut taken = [false; 256];
+            let mut mine = None;
+            for kv in held.kvs() {
+                let key = String::from_utf8_lossy(kv.key());
+                let Some(n) = key.rsplit('/').next().and_then(|n| n.parse::<u8>().ok()) else {
+                    continue;
+                };
+                taken[n as usize] = true;
+                if kv.value() == self.settings.id.as_bytes() {
+                    mine = Some(n);
+                }
+            }
+            let Some(n) = mine.or_else(|| (1..=255u8).find(|n| !taken[*n as usize])) else {
+                return Err(FleetError::InstanceId(
+                    "all 255 connection-id slots are held by live instances".into(),
+                ));
+            };
+            if self.hold_slot(&mut c, n, lease).await.map_err(fail)? {
+                self.state.lock().slot = n;
+                return Ok(n);
+            }
+        }
+        Err(FleetError::InstanceId(
+            "could not claim a connection-id slot: other instances kept taking the free ones"
+                .into(),
+        ))
+    }
+
+    /// Puts slot `n` under `lease` if it is this instance's or free.
+    async fn hold_slot(
+        &self,
+        c: &mut Client,
+        n: u8,
+        lease: i64,
+    ) -> Result<bool, etcd_client::Error> {
+        let key = self.keys.slot(n);
+        let put = || {
+            TxnOp::put(
+                key.as_str(),
+                self.settings.id.as_str(),
+                Some(etcd_client::PutOptions::new().with_lease(lease)),
+            )
+        };
+        let ours = Txn::new()
+            .when([Compare::value(
+                key.as_str(),
+                CompareOp::Equal,
+                self.settings.id.as_str(),
+            )])
+            .and_then([put()]);
+        if c.txn(ours).await?.succeeded() {
+            return Ok(true);
+        }
+        let free = Txn::new()
+            .when([Compare::version(key.as_str(), CompareOp::Equal, 0)])
+            .and_then([put()]);
+        Ok(c.txn(free).await?.succeeded())
+    }
+
+    /// The membership lease (granted now if there is none).
+    async fn lease_id(&self, c: &mut Client) -> Result<i64, FleetError> {
+        if let Some(id) = *self.lease.lock() {
+            return Ok(id);
+        }
+        let secs = self.settings.lease_ttl.as_secs().max(1) as i64;
+        let id = c
+            .lease_grant(secs, None)
+            .await
+            .map_err(|e| self.unreachable(e.to_string()))?
+            .id();
+        *self.lease.lock() = Some(id);
+        Ok(id)
     }
 
     /// The pushed config this instance runs now (its revision; 0: its own

@@ -18,6 +18,15 @@ pub(crate) async fn run(fleet: Arc<Fleet>, report: Arc<dyn Fn() -> Report + Send
         if fleet.left.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }
+        // The record says which slot the instance's connection ids carry:
+        // it is claimed before the first record is written.
+        if fleet.slot() == 0 {
+            if let Err(e) = fleet.claim_slot().await {
+                tracing::debug!("no connection-id slot yet: {e}");
+                tokio::time::sleep(tick).await;
+                continue;
+            }
+        }
         let r = report();
         let rate = match last {
             Some((n, at)) if at.elapsed() > Duration::ZERO => {
@@ -37,6 +46,7 @@ pub(crate) async fn run(fleet: Arc<Fleet>, report: Arc<dyn Fn() -> Report + Send
         };
         let me = Member {
             id: fleet.settings.id.clone(),
+            slot: fleet.slot(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             host: host.clone(),
             pid: std::process::id(),
@@ -56,7 +66,7 @@ pub(crate) async fn run(fleet: Arc<Fleet>, report: Arc<dyn Fn() -> Report + Send
         if fleet.left.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }
-        if let Err(e) = renew(&fleet, &mut keeper, &me, ttl).await {
+        if let Err(e) = renew(&fleet, &mut keeper, &me).await {
             keeper = None;
             fleet.unreachable(e);
         }
@@ -68,7 +78,6 @@ async fn renew(
     fleet: &Fleet,
     keeper: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>,
     me: &Member,
-    ttl: Duration,
 ) -> Result<(), String> {
     let mut c = fleet.client().await.map_err(|e| e.to_string())?;
     let lease = *fleet.lease.lock();
@@ -101,11 +110,25 @@ async fn renew(
                 id
             } else {
                 *keeper = None;
-                grant(fleet, &mut c, ttl).await?
+                *fleet.lease.lock() = None;
+                fleet.lease_id(&mut c).await.map_err(|e| e.to_string())?
             }
         }
-        None => grant(fleet, &mut c, ttl).await?,
+        None => fleet.lease_id(&mut c).await.map_err(|e| e.to_string())?,
     };
+    if me.slot != 0
+        && !fleet
+            .hold_slot(&mut c, me.slot, lease)
+            .await
+            .map_err(|e| e.to_string())?
+    {
+        // Its lease expired while etcd was away and another instance took
+        // the slot: ids may now collide in KILLs across the fleet.
+        tracing::error!(
+            slot = me.slot,
+            "this instance's connection-id slot was taken by another instance while it was away from etcd; restart it to claim a new one"
+        );
+    }
     let record = serde_json::to_string(me).map_err(|e| e.to_string())?;
     c.put(
         fleet.keys.member(&me.id),
@@ -127,15 +150,4 @@ async fn renew(
     fleet.state.lock().members = members;
     fleet.reachable();
     Ok(())
-}
-
-async fn grant(fleet: &Fleet, c: &mut etcd_client::Client, ttl: Duration) -> Result<i64, String> {
-    let secs = ttl.as_secs().max(1) as i64;
-    let id = c
-        .lease_grant(secs, None)
-        .await
-        .map_err(|e| e.to_string())?
-        .id();
-    *fleet.lease.lock() = Some(id);
-    Ok(id)
 }

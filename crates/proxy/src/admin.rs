@@ -33,9 +33,7 @@ async fn session(
     shared: &Shared,
     users: &AdminUsers,
 ) -> Result<(), SessionError> {
-    let id = shared
-        .next_conn_id
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = shared.new_conn_id();
     // The same handshake timeout as the proxy port: a silent connection
     // must not hold a file descriptor for ever.
     let timeout =
@@ -91,17 +89,13 @@ async fn session(
                 match answer {
                     Answer::Table(t) => write_table(&mut client.out, &t, deprecate_eof),
                     Answer::Ok => write_simple_ok(&mut client.out, 1, status::AUTOCOMMIT),
-                    Answer::Kill { id, query_only } => match shared.sessions.get(id) {
-                        Some(h) => {
-                            crate::kill::kill_running(&h).await;
-                            if !query_only {
-                                shared.sessions.hang_up(id);
-                            }
-                            tracing::info!(session = id, query_only, "killed from the admin port");
-                            write_simple_ok(&mut client.out, 1, status::AUTOCOMMIT)
-                        }
-                        None => {
-                            let e = SessionError::NoSuchThread(id as u64);
+                    Answer::Kill {
+                        id,
+                        query_only,
+                        as_user,
+                    } => match kill(shared, id, query_only, as_user.as_deref()).await {
+                        Ok(()) => write_simple_ok(&mut client.out, 1, status::AUTOCOMMIT),
+                        Err(e) => {
                             let (code, state, msg) = e.mysql();
                             write_err(&mut client.out, 1, code, state, &msg);
                         }
@@ -233,6 +227,53 @@ async fn session(
         }
         client.flush().await?;
     }
+}
+
+/// The admin port's KILL: of a session here, or forwarded to the instance
+/// of the fleet holding it. `as_user`: another instance forwarding its
+/// client's KILL; the session must be that user's, or the user must have
+/// connection_admin (checked here, where the session is).
+async fn kill(
+    shared: &Shared,
+    id: u32,
+    query_only: bool,
+    as_user: Option<&str>,
+) -> Result<(), SessionError> {
+    if as_user.is_none() {
+        if let Some(r) = crate::fleet::remote_kill(shared, id, query_only, None).await {
+            return r;
+        }
+    }
+    let h = match as_user {
+        None => shared
+            .sessions
+            .get(id)
+            .ok_or(SessionError::NoSuchThread(id as u64))?,
+        Some(name) => {
+            let user = shared
+                .runtime()
+                .users
+                .get(name)
+                .cloned()
+                .ok_or(SessionError::KillDenied(id as u64))?;
+            match shared.sessions.find(id, &user) {
+                crate::kill::Found::Unknown => return Err(SessionError::NoSuchThread(id as u64)),
+                crate::kill::Found::NotOwner => return Err(SessionError::KillDenied(id as u64)),
+                crate::kill::Found::Session(h) => h,
+            }
+        }
+    };
+    crate::kill::kill_running(&h).await;
+    if !query_only {
+        shared.sessions.hang_up(id);
+    }
+    tracing::info!(
+        session = id,
+        query_only,
+        by = as_user.unwrap_or("the admin"),
+        "killed from the admin port"
+    );
+    Ok(())
 }
 
 /// Runs `f` with what admin commands see now (the runtime, counters and

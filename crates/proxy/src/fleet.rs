@@ -16,7 +16,7 @@ const APPLY_WAIT: Duration = Duration::from_secs(2);
 
 /// Joins the fleet `[cluster]` names, if any; intents are applied from
 /// here on, by a task of their own.
-pub(crate) fn join(shared: &Arc<Shared>) -> Result<(), crate::errors::StartError> {
+pub(crate) async fn join(shared: &Arc<Shared>) -> Result<(), crate::errors::StartError> {
     let rt = shared.runtime();
     let Some(cluster) = rt.config.cluster.clone() else {
         return Ok(());
@@ -53,7 +53,29 @@ pub(crate) fn join(shared: &Arc<Shared>) -> Result<(), crate::errors::StartError
     });
     tracing::info!(instance = %id, fleet = %cluster.name, etcd = %cluster.etcd.join(","), "joining the fleet");
     let (fleet, changes) = Fleet::start(Settings::new(&cluster, id), report);
+    // The slot goes into every connection id: the first clients wait for
+    // it up to 3 s. Without etcd, sessions opened before it is claimed
+    // carry none (a KILL from another instance cannot find them).
+    let slotted = {
+        let (shared, fleet) = (shared.clone(), fleet.clone());
+        tokio::spawn(async move {
+            while fleet.slot() == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let slot = fleet.slot();
+            shared
+                .conn_id_prefix
+                .store((slot as u32) << 24, Ordering::Relaxed);
+            tracing::info!(slot, "connection ids start with this instance's slot");
+        })
+    };
     let _ = shared.fleet.set(fleet);
+    if tokio::time::timeout(Duration::from_secs(3), slotted)
+        .await
+        .is_err()
+    {
+        tracing::warn!("no connection-id slot yet (etcd did not answer within 3 s): until there is one, KILLs from other instances will not find this one's sessions");
+    }
     tokio::spawn(apply_changes(shared.clone(), changes));
     Ok(())
 }
@@ -334,6 +356,71 @@ fn fleet_info(fleet: &Fleet, what: &str, rev: i64, here: bool) -> String {
             APPLY_WAIT.as_millis()
         ),
     }
+}
+
+/// A KILL of session `id` when another instance of the fleet holds it:
+/// carried out there, over its admin port (with this instance's admin
+/// login), as `as_user` may (None: as the admin). None: the session is
+/// this instance's to look for.
+pub(crate) async fn remote_kill(
+    shared: &Shared,
+    id: u32,
+    query_only: bool,
+    as_user: Option<&str>,
+) -> Option<Result<(), crate::errors::SessionError>> {
+    use crate::errors::SessionError;
+    let fleet = shared.fleet.get()?;
+    let slot = (id >> 24) as u8;
+    if slot == 0 || slot == fleet.slot() {
+        return None;
+    }
+    let Some(owner) = fleet.member_of_slot(slot) else {
+        return Some(Err(SessionError::NoSuchThread(id as u64)));
+    };
+    let Some((user, password)) = shared
+        .runtime()
+        .config
+        .admin
+        .as_ref()
+        .map(|a| (a.user.clone(), a.password.clone()))
+    else {
+        return Some(Err(SessionError::Fleet(format!(
+            "session {id} is on instance {} of the fleet, and this instance has no [admin] login to ask it with",
+            owner.id
+        ))));
+    };
+    let sql = format!(
+        "KILL {}{id}{}",
+        if query_only { "QUERY " } else { "" },
+        as_user.map(|u| format!(" AS '{u}'")).unwrap_or_default()
+    );
+    let params = sextant_backend::ConnectParams {
+        addr: &owner.admin,
+        user: &user,
+        password: &password,
+        flavor: sextant_backend::Flavor::new(0, crate::frontend::DEFAULT_CHARSET),
+        timeout: Duration::from_secs(2),
+        tls: None,
+        min_wait_timeout: None,
+    };
+    let r = match sextant_backend::BackendConn::connect_peer(&params).await {
+        Ok(mut c) => c.exec_internal(&sql).await,
+        Err(e) => Err(e),
+    };
+    tracing::info!(session = id, instance = %owner.id, query_only, "KILL forwarded to the instance holding the session: {}", match &r { Ok(()) => "done".to_string(), Err(e) => e.to_string() });
+    Some(match r {
+        Ok(()) => Ok(()),
+        Err(sextant_backend::BackendError::Server { code: 1094, .. }) => {
+            Err(SessionError::NoSuchThread(id as u64))
+        }
+        Err(sextant_backend::BackendError::Server { code: 1095, .. }) => {
+            Err(SessionError::KillDenied(id as u64))
+        }
+        Err(e) => Err(SessionError::Fleet(format!(
+            "session {id} is on instance {} of the fleet ({}), which did not carry the KILL out: {e}",
+            owner.id, owner.admin
+        ))),
+    })
 }
 
 /// SHOW FLEET's table (an error without `[cluster]`).

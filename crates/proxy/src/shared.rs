@@ -19,6 +19,9 @@ pub struct Shared {
     pub counters: Counters,
     pub server_version: String,
     pub next_conn_id: AtomicU32,
+    /// The high byte of this instance's connection ids in a fleet (its
+    /// slot, shifted), so that ids are unique across the fleet; 0 alone.
+    pub conn_id_prefix: AtomicU32,
     /// How clients log in; a reload swaps it (TLS certificates).
     pub auth: ArcSwap<crate::frontend::AuthSetup>,
     /// The file the config came from (what a reload reads).
@@ -48,6 +51,22 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// A new session's connection id: alone, 1, 2, ...; in a fleet, the
+    /// slot's byte and 24 bits of count (never 0 below it).
+    pub fn new_conn_id(&self) -> u32 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let prefix = self.conn_id_prefix.load(Relaxed);
+        loop {
+            let n = self.next_conn_id.fetch_add(1, Relaxed);
+            if prefix == 0 {
+                return n;
+            }
+            if n & 0xFF_FFFF != 0 {
+                return prefix | (n & 0xFF_FFFF);
+            }
+        }
+    }
+
     /// The runtime now (a lock-free load; hold it briefly).
     pub fn runtime(&self) -> arc_swap::Guard<Arc<Runtime>> {
         self.runtime.load()

@@ -141,6 +141,7 @@ pub async fn run(
         },
         server_version,
         next_conn_id: AtomicU32::new(1),
+        conn_id_prefix: AtomicU32::new(0),
         auth: ArcSwap::from_pointee(auth),
         config_path,
         monitors: Default::default(),
@@ -155,7 +156,7 @@ pub async fn run(
         fleet: Default::default(),
         fleet_config: Default::default(),
     });
-    crate::fleet::join(&shared)?;
+    crate::fleet::join(&shared).await?;
     if let Some((l, users)) = admin {
         tracing::info!(
             "admin port listening on {}",
@@ -443,7 +444,7 @@ async fn serve_client(
     let c = &shared.counters;
     let n = c.client_connections.fetch_add(1, Ordering::Relaxed) + 1;
     c.client_connections_total.fetch_add(1, Ordering::Relaxed);
-    let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
+    let id = shared.new_conn_id();
     let max_connections = shared.max_connections;
     // Until the client has logged in, a small bound (Session::run lifts it).
     let mut client = client::Client::new(stream, peer, client::PRE_AUTH_MAX_PACKET);

@@ -539,3 +539,84 @@ fn a_pushed_config_is_checked_then_applied_by_every_instance_and_a_stale_push_is
         .iter()
         .all(|p| variable_on(p, "read_primary_percent") == "30"));
 }
+
+fn other_user(p: &Proxy) -> mysql::Conn {
+    mysql::Conn::new(mysql::Opts::from_url(&p.url("other", "otherpass", "")).unwrap())
+        .expect("other user")
+}
+
+#[test]
+fn a_kill_on_one_instance_reaches_a_session_on_another() {
+    let etcd = Etcd::start();
+    let a = instance(&etcd, "f6", "a");
+    let b = instance(&etcd, "f6", "b");
+    wait_for(
+        "both listed with their slots",
+        Duration::from_secs(10),
+        || {
+            let rows = fleet_rows(&a);
+            rows.len() == 2
+                && rows
+                    .iter()
+                    .all(|r| r.get::<String, _>("slot").as_deref() != Some("0"))
+        },
+    );
+    let mut on_b = b.conn();
+    let id = on_b.connection_id();
+    let mut on_a = a.conn();
+    assert_ne!(id >> 24, 0, "connection ids carry the instance's slot");
+    assert_ne!(
+        id >> 24,
+        on_a.connection_id() >> 24,
+        "two instances, two slots"
+    );
+
+    // Another user may not; an id no session has is unknown.
+    match other_user(&a).query_drop(format!("KILL QUERY {id}")) {
+        Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1095, "{}", e.message),
+        r => panic!("another user's KILL: {r:?}"),
+    }
+    match on_a.query_drop(format!("KILL {}", id + 5000)) {
+        Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1094, "{}", e.message),
+        r => panic!("KILL of an unknown id: {r:?}"),
+    }
+
+    // KILL QUERY from the same user on a: b's SLEEP(20) ends within 1 s.
+    let sleeper = std::thread::spawn(move || {
+        let start = Instant::now();
+        let r: mysql::Result<Option<u32>> = on_b.query_first("SELECT SLEEP(20)");
+        (
+            start,
+            Instant::now(),
+            r.map(|_| ()).map_err(|e| e.to_string()),
+            on_b,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let killed_at = Instant::now();
+    on_a.query_drop(format!("KILL QUERY {id}"))
+        .expect("KILL QUERY across instances");
+    let (_, ended, r, mut on_b) = sleeper.join().unwrap();
+    let took = ended.duration_since(killed_at);
+    println!("KILL QUERY across instances: the statement ended {took:?} after it ({r:?})");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    // The session lives on after KILL QUERY.
+    let one: Option<u32> = on_b.query_first("SELECT 1").unwrap();
+    assert_eq!(one, Some(1));
+
+    // The admin port of a ends b's session.
+    a.admin()
+        .query_drop(format!("KILL {id}"))
+        .expect("admin KILL across instances");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        if on_b.query_drop("SELECT 1").is_err() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the session on b survived the KILL from a's admin port"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

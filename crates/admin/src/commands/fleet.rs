@@ -25,6 +25,7 @@ pub fn table(members: &[Member], me: &str, store: &StoreState, now_ms: u64) -> T
     let columns = [
         "id",
         "this",
+        "slot",
         "host",
         "listen",
         "admin",
@@ -55,6 +56,7 @@ pub fn table(members: &[Member], me: &str, store: &StoreState, now_ms: u64) -> T
             vec![
                 Some(m.id.clone()),
                 Some(if m.id == me { "yes" } else { "" }.to_string()),
+                Some(m.slot.to_string()),
                 Some(m.host.clone()),
                 Some(m.listen.clone()),
                 Some(m.admin.clone()),

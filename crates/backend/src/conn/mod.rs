@@ -206,6 +206,26 @@ impl BackendConn {
     }
 
     async fn connect_inner(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
+        let mut c = Self::open(p).await?;
+        c.min_wait_timeout = p.min_wait_timeout;
+        c.setup().await?;
+        Ok(c)
+    }
+
+    /// A connection to another sextant's admin port (a fleet's peer call):
+    /// logged in and nothing more, since the admin port answers its own
+    /// commands, not a server's session set-up.
+    pub async fn connect_peer(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
+        let ms = p.timeout.as_millis() as u64;
+        tokio::time::timeout(p.timeout, Self::open(p))
+            .await
+            .map_err(|_| BackendError::ConnectTimeout {
+                addr: p.addr.to_string(),
+                ms,
+            })?
+    }
+
+    async fn open(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
         let stream = sextant_net::stream::connect(p.addr)
             .await
             .map_err(|source| BackendError::Connect {
@@ -237,8 +257,6 @@ impl BackendConn {
             max_prepared: 256,
         };
         c.login(p).await?;
-        c.min_wait_timeout = p.min_wait_timeout;
-        c.setup().await?;
         Ok(c)
     }
 

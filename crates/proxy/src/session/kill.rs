@@ -91,6 +91,12 @@ impl Session {
         let Ok(id32) = u32::try_from(id) else {
             return Err(SessionError::NoSuchThread(id));
         };
+        // Another instance of the fleet holds it (the id's high byte).
+        if let Some(r) =
+            crate::fleet::remote_kill(&self.shared, id32, query_only, Some(&self.user.name)).await
+        {
+            return r;
+        }
         let handle = match self.shared.sessions.find(id32, &self.user) {
             Found::Unknown => return Err(SessionError::NoSuchThread(id)),
             Found::NotOwner => return Err(SessionError::KillDenied(id)),
