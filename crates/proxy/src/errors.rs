@@ -133,7 +133,7 @@ pub enum SessionError {
         Refusal::WriteOnReplicaState => "sextant: this session's state (reported by the server after a read) lives on a replica connection, so a statement that may write cannot run; reset the connection (COM_RESET_CONNECTION) first",
     })]
     WriteOnReplica(Refusal),
-    #[error("User '{user}' has exceeded the 'max_user_connections' resource (current value: {max}; sextant's max_connections for the user)")]
+    #[error("User '{user}' has exceeded the 'max_user_connections' resource (current value: {max}; sextant's max_connections for the user: in a fleet, this instance's share of it)")]
     UserConnections { user: String, max: usize },
     #[error("sextant: the session was idle in a transaction for more than idle_in_transaction_timeout_ms ({0} ms); the transaction was rolled back and the connection closed")]
     IdleInTransaction(u64),

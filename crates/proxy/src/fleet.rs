@@ -69,6 +69,26 @@ pub(crate) async fn join(shared: &Arc<Shared>) -> Result<(), crate::errors::Star
             tracing::info!(slot, "connection ids start with this instance's slot");
         })
     };
+    {
+        // A user's max_connections is shared out over the live instances:
+        // recounted as membership changes (kept while etcd is away).
+        let (shared, fleet) = (Arc::downgrade(shared), fleet.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                if !fleet.store().reachable {
+                    continue;
+                }
+                let n = fleet.members().len().max(1);
+                if shared.fleet_instances.swap(n, Ordering::Relaxed) != n {
+                    tracing::info!(instances = n, "the fleet's live instances: each user's max_connections is shared out over them");
+                }
+            }
+        });
+    }
     let _ = shared.fleet.set(fleet);
     if tokio::time::timeout(Duration::from_secs(3), slotted)
         .await

@@ -48,9 +48,22 @@ pub struct Shared {
     /// and revision), which a reload uses in place of the file's (the
     /// file still gives the local keys).
     pub fleet_config: parking_lot::Mutex<Option<(String, i64)>>,
+    /// Live instances of the fleet as last seen (1 alone): a user's
+    /// max_connections is shared out over them.
+    pub fleet_instances: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
+    /// This instance's share of a user's max_connections (0: no limit):
+    /// the limit over the live instances, rounded up.
+    pub fn user_limit(&self, max: usize) -> usize {
+        let n = self
+            .fleet_instances
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(1);
+        max.div_ceil(n)
+    }
+
     /// A new session's connection id: alone, 1, 2, ...; in a fleet, the
     /// slot's byte and 24 bits of count (never 0 below it).
     pub fn new_conn_id(&self) -> u32 {

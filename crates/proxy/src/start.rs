@@ -155,6 +155,7 @@ pub async fn run(
         draining: Default::default(),
         fleet: Default::default(),
         fleet_config: Default::default(),
+        fleet_instances: std::sync::atomic::AtomicUsize::new(1),
     });
     crate::fleet::join(&shared).await?;
     if let Some((l, users)) = admin {

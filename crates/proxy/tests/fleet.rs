@@ -620,3 +620,45 @@ fn a_kill_on_one_instance_reaches_a_session_on_another() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_users_max_connections_is_shared_out_over_the_live_instances() {
+    let etcd = Etcd::start();
+    let start = |id: &str| {
+        let cluster = etcd.cluster("f7", id);
+        Setup {
+            users: "max_connections = 4",
+            group: &cluster,
+            ..Default::default()
+        }
+        .start()
+    };
+    let a = start("a");
+    let b = start("b");
+    wait_for("both listed", Duration::from_secs(10), || {
+        fleet_rows(&a).len() == 2 && fleet_rows(&b).len() == 2
+    });
+    // (Each recounts the fleet every half second.)
+    std::thread::sleep(Duration::from_secs(1));
+    let limit_error = |p: &Proxy| match mysql::Conn::new(
+        mysql::Opts::from_url(&p.url("other", "otherpass", "")).unwrap(),
+    ) {
+        Err(mysql::Error::MySqlError(e)) => Some((e.code, e.message)),
+        Ok(_) => None,
+        Err(e) => panic!("{e}"),
+    };
+    let held: Vec<mysql::Conn> = [&a, &a, &b, &b].iter().map(|p| other_user(p)).collect();
+    for p in [&a, &b] {
+        let (code, msg) = limit_error(p).expect("a third session on one instance of two");
+        assert_eq!(code, 1226, "{msg}");
+        assert!(msg.contains("current value: 2"), "{msg}");
+    }
+    // b goes: a's share becomes the whole limit once b's lease expires.
+    drop(b);
+    let took = wait_for("a takes the whole limit", Duration::from_secs(10), || {
+        let extra: Vec<_> = (0..2).map(|_| limit_error(&a)).collect();
+        extra.iter().all(|e| e.is_none())
+    });
+    println!("after an instance stopped, the other's share grew within {took:?}");
+    drop(held);
+}

@@ -447,13 +447,16 @@ impl Session {
             let e = SessionError::InsecureTransport(user.name.to_string());
             return self.client.send_error(seq, &e).await;
         }
-        let Some(seat) = super::Seat::take(&user) else {
-            let e = SessionError::UserConnections {
-                user: user.name.clone(),
-                max: user.max_connections,
-            };
-            tracing::info!(parent: &self.span, "{e}");
-            return self.client.send_error(seq, &e).await;
+        let seat = match super::Seat::take(&user, self.shared.user_limit(user.max_connections)) {
+            Ok(s) => s,
+            Err(limit) => {
+                let e = SessionError::UserConnections {
+                    user: user.name.clone(),
+                    max: limit,
+                };
+                tracing::info!(parent: &self.span, "{e}");
+                return self.client.send_error(seq, &e).await;
+            }
         };
         // The old user's, kept until the new one's database is checked.
         let old = (

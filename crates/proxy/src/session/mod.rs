@@ -165,11 +165,15 @@ pub struct Session {
 struct Seat(Arc<UserEntry>);
 
 impl Seat {
-    /// None when the user has its most sessions already.
-    fn take(user: &Arc<UserEntry>) -> Option<Seat> {
+    /// Err(the limit) when the user has its most sessions already here
+    /// (`limit`: this instance's share of its max_connections; 0: none).
+    fn take(user: &Arc<UserEntry>, limit: usize) -> Result<Seat, usize> {
         let n = user.connections.fetch_add(1, Ordering::AcqRel);
         let seat = Seat(user.clone());
-        (user.max_connections == 0 || n < user.max_connections).then_some(seat)
+        match limit == 0 || n < limit {
+            true => Ok(seat),
+            false => Err(limit),
+        }
     }
 }
 
@@ -239,14 +243,17 @@ impl Session {
         let Some(user) = rt.users.get(&login.user).cloned() else {
             return;
         };
-        let Some(seat) = Seat::take(&user) else {
-            let e = SessionError::UserConnections {
-                user: user.name.clone(),
-                max: user.max_connections,
-            };
-            tracing::info!(parent: &span, "{e}");
-            let _ = client.send_error(login.seq, &e).await;
-            return;
+        let seat = match Seat::take(&user, shared.user_limit(user.max_connections)) {
+            Ok(s) => s,
+            Err(limit) => {
+                let e = SessionError::UserConnections {
+                    user: user.name.clone(),
+                    max: limit,
+                };
+                tracing::info!(parent: &span, "{e}");
+                let _ = client.send_error(login.seq, &e).await;
+                return;
+            }
         };
         let hold = Duration::from_millis(rt.config.routing.hold_ms);
         client.max_packet = rt.config.proxy.max_allowed_packet;
