@@ -66,6 +66,9 @@ pub enum Answer {
         path: Option<String>,
         base: Option<i64>,
     },
+    /// `SHOW FLEET SESSIONS`: for the proxy to gather every instance's
+    /// sessions.
+    ShowFleetSessions,
     /// `SHOW FLEET`: for the proxy to list the fleet's instances (formatted
     /// by [`commands::fleet::table`]).
     ShowFleet,

@@ -181,6 +181,10 @@ async fn session(
                             }
                         }
                     }
+                    Answer::ShowFleetSessions => match crate::fleet::sessions(shared).await {
+                        Ok(t) => write_table(&mut client.out, &t, deprecate_eof),
+                        Err(m) => write_err(&mut client.out, 1, 1064, "42000", &m),
+                    },
                     Answer::ShowFleet => match crate::fleet::table(shared) {
                         Ok(t) => write_table(&mut client.out, &t, deprecate_eof),
                         Err(m) => write_err(&mut client.out, 1, 1064, "42000", &m),

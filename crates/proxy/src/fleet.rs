@@ -414,16 +414,10 @@ pub(crate) async fn remote_kill(
         if query_only { "QUERY " } else { "" },
         as_user.map(|u| format!(" AS '{u}'")).unwrap_or_default()
     );
-    let params = sextant_backend::ConnectParams {
-        addr: &owner.admin,
-        user: &user,
-        password: &password,
-        flavor: sextant_backend::Flavor::new(0, crate::frontend::DEFAULT_CHARSET),
-        timeout: Duration::from_secs(2),
-        tls: None,
-        min_wait_timeout: None,
-    };
-    let r = match sextant_backend::BackendConn::connect_peer(&params).await {
+    let login = (user, password);
+    let r = match sextant_backend::BackendConn::connect_peer(&peer_params(&owner.admin, &login))
+        .await
+    {
         Ok(mut c) => c.exec_internal(&sql).await,
         Err(e) => Err(e),
     };
@@ -441,6 +435,89 @@ pub(crate) async fn remote_kill(
             owner.id, owner.admin
         ))),
     })
+}
+
+/// How this instance logs in to another's admin port: with its own
+/// `[admin]` login (a fleet's instances share one).
+fn peer_params<'a>(
+    addr: &'a str,
+    login: &'a (String, String),
+) -> sextant_backend::ConnectParams<'a> {
+    sextant_backend::ConnectParams {
+        addr,
+        user: &login.0,
+        password: &login.1,
+        flavor: sextant_backend::Flavor::new(0, crate::frontend::DEFAULT_CHARSET),
+        timeout: Duration::from_secs(2),
+        tls: None,
+        min_wait_timeout: None,
+    }
+}
+
+/// SHOW FLEET SESSIONS: this instance's SHOW SESSIONS and every other live
+/// instance's (asked over its admin port), each row led by its instance.
+pub(crate) async fn sessions(shared: &Shared) -> Result<sextant_admin::Table, String> {
+    let fleet = shared
+        .fleet
+        .get()
+        .ok_or("this instance is not part of a fleet: [cluster] is not set")?;
+    let local =
+        crate::admin::with_context(shared, |ctx| sextant_admin::execute("SHOW SESSIONS", ctx));
+    let sextant_admin::Answer::Table(mine) = local else {
+        return Err("SHOW SESSIONS gave no table".into());
+    };
+    let mut columns = vec!["instance".to_string()];
+    columns.extend(mine.columns.iter().cloned());
+    let width = columns.len();
+    let mut rows: Vec<Vec<Option<String>>> = mine
+        .rows
+        .into_iter()
+        .map(|r| {
+            std::iter::once(Some(fleet.id().to_string()))
+                .chain(r)
+                .collect()
+        })
+        .collect();
+    let login = shared
+        .runtime()
+        .config
+        .admin
+        .as_ref()
+        .map(|a| (a.user.clone(), a.password.clone()));
+    for m in fleet.members().into_iter().filter(|m| m.id != fleet.id()) {
+        let answer = match &login {
+            None => Err("this instance has no [admin] login to ask it with".to_string()),
+            Some(login) => {
+                match sextant_backend::BackendConn::connect_peer(&peer_params(&m.admin, login))
+                    .await
+                {
+                    Ok(mut c) => c
+                        .query_internal("SHOW SESSIONS")
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        };
+        match answer {
+            Ok(theirs) => rows.extend(theirs.into_iter().map(|r| {
+                std::iter::once(Some(m.id.clone()))
+                    .chain(r)
+                    .take(width)
+                    .collect()
+            })),
+            Err(e) => {
+                let mut r = vec![
+                    Some(m.id.clone()),
+                    None,
+                    Some(format!("(its sessions are unknown: {e})")),
+                ];
+                r.resize(width, None);
+                rows.push(r);
+            }
+        }
+    }
+    Ok(sextant_admin::Table { columns, rows })
 }
 
 /// SHOW FLEET's table (an error without `[cluster]`).

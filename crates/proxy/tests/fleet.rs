@@ -604,6 +604,15 @@ fn a_kill_on_one_instance_reaches_a_session_on_another() {
     let one: Option<u32> = on_b.query_first("SELECT 1").unwrap();
     assert_eq!(one, Some(1));
 
+    // a's admin port lists b's session, as b's.
+    let listed: Vec<mysql::Row> = a.admin().query("SHOW FLEET SESSIONS").unwrap();
+    let on: Vec<(String, String)> = listed
+        .iter()
+        .map(|r| (r.get("instance").unwrap(), r.get("id").unwrap()))
+        .collect();
+    assert!(on.contains(&("b".to_string(), id.to_string())), "{on:?}");
+    assert!(on.iter().any(|(i, _)| i == "a"), "{on:?}");
+
     // The admin port of a ends b's session.
     a.admin()
         .query_drop(format!("KILL {id}"))

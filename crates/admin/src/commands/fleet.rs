@@ -76,6 +76,21 @@ pub fn table(members: &[Member], me: &str, store: &StoreState, now_ms: u64) -> T
     Table { columns, rows }
 }
 
+pub struct ShowFleetSessions;
+
+impl AdminCommand for ShowFleetSessions {
+    fn syntax(&self) -> &'static str {
+        "SHOW FLEET SESSIONS"
+    }
+    fn help(&self) -> &'static str {
+        "SHOW SESSIONS of every live instance of the fleet, each row with its instance (asked over their admin ports)"
+    }
+    fn run(&self, q: &Query<'_>, _: &Context<'_>) -> Option<Answer> {
+        q.is(&["SHOW", "FLEET", "SESSIONS"])
+            .then_some(Answer::ShowFleetSessions)
+    }
+}
+
 pub struct PushConfig;
 
 impl AdminCommand for PushConfig {

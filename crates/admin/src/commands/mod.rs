@@ -82,6 +82,7 @@ pub static COMMANDS: &[&dyn AdminCommand] = &[
     &xa::ShowXa,
     &xa::XaResolve,
     &fleet::ShowFleet,
+    &fleet::ShowFleetSessions,
     &fleet::PushConfig,
     &help::Help,
     &client::Client,
