@@ -100,6 +100,18 @@ fn instances_list_each_other_and_admin_changes_reach_every_one_within_a_second()
     assert_eq!(code, 200);
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(json.as_array().map(|a| a.len()), Some(3), "{body}");
+    // The status page's fleet panel lists the three.
+    let page = chromium(
+        &format!("http://127.0.0.1:{}/", fleet[0].http_port.unwrap()),
+        &["--dump-dom"],
+    );
+    assert!(
+        !page.contains("id=\"fleet-panel\" hidden"),
+        "the fleet panel is hidden:\n{page}"
+    );
+    for id in ["a (this one)", ">b<", ">c<"] {
+        assert!(page.contains(id), "the fleet panel lacks {id}:\n{page}");
+    }
 
     // 100 changes on instances in turn (a pseudo-random order), each
     // timed until all three show it.

@@ -835,29 +835,7 @@ fn status_page_in_headless_chromium() {
             })
         })
         .collect();
-    let profile = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("chromium-profile");
-    let dump = |extra: &[&str]| -> String {
-        let out = std::process::Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--virtual-time-budget=4000",
-                "--window-size=1280,800",
-            ])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .args(extra)
-            .arg(&url)
-            .output()
-            .expect("chromium (scripts/deps installs it)");
-        assert!(
-            out.status.success(),
-            "chromium: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let dump = |extra: &[&str]| chromium(&url, extra);
     // The number in the element with this id.
     let figure = |dom: &str, id: &str| -> f64 {
         let at = dom
@@ -883,6 +861,10 @@ fn status_page_in_headless_chromium() {
         "statements per second under load:\n{first}"
     );
     assert!(figure(&first, "sessions") >= 4.0);
+    assert!(
+        first.contains("id=\"fleet-panel\" hidden"),
+        "an instance alone shows no fleet panel"
+    );
     std::thread::sleep(Duration::from_secs(1));
     let second = dump(&["--dump-dom"]);
     assert!(

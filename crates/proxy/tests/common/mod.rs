@@ -1517,3 +1517,29 @@ impl Drop for HaProxy {
         let _ = self.child.wait();
     }
 }
+
+/// Headless Chromium (Debian's package) at `url`: what it prints (with
+/// `--dump-dom`, the page as its scripts left it), after `extra` options.
+pub fn chromium(url: &str, extra: &[&str]) -> String {
+    let profile = Path::new(env!("CARGO_TARGET_TMPDIR")).join("chromium-profile");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--virtual-time-budget=4000",
+            "--window-size=1280,800",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("chromium (scripts/deps installs it)");
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
