@@ -95,10 +95,7 @@ async fn session(
                         as_user,
                     } => match kill(shared, id, query_only, as_user.as_deref()).await {
                         Ok(()) => write_simple_ok(&mut client.out, 1, status::AUTOCOMMIT),
-                        Err(e) => {
-                            let (code, state, msg) = e.mysql();
-                            write_err(&mut client.out, 1, code, state, &msg);
-                        }
+                        Err(e) => write_error(&mut client.out, e),
                     },
                     Answer::ShardSchema { db, table, groups } => {
                         let t = shard_schema(shared, &db, &table, &groups).await;
@@ -125,61 +122,17 @@ async fn session(
                         let r = crate::reload::reload(shared).await;
                         crate::reload::log_outcome("admin port", &r);
                         match r {
-                            Ok(done) => {
-                                let info = done.to_string();
-                                let ok = sextant_protocol::packets::OkPacket {
-                                    status: status::AUTOCOMMIT,
-                                    info: info.as_bytes(),
-                                    ..Default::default()
-                                };
-                                sextant_protocol::packets::write_ok(&mut client.out, 1, &ok, false);
-                            }
-                            Err(m) => {
-                                let (code, state, msg) = SessionError::ReloadRefused(m).mysql();
-                                write_err(&mut client.out, 1, code, state, &msg);
-                            }
+                            Ok(done) => write_info(&mut client.out, &done.to_string()),
+                            Err(m) => write_error(&mut client.out, SessionError::ReloadRefused(m)),
                         }
                     }
                     Answer::SetBackend { addr, state } => {
-                        match crate::fleet::set_backend(shared, &addr, &state).await {
-                            Ok(info) => {
-                                if !info.is_empty() {
-                                    tracing::info!(peer = %client.peer, "admin: {info}");
-                                }
-                                let ok = sextant_protocol::packets::OkPacket {
-                                    status: status::AUTOCOMMIT,
-                                    info: info.as_bytes(),
-                                    ..Default::default()
-                                };
-                                sextant_protocol::packets::write_ok(&mut client.out, 1, &ok, false);
-                            }
-                            Err(e) => {
-                                let (code, state, msg) = SessionError::Fleet(e.to_string()).mysql();
-                                write_err(&mut client.out, 1, code, state, &msg);
-                            }
-                        }
+                        let r = crate::fleet::set_backend(shared, &addr, &state).await;
+                        reply_change(client, r);
                     }
                     Answer::PushConfig { path, base } => {
-                        use crate::fleet::SetError;
-                        match crate::fleet::push(shared, path, base).await {
-                            Ok(info) => {
-                                tracing::info!(peer = %client.peer, "admin: {info}");
-                                let ok = sextant_protocol::packets::OkPacket {
-                                    status: status::AUTOCOMMIT,
-                                    info: info.as_bytes(),
-                                    ..Default::default()
-                                };
-                                sextant_protocol::packets::write_ok(&mut client.out, 1, &ok, false);
-                            }
-                            Err(SetError::Invalid(m)) => {
-                                let (code, state, msg) = SessionError::PushRefused(m).mysql();
-                                write_err(&mut client.out, 1, code, state, &msg);
-                            }
-                            Err(SetError::Fleet(e)) => {
-                                let (code, state, msg) = SessionError::Fleet(e.to_string()).mysql();
-                                write_err(&mut client.out, 1, code, state, &msg);
-                            }
-                        }
+                        let r = crate::fleet::push(shared, path, base).await;
+                        reply_change(client, r);
                     }
                     Answer::ShowFleetSessions => match crate::fleet::sessions(shared).await {
                         Ok(t) => write_table(&mut client.out, &t, deprecate_eof),
@@ -190,25 +143,8 @@ async fn session(
                         Err(m) => write_err(&mut client.out, 1, 1064, "42000", &m),
                     },
                     Answer::SetRouting { key, value } => {
-                        use crate::fleet::SetError;
-                        match crate::fleet::set_routing(shared, &key, &value).await {
-                            Ok(info) => {
-                                tracing::info!(peer = %client.peer, "admin: {info}");
-                                let ok = sextant_protocol::packets::OkPacket {
-                                    status: status::AUTOCOMMIT,
-                                    info: info.as_bytes(),
-                                    ..Default::default()
-                                };
-                                sextant_protocol::packets::write_ok(&mut client.out, 1, &ok, false);
-                            }
-                            Err(SetError::Invalid(m)) => {
-                                write_err(&mut client.out, 1, 1231, "42000", &m)
-                            }
-                            Err(SetError::Fleet(e)) => {
-                                let (code, state, msg) = SessionError::Fleet(e.to_string()).mysql();
-                                write_err(&mut client.out, 1, code, state, &msg);
-                            }
-                        }
+                        let r = crate::fleet::set_routing(shared, &key, &value).await;
+                        reply_change(client, r);
                     }
                     Answer::ShowDigests => {
                         let rows = crate::digests::gather_digests(shared).await;
@@ -231,6 +167,35 @@ async fn session(
         }
         client.flush().await?;
     }
+}
+
+/// What a change asked on the admin port did (logged), or why it was not
+/// made.
+fn reply_change(client: &mut Client, r: Result<String, SessionError>) {
+    match r {
+        Ok(info) => {
+            if !info.is_empty() {
+                tracing::info!(peer = %client.peer, "admin: {info}");
+            }
+            write_info(&mut client.out, &info);
+        }
+        Err(e) => write_error(&mut client.out, e),
+    }
+}
+
+/// An OK whose message says what was done.
+fn write_info(out: &mut Vec<u8>, info: &str) {
+    let ok = sextant_protocol::packets::OkPacket {
+        status: status::AUTOCOMMIT,
+        info: info.as_bytes(),
+        ..Default::default()
+    };
+    sextant_protocol::packets::write_ok(out, 1, &ok, false);
+}
+
+fn write_error(out: &mut Vec<u8>, e: SessionError) {
+    let (code, state, msg) = e.mysql();
+    write_err(out, 1, code, state, &msg);
 }
 
 /// The admin port's KILL: of a session here, or forwarded to the instance

@@ -23,6 +23,7 @@ pub const ER_SEXTANT_CONFIG: u16 = 9006;
 /// An admin change for the whole fleet was not made: etcd did not answer,
 /// or another instance changed the same thing first.
 pub const ER_SEXTANT_FLEET: u16 = 9007;
+pub const ER_WRONG_VALUE_FOR_VAR: u16 = 1231;
 
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
 pub const ER_SERVER_SHUTDOWN: u16 = 1053;
@@ -152,6 +153,9 @@ pub enum SessionError {
     /// The admin port's RELOAD CONFIG, refused: the file's problems.
     #[error("sextant: config not reloaded, the running config stays: {0}")]
     ReloadRefused(String),
+    /// The admin port's `SET <routing key>`, refused: what is wrong.
+    #[error("{0}")]
+    RoutingRefused(String),
     /// The admin port's PUSH CONFIG, refused: the file's problems.
     #[error("sextant: config not pushed, the fleet's config stays: {0}")]
     PushRefused(String),
@@ -196,6 +200,7 @@ impl SessionError {
             BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
             NoPrimary { .. } | PrimaryInMaintenance { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
             ReloadRefused(_) | PushRefused(_) => (ER_SEXTANT_CONFIG, "HY000", msg),
+            RoutingRefused(_) => (ER_WRONG_VALUE_FOR_VAR, "42000", msg),
             Fleet(_) => (ER_SEXTANT_FLEET, "HY000", msg),
             ServerShutdown => (ER_SERVER_SHUTDOWN, "08S01", msg),
             // The codes a client gets from a server that refuses a write:

@@ -4,6 +4,7 @@
 //! instance. Without `[cluster]` none of this runs and admin changes apply
 //! to this instance alone, as they always did.
 
+use crate::errors::SessionError;
 use crate::shared::Shared;
 use sextant_fleet::{Change, Fleet, FleetError, Intent, PushedConfig, Report, Settings};
 use std::sync::atomic::Ordering;
@@ -182,24 +183,24 @@ pub(crate) async fn push(
     shared: &Shared,
     path: Option<String>,
     base: Option<i64>,
-) -> Result<String, SetError> {
+) -> Result<String, SessionError> {
     let fleet = shared.fleet.get().ok_or_else(|| {
-        SetError::Invalid("this instance is not part of a fleet: [cluster] is not set (RELOAD CONFIG applies a file here)".into())
+        SessionError::PushRefused("this instance is not part of a fleet: [cluster] is not set (RELOAD CONFIG applies a file here)".into())
     })?;
     let path = match path {
         Some(p) => std::path::PathBuf::from(p),
         None => shared.config_path.clone().ok_or_else(|| {
-            SetError::Invalid(
+            SessionError::PushRefused(
                 "sextant was started without a config file: name one (FROM '<file>')".into(),
             )
         })?,
     };
-    let text = read_valid(&path).map_err(SetError::Invalid)?;
+    let text = read_valid(&path).map_err(SessionError::PushRefused)?;
     let base = base.unwrap_or_else(|| fleet.intent(&Intent::Config).map_or(0, |(_, r)| r));
     let rev = fleet
         .push_config(&PushedConfig::new(text), base)
         .await
-        .map_err(SetError::Fleet)?;
+        .map_err(fleet_error)?;
     let here = fleet.wait_applied(rev, APPLY_WAIT).await;
     Ok(fleet_info(
         fleet,
@@ -307,14 +308,15 @@ pub(crate) async fn set_backend(
     shared: &Shared,
     addr: &str,
     state: &str,
-) -> Result<String, FleetError> {
+) -> Result<String, SessionError> {
     let Some(fleet) = shared.fleet.get() else {
         sextant_admin::commands::maintenance::apply(&shared.runtime().pool, addr, state);
         return Ok(String::new());
     };
     let rev = fleet
         .set(&Intent::Backend(addr.to_string()), state, None)
-        .await?;
+        .await
+        .map_err(fleet_error)?;
     let here = fleet.wait_applied(rev, APPLY_WAIT).await;
     Ok(fleet_info(
         fleet,
@@ -324,37 +326,32 @@ pub(crate) async fn set_backend(
     ))
 }
 
-/// Why a `SET` of a routing key was not made.
-pub(crate) enum SetError {
-    /// The key or value is wrong (checked as a file would be).
-    Invalid(String),
-    /// The fleet's store refused or did not answer.
-    Fleet(FleetError),
-}
-
 /// `SET <routing key> = <value>`: checked here first (a value this
 /// instance refuses is not written), then as [`set_backend`].
 pub(crate) async fn set_routing(
     shared: &Shared,
     key: &str,
     value: &str,
-) -> Result<String, SetError> {
+) -> Result<String, SessionError> {
     let Some(fleet) = shared.fleet.get() else {
         return crate::reload::set_routing(shared, key, value)
             .await
-            .map_err(SetError::Invalid);
+            .map_err(SessionError::RoutingRefused);
     };
     let canonical = sextant_config::Config::routing_key(key);
     let mut config = shared.runtime().config.clone();
-    config.routing.set(key, value).map_err(SetError::Invalid)?;
+    config
+        .routing
+        .set(key, value)
+        .map_err(SessionError::RoutingRefused)?;
     config
         .recheck()
-        .map_err(|e| SetError::Invalid(e.to_string()))?;
+        .map_err(|e| SessionError::RoutingRefused(e.to_string()))?;
     let now = config.routing.get(&canonical).unwrap_or_default();
     let rev = fleet
         .set(&Intent::Routing(canonical.clone()), &now, None)
         .await
-        .map_err(SetError::Fleet)?;
+        .map_err(fleet_error)?;
     let here = fleet.wait_applied(rev, APPLY_WAIT).await;
     Ok(fleet_info(
         fleet,
@@ -362,6 +359,11 @@ pub(crate) async fn set_routing(
         rev,
         here,
     ))
+}
+
+/// What the admin client is told of a change the fleet's store refused.
+fn fleet_error(e: FleetError) -> SessionError {
+    SessionError::Fleet(e.to_string())
 }
 
 fn fleet_info(fleet: &Fleet, what: &str, rev: i64, here: bool) -> String {
@@ -388,7 +390,6 @@ pub(crate) async fn remote_kill(
     query_only: bool,
     as_user: Option<&str>,
 ) -> Option<Result<(), crate::errors::SessionError>> {
-    use crate::errors::SessionError;
     let fleet = shared.fleet.get()?;
     let slot = (id >> 24) as u8;
     if slot == 0 || slot == fleet.slot() {

@@ -101,7 +101,16 @@ fn main() {
     // sessions run beside the listener; with more, the main thread accepts
     // and runs the monitors and the admin interface, and the sessions are
     // dealt out to `threads` worker threads in turn.
-    let rt = match tokio::runtime::Builder::new_current_thread()
+    let rt = runtime();
+    if let Err(e) = rt.block_on(sextant_proxy::run(config, Some(path), threads)) {
+        eprintln!("sextant: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// The main thread's runtime (or the process ends, saying why).
+fn runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
@@ -110,10 +119,6 @@ fn main() {
             eprintln!("sextant: cannot start the runtime: {e}");
             std::process::exit(1);
         }
-    };
-    if let Err(e) = rt.block_on(sextant_proxy::run(config, Some(path), threads)) {
-        eprintln!("sextant: {e}");
-        std::process::exit(1);
     }
 }
 
@@ -123,17 +128,7 @@ fn fleet(cmd: FleetCmd, local: Option<PathBuf>) -> ! {
         eprintln!("sextant: give --config FILE: its [cluster] names the fleet");
         std::process::exit(2);
     };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("sextant: cannot start the runtime: {e}");
-            std::process::exit(1);
-        }
-    };
-    let r = rt.block_on(async {
+    let r = runtime().block_on(async {
         match cmd {
             FleetCmd::Push { file, base } => sextant_proxy::cli_push(&file, &local, base).await,
             FleetCmd::Config => sextant_proxy::cli_config(&local).await,

@@ -71,6 +71,21 @@ fn variable_on(p: &Proxy, key: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The lab's sbtest tables: one test at a time prepares, uses and drops
+/// them.
+static SBTEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Instances a, b and c, once each lists all three.
+fn three(start: impl Fn(&str) -> Proxy) -> Vec<Proxy> {
+    let fleet: Vec<Proxy> = ["a", "b", "c"].iter().map(|id| start(id)).collect();
+    wait_for(
+        "every instance lists the three",
+        Duration::from_secs(10),
+        || fleet.iter().all(|p| fleet_rows(p).len() == 3),
+    );
+    fleet
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
@@ -78,15 +93,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 #[test]
 fn instances_list_each_other_and_admin_changes_reach_every_one_within_a_second() {
     let etcd = Etcd::start();
-    let fleet: Vec<Proxy> = ["a", "b", "c"]
-        .iter()
-        .map(|id| instance(&etcd, "f1", id))
-        .collect();
-    wait_for(
-        "every instance lists the three",
-        Duration::from_secs(10),
-        || fleet.iter().all(|p| fleet_rows(p).len() == 3),
-    );
+    let fleet = three(|id| instance(&etcd, "f1", id));
     let rows = fleet_rows(&fleet[1]);
     let ids: Vec<String> = rows.iter().map(|r| r.get("id").unwrap()).collect();
     assert_eq!(ids, ["a", "b", "c"]);
@@ -200,15 +207,8 @@ fn instances_list_each_other_and_admin_changes_reach_every_one_within_a_second()
 #[test]
 fn without_etcd_instances_serve_on_refuse_changes_and_catch_up_when_it_returns() {
     let etcd = Etcd::start();
-    let fleet: Vec<Proxy> = ["a", "b", "c"]
-        .iter()
-        .map(|id| balanced_instance(&etcd, "f3", id))
-        .collect();
-    wait_for(
-        "every instance lists the three",
-        Duration::from_secs(10),
-        || fleet.iter().all(|p| fleet_rows(p).len() == 3),
-    );
+    let _sbtest = SBTEST.lock().unwrap_or_else(|e| e.into_inner());
+    let fleet = three(|id| balanced_instance(&etcd, "f3", id));
     let haproxy = HaProxy::start(&fleet.iter().collect::<Vec<_>>());
     let port = haproxy.port;
     // sysbench through HAProxy for the whole outage. One write per
@@ -389,15 +389,7 @@ fn sextant(args: &[&std::ffi::OsStr]) -> std::process::Output {
 #[test]
 fn a_pushed_config_is_checked_then_applied_by_every_instance_and_a_stale_push_is_refused() {
     let etcd = Etcd::start();
-    let fleet: Vec<Proxy> = ["a", "b", "c"]
-        .iter()
-        .map(|id| instance(&etcd, "f5", id))
-        .collect();
-    wait_for(
-        "every instance lists the three",
-        Duration::from_secs(10),
-        || fleet.iter().all(|p| fleet_rows(p).len() == 3),
-    );
+    let fleet = three(|id| instance(&etcd, "f5", id));
     let own = std::fs::read_to_string(&fleet[0].config).unwrap();
     let dir = etcd.dir.join("push");
     std::fs::create_dir_all(&dir).unwrap();
@@ -796,12 +788,8 @@ fn a_rolling_restart_under_load_loses_and_doubles_nothing() {
         }
         .start()
     };
-    let mut fleet: Vec<Proxy> = ["a", "b", "c"].iter().map(|id| start(id)).collect();
-    wait_for(
-        "every instance lists the three",
-        Duration::from_secs(10),
-        || fleet.iter().all(|p| fleet_rows(p).len() == 3),
-    );
+    let _sbtest = SBTEST.lock().unwrap_or_else(|e| e.into_inner());
+    let mut fleet = three(start);
     let haproxy = HaProxy::start(&fleet.iter().collect::<Vec<_>>());
     let port = haproxy.port;
     let mut d = direct(lab().primary);

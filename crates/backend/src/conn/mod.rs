@@ -196,12 +196,18 @@ fn io_err(addr: &str) -> impl FnOnce(std::io::Error) -> BackendError + '_ {
 
 impl BackendConn {
     pub async fn connect(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
-        let ms = p.timeout.as_millis() as u64;
-        tokio::time::timeout(p.timeout, Self::connect_inner(p))
+        Self::within_timeout(p, Self::connect_inner(p)).await
+    }
+
+    async fn within_timeout(
+        p: &ConnectParams<'_>,
+        f: impl std::future::Future<Output = Result<BackendConn, BackendError>>,
+    ) -> Result<BackendConn, BackendError> {
+        tokio::time::timeout(p.timeout, f)
             .await
             .map_err(|_| BackendError::ConnectTimeout {
                 addr: p.addr.to_string(),
-                ms,
+                ms: p.timeout.as_millis() as u64,
             })?
     }
 
@@ -216,13 +222,7 @@ impl BackendConn {
     /// logged in and nothing more, since the admin port answers its own
     /// commands, not a server's session set-up.
     pub async fn connect_peer(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
-        let ms = p.timeout.as_millis() as u64;
-        tokio::time::timeout(p.timeout, Self::open(p))
-            .await
-            .map_err(|_| BackendError::ConnectTimeout {
-                addr: p.addr.to_string(),
-                ms,
-            })?
+        Self::within_timeout(p, Self::open(p)).await
     }
 
     async fn open(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
