@@ -166,16 +166,6 @@ async fn apply(shared: &Shared, c: &Change) -> Result<String, String> {
     }
 }
 
-/// What the fleet's record says of the config this instance runs.
-pub(crate) fn running_config(shared: &Shared, revision: i64, needs_restart: &[&str]) {
-    if let Some(f) = shared.fleet.get() {
-        f.running_config(
-            revision,
-            needs_restart.iter().map(|s| s.to_string()).collect(),
-        );
-    }
-}
-
 /// `PUSH CONFIG`: the file (this instance's own by default), validated as
 /// check-config does, stored for the fleet if the fleet's config is still
 /// at `base` (default: the revision this instance saw).
@@ -270,36 +260,6 @@ const REVISION_LINE: &str = "# sextant fleet config revision ";
 fn revision_line(text: &str) -> Option<i64> {
     let rest = text.lines().next()?.strip_prefix(REVISION_LINE)?;
     rest.split_whitespace().next()?.parse().ok()
-}
-
-/// What a reload applies again on top of the file: the fleet's routing
-/// intents (the servers' states are applied to the new runtime after).
-pub(crate) fn routing_intents(shared: &Shared) -> Vec<(String, String)> {
-    let Some(fleet) = shared.fleet.get() else {
-        return Vec::new();
-    };
-    fleet
-        .intents()
-        .into_iter()
-        .filter_map(|(i, v, _)| match i {
-            Intent::Routing(k) => Some((k, v)),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The servers' states the fleet intends, applied to the runtime now (after
-/// a reload built new groups).
-pub(crate) fn reapply_backend_states(shared: &Shared) {
-    let Some(fleet) = shared.fleet.get() else {
-        return;
-    };
-    let rt = shared.runtime();
-    for (i, v, _) in fleet.intents() {
-        if let Intent::Backend(addr) = i {
-            sextant_admin::commands::maintenance::apply(&rt.pool, &addr, &v);
-        }
-    }
 }
 
 /// An admin change: for the whole fleet when there is one (written to
@@ -462,8 +422,9 @@ pub(crate) async fn sessions(shared: &Shared) -> Result<sextant_admin::Table, St
         .fleet
         .get()
         .ok_or("this instance is not part of a fleet: [cluster] is not set")?;
-    let local =
-        crate::admin::with_context(shared, |ctx| sextant_admin::execute("SHOW SESSIONS", ctx));
+    let local = crate::admin_context::with_context(shared, |ctx| {
+        sextant_admin::execute("SHOW SESSIONS", ctx)
+    });
     let sextant_admin::Answer::Table(mine) = local else {
         return Err("SHOW SESSIONS gave no table".into());
     };

@@ -85,7 +85,7 @@ fn answer<B>(shared: &Shared, req: &Request<B>) -> Response<Full<Bytes>> {
     }
     match req.uri().path() {
         "/metrics" => {
-            let text = crate::admin::with_context(shared, |ctx| {
+            let text = crate::admin_context::with_context(shared, |ctx| {
                 sextant_admin::metrics::exposition(&sextant_admin::metrics::collect(ctx))
             });
             reply(StatusCode::OK, "text/plain; version=0.0.4", text)
@@ -153,7 +153,7 @@ fn api(shared: &Shared, what: &str) -> Option<String> {
         "stats" => "SHOW STATS",
         _ => return None,
     };
-    crate::admin::with_context(shared, |ctx| match sextant_admin::execute(command, ctx) {
+    crate::admin_context::with_context(shared, |ctx| match sextant_admin::execute(command, ctx) {
         sextant_admin::Answer::Table(mut t) => {
             // The HTTP port asks no password: a server thread id is what a
             // KILL run on the server itself would need, so it stays on the

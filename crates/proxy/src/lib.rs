@@ -8,6 +8,7 @@
 //! answer back as bytes.
 
 mod admin;
+mod admin_context;
 #[cfg(feature = "count-allocations")]
 pub mod alloc_count;
 mod client;
@@ -17,6 +18,7 @@ mod fleet;
 mod frontend;
 mod http;
 mod inflight;
+mod intents;
 mod kill;
 mod memory;
 mod monitors;

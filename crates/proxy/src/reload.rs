@@ -97,7 +97,7 @@ async fn apply(shared: &Shared) -> Result<Reloaded, String> {
         None => local,
     };
     // The fleet's routing intents stay on top of the file's values.
-    for (k, v) in crate::fleet::routing_intents(shared) {
+    for (k, v) in crate::intents::routing_intents(shared) {
         if let Err(e) = config.routing.set(&k, &v) {
             tracing::warn!(
                 "fleet intent routing.{k} = {v} does not apply to the reloaded config: {e}"
@@ -139,8 +139,8 @@ async fn apply(shared: &Shared) -> Result<Reloaded, String> {
     shared.runtime.store(rt.clone());
     shared.auth.store(Arc::new(auth));
     shared.monitors.follow(&rt, monitor_changed);
-    crate::fleet::reapply_backend_states(shared);
-    crate::fleet::running_config(shared, pushed.map_or(0, |(_, rev)| rev), &r.need_restart);
+    crate::intents::reapply_backend_states(shared);
+    crate::intents::running_config(shared, pushed.map_or(0, |(_, rev)| rev), &r.need_restart);
     Ok(r)
 }
 
