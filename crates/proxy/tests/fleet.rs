@@ -621,15 +621,33 @@ fn a_kill_on_one_instance_reaches_a_session_on_another() {
     a.admin()
         .query_drop(format!("KILL {id}"))
         .expect("admin KILL across instances");
+    wait_ended(&mut on_b, "the KILL from a's admin port");
+
+    // COM_PROCESS_KILL (what older clients send) on a ends another of b's.
+    let mut on_b = b.conn();
+    let id = on_b.connection_id();
+    let mut raw = Raw::login(a.port, "app", "apppass", None);
+    let mut kill = vec![0x0c];
+    kill.extend_from_slice(&id.to_le_bytes());
+    raw.send(0, &kill);
+    let answer = raw.read_response();
+    assert_eq!(
+        answer[0][0],
+        0x00,
+        "COM_PROCESS_KILL: {:?}",
+        err_of(&answer[0])
+    );
+    wait_ended(&mut on_b, "COM_PROCESS_KILL on a");
+}
+
+/// Waits until `c`'s session is gone (within 2 s).
+fn wait_ended(c: &mut mysql::Conn, by: &str) {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        if on_b.query_drop("SELECT 1").is_err() {
-            break;
+        if c.query_drop("SELECT 1").is_err() {
+            return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the session on b survived the KILL from a's admin port"
-        );
+        assert!(Instant::now() < deadline, "the session survived {by}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
