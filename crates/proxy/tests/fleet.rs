@@ -9,9 +9,13 @@ use common::*;
 use mysql::prelude::Queryable;
 use std::time::{Duration, Instant};
 
-fn instance(etcd: &Etcd, fleet: &str, id: &str) -> Proxy {
+/// Instance `id` of fleet `fleet` on `etcd`, with these [proxy] keys and
+/// keys for the last built-in user, and an HTTP port.
+fn member(etcd: &Etcd, fleet: &str, id: &str, proxy: &str, users: &str) -> Proxy {
     let cluster = etcd.cluster(fleet, id);
     Setup {
+        proxy,
+        users,
         group: &cluster,
         http: true,
         ..Default::default()
@@ -19,16 +23,13 @@ fn instance(etcd: &Etcd, fleet: &str, id: &str) -> Proxy {
     .start()
 }
 
+fn instance(etcd: &Etcd, fleet: &str, id: &str) -> Proxy {
+    member(etcd, fleet, id, "", "")
+}
+
 /// An instance behind HAProxy (which sends the PROXY protocol header).
 fn balanced_instance(etcd: &Etcd, fleet: &str, id: &str) -> Proxy {
-    let cluster = etcd.cluster(fleet, id);
-    Setup {
-        proxy: "proxy_protocol_from = [\"127.0.0.1\"]",
-        group: &cluster,
-        http: true,
-        ..Default::default()
-    }
-    .start()
+    member(etcd, fleet, id, "proxy_protocol_from = [\"127.0.0.1\"]", "")
 }
 
 fn fleet_rows(p: &Proxy) -> Vec<mysql::Row> {
@@ -655,15 +656,7 @@ fn wait_ended(c: &mut mysql::Conn, by: &str) {
 #[test]
 fn a_users_max_connections_is_shared_out_over_the_live_instances() {
     let etcd = Etcd::start();
-    let start = |id: &str| {
-        let cluster = etcd.cluster("f7", id);
-        Setup {
-            users: "max_connections = 4",
-            group: &cluster,
-            ..Default::default()
-        }
-        .start()
-    };
+    let start = |id: &str| member(&etcd, "f7", id, "", "max_connections = 4");
     let a = start("a");
     let b = start("b");
     wait_for("both listed", Duration::from_secs(10), || {
@@ -797,14 +790,8 @@ fn ledger_client(
 fn a_rolling_restart_under_load_loses_and_doubles_nothing() {
     let etcd = Etcd::start();
     let start = |id: &str| {
-        let cluster = etcd.cluster("f8", id);
-        Setup {
-            proxy: "proxy_protocol_from = [\"127.0.0.1\"]\ndrain_delay_ms = 5000",
-            group: &cluster,
-            http: true,
-            ..Default::default()
-        }
-        .start()
+        let proxy = "proxy_protocol_from = [\"127.0.0.1\"]\ndrain_delay_ms = 5000";
+        member(&etcd, "f8", id, proxy, "")
     };
     let _sbtest = SBTEST.lock().unwrap_or_else(|e| e.into_inner());
     let mut fleet = three(start);
