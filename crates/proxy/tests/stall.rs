@@ -77,7 +77,10 @@ fn reads_on_a_frozen_replica_move_once_the_monitor_finds_it_down() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(300));
-    let stalled = stall_lab_server(1);
+    // The replica running reads now (which one the readers reached is the
+    // balancing's choice, not the test's).
+    let busy = busy_replica(&p);
+    let stalled = stall_lab_server(1 + lab().replicas.iter().position(|r| *r == busy).unwrap());
     let thaw = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(10));
         drop(stalled);
@@ -96,5 +99,26 @@ fn reads_on_a_frozen_replica_move_once_the_monitor_finds_it_down() {
         worst < Duration::from_secs(7),
         "a read took {worst:?}: it waited for the frozen replica"
     );
-    p.wait_state(lab().replicas[0], "up", Duration::from_secs(10));
+    p.wait_state(busy, "up", Duration::from_secs(10));
+}
+
+/// A replica with statements in flight, by SHOW BACKENDS (within 2 s).
+fn busy_replica(p: &Proxy) -> u16 {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let rows: Vec<mysql::Row> = p.admin().query("SHOW BACKENDS").unwrap();
+        for r in &rows {
+            let address: String = r.get("address").unwrap();
+            let in_flight: String = r.get("in_flight").unwrap();
+            let port = lab()
+                .replicas
+                .iter()
+                .find(|port| address == format!("127.0.0.1:{port}"));
+            if let (Some(port), true) = (port, in_flight != "0") {
+                return *port;
+            }
+        }
+        assert!(Instant::now() < deadline, "no replica runs a read");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
