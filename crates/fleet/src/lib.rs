@@ -135,6 +135,11 @@ pub struct Fleet {
     state: parking_lot::Mutex<State>,
     applied: tokio::sync::watch::Sender<i64>,
     lease: parking_lot::Mutex<Option<i64>>,
+    /// When a renewal that etcd confirmed was sent (the lease lives at
+    /// least its time to live from then).
+    lease_sent: parking_lot::Mutex<Option<std::time::Instant>>,
+    /// When the member list was last asked for.
+    members_asked: parking_lot::Mutex<Option<std::time::Instant>>,
     /// Set by [`Fleet::leave`]: the record is not renewed again.
     left: std::sync::atomic::AtomicBool,
     started_ms: u64,
@@ -189,6 +194,8 @@ impl Fleet {
             }),
             applied: tokio::sync::watch::channel(0).0,
             lease: parking_lot::Mutex::new(None),
+            lease_sent: parking_lot::Mutex::new(None),
+            members_asked: parking_lot::Mutex::new(None),
             left: Default::default(),
             started_ms: now_ms(),
         }
@@ -206,6 +213,38 @@ impl Fleet {
     /// it registered).
     pub fn members(&self) -> Vec<Member> {
         self.state.lock().members.clone()
+    }
+
+    /// Whether this instance's lease is surely alive: etcd confirmed a
+    /// renewal sent less than its time to live ago. Once it may have
+    /// expired, other instances may take this one for gone and settle its
+    /// distributed transactions, so it decides no commit of its own.
+    pub fn holds_lease(&self) -> bool {
+        self.lease_sent
+            .lock()
+            .is_some_and(|t| t.elapsed() < self.settings.lease_ttl)
+    }
+
+    pub(crate) fn lease_confirmed(&self, sent: std::time::Instant) {
+        *self.lease_sent.lock() = Some(sent);
+    }
+
+    /// Whether instance `id` is known gone as of `since`: etcd answers,
+    /// and the member list, asked for after `since`, has no record of it
+    /// under a lease (its lease expired, or it never had one: an instance
+    /// decides no commit before its record is there, see
+    /// [`Fleet::holds_lease`]). Without an answer from etcd nobody is
+    /// known gone.
+    pub fn is_gone(&self, id: &str, since: std::time::Instant) -> bool {
+        if self.members_asked.lock().is_none_or(|t| t <= since) {
+            return false;
+        }
+        let st = self.state.lock();
+        st.store.reachable && id != self.settings.id && !st.members.iter().any(|m| m.id == id)
+    }
+
+    pub(crate) fn members_asked(&self, at: std::time::Instant) {
+        *self.members_asked.lock() = Some(at);
     }
 
     pub fn store(&self) -> StoreState {

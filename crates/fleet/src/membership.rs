@@ -80,6 +80,7 @@ async fn renew(
     me: &Member,
 ) -> Result<(), String> {
     let mut c = fleet.client().await.map_err(|e| e.to_string())?;
+    let sent = Instant::now();
     let lease = *fleet.lease.lock();
     let lease = match lease {
         Some(id) => {
@@ -137,6 +138,10 @@ async fn renew(
     )
     .await
     .map_err(|e| e.to_string())?;
+    // The lease lives (renewed, or granted) as of `sent` at the latest,
+    // and the record is there: others see this instance.
+    fleet.lease_confirmed(sent);
+    let asked = Instant::now();
     let resp = c
         .get(fleet.keys.members(), Some(GetOptions::new().with_prefix()))
         .await
@@ -148,6 +153,7 @@ async fn renew(
         .collect();
     members.sort_by(|a, b| a.id.cmp(&b.id));
     fleet.state.lock().members = members;
+    fleet.members_asked(asked);
     fleet.reachable();
     Ok(())
 }

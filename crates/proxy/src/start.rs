@@ -21,9 +21,24 @@ use std::time::Duration;
 /// read: what a crash left is resolved by recovery) and its instance id.
 fn coordinator(config: &Config) -> Result<Arc<sextant_xa::Coordinator>, StartError> {
     let x = &config.xa;
-    let instance = match &x.instance_id {
-        Some(id) => id.clone(),
-        None => {
+    let instance = match (&x.instance_id, &config.cluster) {
+        // In a fleet, the instance's fleet id: other instances settle its
+        // transactions once that id's lease expired.
+        (configured, Some(c)) => {
+            let id = sextant_fleet::id::load_or_make(
+                c.instance_id.as_deref(),
+                std::path::Path::new(&c.state_dir),
+            )
+            .map_err(|e| StartError::Fleet(e.to_string()))?;
+            if let Some(x_id) = configured.as_ref().filter(|x_id| **x_id != id) {
+                return Err(StartError::Xa(format!(
+                    "[xa] instance_id {x_id:?} differs from this instance's fleet id {id:?}: in a fleet, distributed transactions carry the fleet id; remove [xa] instance_id"
+                )));
+            }
+            id
+        }
+        (Some(id), None) => id.clone(),
+        (None, None) => {
             let legacy = || sextant_xa::xid::instance_from_listen(&config.proxy.listen.0);
             let (id, made) = sextant_xa::instance::kept(std::path::Path::new(&x.log_dir), legacy)
                 .map_err(|e| StartError::Xa(e.to_string()))?;

@@ -6,48 +6,10 @@
 //! (Its own test binary, with its own lab: it kills sextant and servers.)
 
 mod common;
+use common::bank::*;
 use common::*;
 use mysql::prelude::Queryable;
 use std::time::{Duration, Instant};
-
-const DB: &str = "sextant_xa";
-
-/// A database whose tables have a copy in every group.
-const GLOBAL: &str = "sextant_xa_global";
-
-/// Accounts 1..=n, each holding `balance`, sharded by id over the four
-/// groups (id mod 4), and a log of transfers sharded by its own id.
-fn layout(log_dir: &std::path::Path) -> String {
-    let mut g = shard_groups("primary_wait_ms = 15000\n");
-    g += &format!(
-        "[xa]\nlog_dir = \"{}\"\ninstance_id = \"xa-test\"\nrecover_interval_ms = 500\n",
-        log_dir.display()
-    );
-    g + &hash_layout(
-        4,
-        &format!(
-            r#"
-[sharding.default]
-{DB} = "data1"
-
-[sharding.all]
-{GLOBAL} = ["data1", "data2", "data3", "data4"]
-
-[[sharding.table]]
-vdb = 1
-db = "{DB}"
-table = "acct"
-pkey = "id"
-
-[[sharding.table]]
-vdb = 1
-db = "{DB}"
-table = "transfers"
-pkey = "id"
-"#
-        ),
-    )
-}
 
 /// The tests share the groups' tables: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -68,48 +30,14 @@ fn bank(accounts: i64, env: &[(&'static str, &str)]) -> Bank {
 fn bank_every(accounts: i64, env: &[(&'static str, &str)], recover_ms: u64) -> Bank {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _ = LAB_ARGS.set(&["--shards", "4", "--replicas", "1"]);
-    for (k, (p, _)) in lab().shards.iter().enumerate() {
-        let mut c = direct(*p);
-        // Nothing a crashed test left may stay prepared.
-        resolve_leftovers(&mut c);
-        c.query_drop(format!("DROP DATABASE IF EXISTS {DB}"))
-            .unwrap();
-        c.query_drop(format!("CREATE DATABASE {DB}")).unwrap();
-        c.query_drop(format!("DROP DATABASE IF EXISTS {GLOBAL}"))
-            .unwrap();
-        c.query_drop(format!("CREATE DATABASE {GLOBAL}")).unwrap();
-        c.query_drop(format!(
-            "CREATE TABLE {GLOBAL}.rates (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB"
-        ))
-        .unwrap();
-        c.query_drop(format!(
-            "CREATE TABLE {DB}.acct (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL) ENGINE=InnoDB"
-        ))
-        .unwrap();
-        c.query_drop(format!(
-            "CREATE TABLE {DB}.transfers (id BIGINT PRIMARY KEY, src BIGINT, dst BIGINT, amount BIGINT) ENGINE=InnoDB"
-        ))
-        .unwrap();
-        let rows: Vec<String> = (1..=accounts)
-            .filter(|id| id % 4 == k as i64)
-            .map(|id| format!("({id}, 1000)"))
-            .collect();
-        if !rows.is_empty() {
-            c.query_drop(format!("INSERT INTO {DB}.acct VALUES {}", rows.join(",")))
-                .unwrap();
-        }
-    }
-    let dir = std::env::temp_dir().join(format!(
-        "sextant-xa-log-{}-{}",
-        std::process::id(),
-        free_port()
-    ));
+    fresh_bank(accounts);
     let proxy = Setup {
         proxy: "default_group = \"data1\"",
-        groups: Some(layout(&dir).replace(
-            "recover_interval_ms = 500",
-            &format!("recover_interval_ms = {recover_ms}"),
-        )),
+        groups: Some(layout(&xa_table(
+            &xa_dir(),
+            recover_ms,
+            "instance_id = \"xa-test\"\n",
+        ))),
         env: env.iter().map(|(k, v)| (*k, v.to_string())).collect(),
         ..Default::default()
     }
@@ -121,92 +49,27 @@ fn bank_every(accounts: i64, env: &[(&'static str, &str)], recover_ms: u64) -> B
     }
 }
 
-fn resolve_leftovers(c: &mut mysql::Conn) {
-    let rows: Vec<(i64, i64, i64, Vec<u8>)> = c.query("XA RECOVER").unwrap();
-    for (f, g, b, data) in rows {
-        let hex = |x: &[u8]| x.iter().map(|b| format!("{b:02x}")).collect::<String>();
-        let (gt, bq) = data.split_at(g as usize);
-        let _ = b;
-        let _ = c.query_drop(format!("XA ROLLBACK X'{}',X'{}',{f}", hex(gt), hex(bq)));
-    }
-}
-
 impl Bank {
     fn conn(&self) -> mysql::Conn {
         connect(&self.proxy)
     }
 
-    /// Every account's balance, read on each group's primary directly.
     fn balances(&self) -> Vec<(i64, i64)> {
-        let mut all = Vec::new();
-        for (p, _) in &lab().shards {
-            let rows: Vec<(i64, i64)> = direct(*p)
-                .query(format!("SELECT id, balance FROM {DB}.acct"))
-                .unwrap();
-            all.extend(rows);
-        }
-        all.sort();
-        all
+        balances()
     }
 
     fn total(&self) -> i64 {
         self.balances().iter().map(|(_, b)| b).sum()
     }
 
-    /// The transfers logged, read on each primary directly.
     fn transfers(&self) -> std::collections::BTreeMap<i64, (i64, i64, i64)> {
-        let mut all = std::collections::BTreeMap::new();
-        for (p, _) in &lab().shards {
-            let rows: Vec<(i64, i64, i64, i64)> = direct(*p)
-                .query(format!("SELECT id, src, dst, amount FROM {DB}.transfers"))
-                .unwrap();
-            for (id, s, d, a) in rows {
-                all.insert(id, (s, d, a));
-            }
-        }
-        all
+        transfers()
     }
 }
 
 fn connect(p: &Proxy) -> mysql::Conn {
     mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", DB)).unwrap())
         .expect("connect through sextant")
-}
-
-/// Prepared branches on every primary (formatID, data), read directly.
-fn prepared_everywhere() -> Vec<(i64, String)> {
-    let mut all = Vec::new();
-    for (p, _) in &lab().shards {
-        let rows: Vec<(i64, i64, i64, Vec<u8>)> = direct(*p).query("XA RECOVER").unwrap();
-        all.extend(
-            rows.into_iter()
-                .map(|(f, _, _, d)| (f, String::from_utf8_lossy(&d).into_owned())),
-        );
-    }
-    all
-}
-
-/// Waits until no server holds a prepared branch; the time it took.
-fn until_no_prepared(within: Duration) -> Duration {
-    let t = Instant::now();
-    loop {
-        let left = prepared_everywhere();
-        if left.is_empty() {
-            return t.elapsed();
-        }
-        assert!(
-            t.elapsed() < within,
-            "prepared branches still on the servers after {within:?}: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Adds `delta` to account `id`'s balance (through sextant).
-fn add(c: &mut mysql::Conn, id: i64, delta: i64) -> mysql::Result<()> {
-    c.query_drop(format!(
-        "UPDATE acct SET balance = balance + {delta} WHERE id = {id}"
-    ))
 }
 
 fn code(e: mysql::Error) -> u16 {
@@ -353,7 +216,7 @@ fn a_branch_that_fails_before_the_decision_rolls_back_every_group() {
 }
 
 /// sextant stopped as kill -9 would at each step of a commit over four
-/// groups, then started again: before the decision is logged every group
+/// groups, then started again: before the decision commits every group
 /// rolls back, after it every group commits; no prepared branch is left
 /// on any server within 10 s of the restart.
 #[test]
@@ -362,7 +225,7 @@ fn a_crash_at_each_step_of_two_phase_commit_is_recovered() {
         ("before_prepare", false),
         ("after_prepare:1", false),
         ("after_prepare:3", false),
-        ("after_log", true),
+        ("after_decision", true),
         ("after_commit:1", true),
         ("after_commit:3", true),
     ];
@@ -456,95 +319,6 @@ fn admin_lists_and_resolves_in_doubt_branches() {
 }
 
 /// How a client's transfer ended, as the client saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Seen {
-    Committed,
-    Failed,
-    /// The connection was lost during COMMIT, or sextant said it cannot
-    /// know: either outcome is right, as long as it is all or nothing.
-    Unknown,
-}
-
-/// One client doing transfers until `stop`, reconnecting while sextant is
-/// down. Returns every transfer it tried, by id.
-fn transfer_client(
-    port: u16,
-    n: u64,
-    accounts: i64,
-    stop: &std::sync::atomic::AtomicBool,
-) -> Vec<(i64, i64, i64, i64, Seen)> {
-    use std::sync::atomic::Ordering;
-    let url = format!("mysql://app:apppass@127.0.0.1:{port}/{DB}?prefer_socket=false");
-    let mut seen = Vec::new();
-    let mut rng = (n + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
-    let mut conn: Option<mysql::Conn> = None;
-    let mut k = 0i64;
-    while !stop.load(Ordering::Relaxed) {
-        let c = match conn.as_mut() {
-            Some(c) => c,
-            None => match mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()) {
-                Ok(mut c) => {
-                    // A distributed deadlock is no server's to see: a short
-                    // lock wait ends one.
-                    let _ = c.query_drop("SET SESSION innodb_lock_wait_timeout = 3");
-                    conn.insert(c)
-                }
-                Err(_) => {
-                    std::thread::sleep(Duration::from_millis(50));
-                    continue;
-                }
-            },
-        };
-        let a = (next() % accounts as u64) as i64 + 1;
-        let mut b = (next() % accounts as u64) as i64 + 1;
-        if a == b {
-            b = b % accounts + 1;
-        }
-        let amount = (next() % 100) as i64 + 1;
-        k += 1;
-        let id = (n as i64) * 1_000_000_000 + k;
-        // Accounts are locked in id order: no two transfers wait for each
-        // other across groups.
-        let ((id1, d1), (id2, d2)) = match a < b {
-            true => ((a, -amount), (b, amount)),
-            false => ((b, amount), (a, -amount)),
-        };
-        let body = (|| -> mysql::Result<()> {
-            c.query_drop("BEGIN")?;
-            add(c, id1, d1)?;
-            add(c, id2, d2)?;
-            c.query_drop(format!(
-                "INSERT INTO transfers (id, src, dst, amount) VALUES ({id}, {a}, {b}, {amount})"
-            ))
-        })();
-        let outcome = match body {
-            Err(_) => {
-                if c.query_drop("ROLLBACK").is_err() {
-                    conn = None;
-                }
-                Seen::Failed
-            }
-            Ok(()) => match c.query_drop("COMMIT") {
-                Ok(()) => Seen::Committed,
-                Err(mysql::Error::MySqlError(e)) if e.code != 1180 => Seen::Failed,
-                Err(mysql::Error::MySqlError(_)) => Seen::Unknown,
-                Err(_) => {
-                    conn = None;
-                    Seen::Unknown
-                }
-            },
-        };
-        seen.push((id, a, b, amount, outcome));
-    }
-    seen
-}
-
 /// What happens to the bank while its clients run.
 enum Trouble {
     /// sextant killed with SIGKILL at these seconds into the run.
@@ -572,7 +346,7 @@ fn bank_run(trouble: Trouble) {
     let clients: Vec<_> = (0..16u64)
         .map(|n| {
             let stop = stop.clone();
-            std::thread::spawn(move || transfer_client(port, n, accounts, &stop))
+            std::thread::spawn(move || transfer_client(&[port], n, accounts, &stop))
         })
         .collect();
     let start = Instant::now();
@@ -625,43 +399,12 @@ fn bank_run(trouble: Trouble) {
         seen.extend(c.join().expect("client thread"));
     }
     let took = until_no_prepared(Duration::from_secs(10));
-    let logged = b.transfers();
-    let count = |o: Seen| seen.iter().filter(|s| s.4 == o).count();
-    let (ok, failed, unknown) = (
-        count(Seen::Committed),
-        count(Seen::Failed),
-        count(Seen::Unknown),
-    );
+    let (ok, failed, unknown) = check_bank(&seen, b.accounts);
     eprintln!(
-        "bank: {} transfers tried, {ok} committed, {failed} failed, {unknown} unknown; {} logged; events {events:?}; recovered in {took:?}",
+        "bank: {} transfers tried, {ok} committed, {failed} failed, {unknown} unknown; events {events:?}; recovered in {took:?}",
         seen.len(),
-        logged.len()
     );
     assert!(ok > 1000, "too few transfers committed under load: {ok}");
-    for (id, a, bb, amount, o) in &seen {
-        match o {
-            Seen::Committed => assert_eq!(
-                logged.get(id),
-                Some(&(*a, *bb, *amount)),
-                "transfer {id} was answered committed and is not there"
-            ),
-            Seen::Failed => assert!(
-                !logged.contains_key(id),
-                "transfer {id} was answered failed and is there"
-            ),
-            Seen::Unknown => {}
-        }
-    }
-    assert_eq!(b.total(), 1000 * 1000, "money was made or lost");
-    // Every account is what the logged transfers make it: no transfer is
-    // there in part.
-    let mut want: std::collections::BTreeMap<i64, i64> = (1..=1000).map(|i| (i, 1000)).collect();
-    for (src, dst, amount) in logged.values() {
-        *want.get_mut(src).unwrap() -= amount;
-        *want.get_mut(dst).unwrap() += amount;
-    }
-    let got: std::collections::BTreeMap<i64, i64> = b.balances().into_iter().collect();
-    assert_eq!(got, want, "a transfer is there in part");
 }
 
 #[test]
@@ -675,9 +418,10 @@ fn bank_survives_a_crash_at_each_failpoint() {
         "before_prepare@40",
         "after_prepare:1@40",
         "after_prepare:2@40",
-        "after_log@40",
+        "after_decision@40",
         "after_commit:1@40",
-        "after_commit:3@40",
+        // A transfer touches three groups: two commit after the decision.
+        "after_commit:2@40",
     ]));
 }
 
@@ -952,7 +696,7 @@ fn instance_ids_are_unique_and_a_duplicate_does_not_start() {
             ));
             let mut p = Setup {
                 proxy: "default_group = \"data1\"",
-                groups: Some(layout(&dir).replace("instance_id = \"xa-test\"\n", "")),
+                groups: Some(layout(&xa_table(&dir, 500, ""))),
                 ..Default::default()
             }
             .start();

@@ -2,7 +2,8 @@
 //! would at one step of a distributed commit, so that tests can check
 //! recovery after a crash at exactly that step. Forms:
 //! `before_prepare`, `after_prepare:N` (after N branches prepared),
-//! `after_log` (the decision is durable, no branch committed),
+//! `after_decision` (the decision is durable, no other branch committed;
+//! `after_log` is its older name),
 //! `after_commit:N` (N branches committed); each may end in `@K`: stop the
 //! K-th time the step is reached (default the first).
 
@@ -40,13 +41,13 @@ impl Failpoint {
             None => (s, Some(1)),
         };
         let bad = || {
-            format!("{ENV}={s}: expected before_prepare, after_prepare:N, after_log or after_commit:N, optionally @K")
+            format!("{ENV}={s}: expected before_prepare, after_prepare:N, after_decision or after_commit:N, optionally @K")
         };
         let k = k.ok_or_else(bad)?;
         let n = |v: &str| v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(bad);
         let step = match step.split_once(':') {
             None if step == "before_prepare" => Step::BeforePrepare,
-            None if step == "after_log" => Step::AfterLog,
+            None if step == "after_log" || step == "after_decision" => Step::AfterLog,
             Some(("after_prepare", v)) => Step::AfterPrepare(n(v)?),
             Some(("after_commit", v)) => Step::AfterCommit(n(v)?),
             _ => return Err(bad()),

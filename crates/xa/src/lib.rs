@@ -1,16 +1,21 @@
 //! The distributed-transaction coordinator's state and decisions.
 //!
 //! A transaction that writes to several groups commits with XA two-phase
-//! commit: every branch is prepared, the decision is written to the
-//! [`log::DecisionLog`] and synced, then every branch commits. No logged
-//! decision means roll back (presumed abort), so a crash at any step
-//! leaves each transaction wholly committed or wholly rolled back once
-//! recovery ([`recover::plan`]) has run.
+//! commit: every branch but one is prepared, then the decision is
+//! committed in that one's branch, as a row of its group
+//! ([`decision`]), then every other branch commits. No decision row means
+//! roll back (presumed abort), so a crash at any step leaves each
+//! transaction wholly committed or wholly rolled back once recovery
+//! ([`recover::plan`]) has run, on this instance or, if it is gone for
+//! good, on any other of its fleet. The [`log::DecisionLog`] on local disk
+//! holds the decisions of branches from before decisions were kept with
+//! the data, and of nothing new.
 //!
 //! This crate does no server I/O: the proxy's sessions run the XA
 //! statements (`proxy/src/session/xa.rs`) and its recovery task asks each
 //! group's primary for prepared branches (`proxy/src/xa_recovery.rs`).
 
+pub mod decision;
 pub mod error;
 pub mod failpoint;
 pub mod instance;
@@ -94,6 +99,13 @@ pub struct Coordinator {
     in_doubt: Mutex<Vec<InDoubt>>,
     /// Wakes recovery early (a branch's commit failed; a primary changed).
     pub wake: tokio::sync::Notify,
+    /// Decision rows whose transactions finished, to be removed (decider
+    /// group, gtrid): recovery removes them in batches.
+    settled: Mutex<Vec<(usize, Vec<u8>)>>,
+    /// When recovery first saw each prepared transaction (by gtrid).
+    first_seen: Mutex<HashMap<Vec<u8>, std::time::Instant>>,
+    /// The servers (by address) known to have the decision table.
+    tables: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Coordinator {
@@ -114,7 +126,52 @@ impl Coordinator {
             touched: Mutex::new((0, std::collections::HashSet::new())),
             in_doubt: Mutex::new(Vec::new()),
             wake: tokio::sync::Notify::new(),
+            settled: Mutex::new(Vec::new()),
+            first_seen: Mutex::new(HashMap::new()),
+            tables: Mutex::new(std::collections::HashSet::new()),
         }
+    }
+
+    /// When a recovery pass first saw each of `gtrids` prepared (`now`
+    /// for those it had not seen before); forgets the others.
+    pub fn first_seen<'a>(
+        &self,
+        gtrids: impl IntoIterator<Item = &'a [u8]>,
+        now: std::time::Instant,
+    ) -> HashMap<Vec<u8>, std::time::Instant> {
+        let mut seen = self.first_seen.lock();
+        let mut out = HashMap::new();
+        for g in gtrids {
+            let t = *seen.entry(g.to_vec()).or_insert(now);
+            out.insert(g.to_vec(), t);
+        }
+        seen.retain(|g, _| out.contains_key(g));
+        out
+    }
+
+    /// Whether the server at `addr` was seen to have the decision table.
+    pub fn has_table(&self, addr: &str) -> bool {
+        self.tables.lock().contains(addr)
+    }
+
+    pub fn table_made(&self, addr: &str) {
+        self.tables.lock().insert(addr.to_string());
+    }
+
+    /// Every branch of `gtrid` is finished: its decision row in group
+    /// `decider` may go.
+    pub fn settled(&self, decider: usize, gtrid: &str) {
+        let mut s = self.settled.lock();
+        // Bounded: if the rows cannot be removed for a long time, the
+        // sweep of old rows removes them later.
+        if s.len() < 100_000 {
+            s.push((decider, gtrid.as_bytes().to_vec()));
+        }
+    }
+
+    /// The decision rows to remove, taken.
+    pub fn take_settled(&self) -> Vec<(usize, Vec<u8>)> {
+        std::mem::take(&mut *self.settled.lock())
     }
 
     /// The gtrid prefix of this instance's transactions.

@@ -142,6 +142,75 @@ pub fn branch(gtrid: &str, group: &str, index: usize) -> Xid {
     }
 }
 
+/// A group, by name and index, as a branch names it.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupRef<'a> {
+    pub name: &'a str,
+    pub index: usize,
+}
+
+/// The branch of `gtrid` in `group` when `decider` holds the
+/// transaction's decision: `<group>@<decider>` (by index, `g3@g0`, when
+/// the names do not fit), so that whoever finds the branch prepared knows
+/// where its decision is. The decider's own branch is [`branch`]: it is
+/// never prepared, it commits in one phase with the decision.
+pub fn branch_deciding(gtrid: &str, group: GroupRef<'_>, decider: GroupRef<'_>) -> Xid {
+    let named = format!("{}@{}", group.name, decider.name);
+    let bqual = match named.len() <= MAX_PART {
+        true => named.into_bytes(),
+        false => format!("g{}@g{}", group.index, decider.index).into_bytes(),
+    };
+    Xid {
+        format: FORMAT,
+        gtrid: gtrid.as_bytes().to_vec(),
+        bqual,
+    }
+}
+
+impl Xid {
+    /// Where this branch's decision is, for a branch found prepared in
+    /// `own` among `groups` (names by index).
+    pub fn decider(&self, own: GroupRef<'_>, groups: &[&str]) -> Decider {
+        let Ok(b) = std::str::from_utf8(&self.bqual) else {
+            return Decider::Log;
+        };
+        let index = format!("g{}", own.index);
+        let rest = [own.name, index.as_str()]
+            .into_iter()
+            .find_map(|p| b.strip_prefix(p).and_then(|r| r.strip_prefix('@')));
+        let Some(rest) = rest else {
+            return Decider::Log;
+        };
+        if let Some(i) = groups.iter().position(|g| *g == rest) {
+            return Decider::Group(i);
+        }
+        match rest.strip_prefix('g').and_then(|n| n.parse::<usize>().ok()) {
+            Some(i) if i < groups.len() => Decider::Group(i),
+            _ => Decider::Missing,
+        }
+    }
+}
+
+/// Where a prepared branch's decision is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decider {
+    /// In the decider group's `sextant.xa_decision` (its index).
+    Group(usize),
+    /// In the owner's decision log (a branch whose bqual names only its
+    /// own group, from before decisions were kept with the data).
+    Log,
+    /// In a group that is no longer configured: nobody can tell.
+    Missing,
+}
+
+/// The instance a gtrid of sextant's names (`sx:<instance>:...`).
+pub fn owner_of(gtrid: &[u8]) -> Option<&str> {
+    let g = std::str::from_utf8(gtrid).ok()?;
+    let rest = g.strip_prefix("sx:")?;
+    let (id, _) = rest.split_once(':')?;
+    valid_instance(id).then_some(id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +250,71 @@ mod tests {
         assert!(!valid_instance(&"x".repeat(33)));
         assert_eq!(instance_from_listen("127.0.0.1:6033"), "127.0.0.1-6033");
         assert!(valid_instance(&instance_from_listen("[::1]:6033")));
+    }
+
+    #[test]
+    fn a_prepared_branch_names_the_group_holding_its_decision() {
+        let groups = ["data1", "data2", "data3"];
+        let own = GroupRef {
+            name: "data3",
+            index: 2,
+        };
+        let d = GroupRef {
+            name: "data1",
+            index: 0,
+        };
+        let x = branch_deciding("sx:a:1:2", own, d);
+        assert_eq!(x.bqual, b"data3@data1");
+        assert_eq!(x.decider(own, &groups), Decider::Group(0));
+        // The decision log's branches name no decider.
+        assert_eq!(
+            branch("sx:a:1:2", "data3", 2).decider(own, &groups),
+            Decider::Log
+        );
+        // Names too long for the bqual: indexes.
+        let long = "n".repeat(40);
+        let (own, d) = (
+            GroupRef {
+                name: &long,
+                index: 2,
+            },
+            GroupRef {
+                name: &long,
+                index: 0,
+            },
+        );
+        let x = branch_deciding("g", own, d);
+        assert_eq!(x.bqual, b"g2@g0");
+        assert_eq!(x.decider(own, &groups), Decider::Group(0));
+        // A decider no longer configured is not guessed.
+        let gone = branch_deciding(
+            "g",
+            GroupRef {
+                name: "data3",
+                index: 2,
+            },
+            GroupRef {
+                name: "old",
+                index: 7,
+            },
+        );
+        assert_eq!(
+            gone.decider(
+                GroupRef {
+                    name: "data3",
+                    index: 2
+                },
+                &groups
+            ),
+            Decider::Missing
+        );
+    }
+
+    #[test]
+    fn the_owner_is_read_from_the_gtrid() {
+        assert_eq!(owner_of(b"sx:host-1a2b:18f:3"), Some("host-1a2b"));
+        assert_eq!(owner_of(b"client-xa"), None);
+        assert_eq!(owner_of(b"sx:bad id:1:2"), None);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! A transaction on a sharded layout, carried out as XA so that it may
 //! span groups: each group's branch starts (`XA START`) on the group's
 //! primary when the transaction first touches the group; at COMMIT one
-//! branch commits in one phase, several by two-phase commit with the
-//! decision logged before any branch commits (`sextant_xa`); ROLLBACK, a
-//! failure before the decision, or a client that leaves rolls every
-//! branch back.
+//! branch commits in one phase, several by two-phase commit: every branch
+//! but the first one's is prepared, the first (the decider) commits in one
+//! phase together with the decision row (`sextant_xa::decision`), then the
+//! others commit. ROLLBACK, a failure before the decision, or a client
+//! that leaves rolls every branch back.
 //!
 //! While the transaction runs, the session's binding is the branch of its
 //! current group; the other branches wait here ([`Dist::parked`]).
@@ -17,6 +18,7 @@ use sextant_protocol::codec::write_packet;
 use sextant_protocol::consts::status;
 use sextant_routing::Target;
 use sextant_sharding::analyze::GroupSet;
+use sextant_xa::decision::{self, Verdict};
 use sextant_xa::{xid, Flying, Stage, Step};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -40,6 +42,32 @@ pub(super) struct Dist {
 struct Branch {
     group: usize,
     lease: Option<Lease>,
+    /// Its xid, as XA statements take it.
+    xid: String,
+}
+
+impl Dist {
+    /// The xid of the branch in `group`: the first group started holds
+    /// the decision, and every other branch names it, so that whoever
+    /// finds one prepared knows where to look.
+    fn xid(&self, sh: &Sharding, group: usize) -> xid::Xid {
+        let gtrid = &self.flying.gtrid;
+        let own = xid::GroupRef {
+            name: sh.router.group_name(group),
+            index: group,
+        };
+        match self.started.first() {
+            Some(&first) if first != group => xid::branch_deciding(
+                gtrid,
+                own,
+                xid::GroupRef {
+                    name: sh.router.group_name(first),
+                    index: first,
+                },
+            ),
+            _ => xid::branch(gtrid, own.name, group),
+        }
+    }
 }
 
 impl Session {
@@ -189,7 +217,7 @@ impl Session {
         }
         // Branches run on primaries only, whatever the routing says.
         self.attach(Target::Primary).await?;
-        let x = xid::branch(&d.flying.gtrid, &group.name, i);
+        let x = d.xid(sh, i);
         let Some(lease) = self.binding.direct_mut() else {
             return Err(SessionError::XaRolledBack(format!(
                 "no connection to group {name}'s primary"
@@ -319,7 +347,12 @@ impl Session {
                 true => bound.take(),
                 false => d.parked[g].take(),
             };
-            branches.push(Branch { group: g, lease });
+            let xid = d.xid(sh, g).sql();
+            branches.push(Branch {
+                group: g,
+                lease,
+                xid,
+            });
         }
         drop(bound);
         self.pending_begin = None;
@@ -342,7 +375,7 @@ impl Session {
         if !commit || doomed.is_some() {
             counters.xa_rolled_back.fetch_add(1, Ordering::Relaxed);
             d.flying.set_stage(Stage::RollingBack);
-            rollback(&d.flying.gtrid, sh, &mut branches, true).await;
+            rollback(&mut branches, true).await;
             return match (commit, doomed) {
                 (true, Some(why)) => Err(SessionError::XaRolledBack(why)),
                 _ => Ok(()),
@@ -351,7 +384,7 @@ impl Session {
         let (r, counter) = match branches.len() {
             0 => return Ok(()),
             1 => (
-                self.one_phase(sh, &d, &mut branches[0]).await,
+                self.one_phase(sh, &mut branches[0]).await,
                 &self.shared.counters.xa_one_phase,
             ),
             _ => (
@@ -370,14 +403,9 @@ impl Session {
         r
     }
 
-    async fn one_phase(
-        &mut self,
-        sh: &Arc<Sharding>,
-        d: &Dist,
-        b: &mut Branch,
-    ) -> Result<(), SessionError> {
+    async fn one_phase(&mut self, sh: &Arc<Sharding>, b: &mut Branch) -> Result<(), SessionError> {
         let name = sh.router.group_name(b.group).to_string();
-        let x = xid::branch(&d.flying.gtrid, &name, b.group).sql();
+        let x = b.xid.clone();
         let Some(l) = b.lease.as_mut() else {
             return Ok(());
         };
@@ -434,22 +462,44 @@ impl Session {
         let gtrid = d.flying.gtrid.clone();
         d.flying.set_stage(Stage::Preparing);
         coord.failpoint.hit(Step::BeforePrepare);
-        let xids: Vec<String> = branches
-            .iter()
-            .map(|b| xid::branch(&gtrid, sh.router.group_name(b.group), b.group).sql())
-            .collect();
-        // Every branch's END and PREPARE go out before any answer is read:
-        // one round trip for all.
+        // The first branch started holds the decision (Dist::xid).
+        let Some(decider) = d.started.first().copied() else {
+            return Ok(());
+        };
+        let Some(dk) = branches.iter().position(|b| b.group == decider) else {
+            return Ok(());
+        };
+        let decider_name = sh.router.group_name(decider).to_string();
+        if let Some(server) = branches[dk].lease.as_ref().map(|l| l.server.clone()) {
+            if !coord.has_table(server.addr.as_ref()) {
+                let rt = self.shared.runtime.load_full();
+                if let Err(e) =
+                    crate::xa_recovery::ensure_decision_table(&rt, &server, &coord).await
+                {
+                    tracing::warn!(parent: &self.span, group = %decider_name, "cannot create the decision table: {e}");
+                }
+            }
+        }
+        let insert = decision::insert_sql(gtrid.as_bytes(), Verdict::Commit, &coord.instance);
+        // Every other branch's END and PREPARE, and the decision row in
+        // the decider's branch (not committed yet: it holds its key's lock
+        // until the decider commits or rolls back), go out before any
+        // answer is read: one round trip for all.
         let mut failure: Option<String> = None;
         let mut sent = vec![false; branches.len()];
         for (k, b) in branches.iter_mut().enumerate() {
             let Some(l) = b.lease.as_mut() else { continue };
             let conn = l.conn_mut();
-            let r = async {
-                conn.send_internal(&format!("XA END {}", xids[k])).await?;
-                conn.send_internal(&format!("XA PREPARE {}", xids[k])).await
-            }
-            .await;
+            let r = match k == dk {
+                true => conn.send_internal(&insert).await,
+                false => {
+                    async {
+                        conn.send_internal(&format!("XA END {}", b.xid)).await?;
+                        conn.send_internal(&format!("XA PREPARE {}", b.xid)).await
+                    }
+                    .await
+                }
+            };
             match r {
                 Ok(()) => sent[k] = true,
                 Err(e) => {
@@ -469,23 +519,40 @@ impl Session {
             }
             let Some(l) = b.lease.as_mut() else { continue };
             let conn = l.conn_mut();
-            let end = conn.read_internal("XA END").await;
-            let lost = matches!(&end, Err(e) if !matches!(e, BackendError::Server { .. }));
-            let prep = match lost {
-                true => Ok(()),
-                false => conn.read_internal("XA PREPARE").await,
+            let answer = match k == dk {
+                true => conn.read_internal("decision").await,
+                false => {
+                    let end = conn.read_internal("XA END").await;
+                    let lost = matches!(&end, Err(e) if !matches!(e, BackendError::Server { .. }));
+                    let prep = match lost {
+                        true => Ok(()),
+                        false => conn.read_internal("XA PREPARE").await,
+                    };
+                    end.and(prep)
+                }
             };
-            match end.and(prep) {
+            match answer {
+                Ok(()) if k == dk => {}
                 Ok(()) => {
                     prepared += 1;
                     coord.failpoint.hit(Step::AfterPrepare(prepared));
                 }
                 Err(why) => {
-                    failure.get_or_insert_with(|| {
-                        format!(
+                    failure.get_or_insert_with(|| match (k == dk, &why) {
+                        (true, BackendError::Server { code: 1062, .. }) => {
+                            "another sextant instance found its branches prepared and, taking this instance for gone, rolled it back".to_string()
+                        }
+                        (true, BackendError::Server { code: 1146, .. }) => format!(
+                            "group {decider_name} has no {} table to record the decision in: sextant creates it with the first user's account at start; create it or grant that account CREATE on the sextant schema (see docs/sharding.md)",
+                            decision::TABLE
+                        ),
+                        (true, _) => format!(
+                            "the decision could not be recorded in group {decider_name}: {why}"
+                        ),
+                        (false, _) => format!(
                             "group {} could not prepare: {why}",
                             sh.router.group_name(b.group)
-                        )
+                        ),
                     });
                     if !matches!(why, BackendError::Server { .. }) {
                         if let Some(l) = b.lease.take() {
@@ -495,30 +562,58 @@ impl Session {
                 }
             }
         }
+        if failure.is_none() {
+            if let Some(why) = self.may_not_decide() {
+                failure = Some(why);
+            }
+        }
         if let Some(why) = failure {
             d.flying.set_stage(Stage::RollingBack);
-            rollback(&gtrid, sh, branches, false).await;
+            let (decider_branch, others) = split_decider(branches, dk);
+            rollback(std::slice::from_mut(decider_branch), true).await;
+            rollback(others, false).await;
             return Err(SessionError::XaRolledBack(why));
         }
-        // The decision: durable before any branch commits.
-        let logged = match coord.log.commit(&gtrid, prepared).await {
-            Ok(r) => r,
-            Err(_) => Err(sextant_xa::XaError::Closed),
-        };
-        if let Err(e) = logged {
-            d.flying.set_stage(Stage::RollingBack);
-            rollback(&gtrid, sh, branches, false).await;
-            return Err(SessionError::XaRolledBack(format!(
-                "the commit decision could not be logged: {e}"
-            )));
+        // The decision: the decider's branch commits in one phase, with
+        // its row.
+        match self.commit_decider(&mut branches[dk]).await {
+            Ok(()) => {}
+            Err(Decided::No(why)) => {
+                d.flying.set_stage(Stage::RollingBack);
+                let (_, others) = split_decider(branches, dk);
+                rollback(others, false).await;
+                return Err(SessionError::XaRolledBack(format!(
+                    "group {decider_name}: {why}"
+                )));
+            }
+            Err(Decided::Unknown(why)) => {
+                // Recovery reads the decider's row (or its absence) and
+                // settles the prepared branches accordingly.
+                for b in branches.iter_mut() {
+                    if let Some(l) = b.lease.take() {
+                        l.discard();
+                    }
+                }
+                coord.wake.notify_one();
+                return Err(SessionError::XaUnknown(format!(
+                    "the connection to group {decider_name}'s primary was lost while it committed the decision: {why}"
+                )));
+            }
         }
         coord.failpoint.hit(Step::AfterLog);
         d.flying.set_stage(Stage::Committing);
+        self.note_branch_write(sh, &mut branches[dk]);
         let mut unfinished = false;
         for (k, b) in branches.iter_mut().enumerate() {
-            let Some(l) = b.lease.as_mut() else { continue };
+            if k == dk {
+                continue;
+            }
+            let Some(l) = b.lease.as_mut() else {
+                unfinished = true;
+                continue;
+            };
             if l.conn_mut()
-                .send_internal(&format!("XA COMMIT {}", xids[k]))
+                .send_internal(&format!("XA COMMIT {}", b.xid))
                 .await
                 .is_err()
             {
@@ -529,7 +624,10 @@ impl Session {
             }
         }
         let mut committed = 0u32;
-        for b in branches.iter_mut() {
+        for (k, b) in branches.iter_mut().enumerate() {
+            if k == dk {
+                continue;
+            }
             let Some(l) = b.lease.as_mut() else { continue };
             match l.conn_mut().read_internal("XA COMMIT").await {
                 Ok(()) => {
@@ -550,9 +648,61 @@ impl Session {
             // Committed by decision: recovery commits what is left.
             coord.wake.notify_one();
         } else {
-            coord.log.finished(&gtrid);
+            coord.settled(decider, &gtrid);
         }
         Ok(())
+    }
+
+    /// Why this instance may not decide a commit now: in a fleet, once its
+    /// lease may have expired, another instance may be settling its
+    /// transactions (rolling back those without a decision row).
+    fn may_not_decide(&self) -> Option<String> {
+        let fleet = self.shared.fleet.get()?;
+        (!fleet.holds_lease()).then(|| {
+            "this sextant instance could not renew its fleet lease in time, so it may not decide a commit (another instance may be settling its transactions)".to_string()
+        })
+    }
+
+    /// Commits the decider's branch (and with it the decision row) in one
+    /// phase.
+    async fn commit_decider(&mut self, b: &mut Branch) -> Result<(), Decided> {
+        let Some(l) = b.lease.as_mut() else {
+            return Err(Decided::No("its connection was lost".into()));
+        };
+        let conn = l.conn_mut();
+        let end = format!("XA END {}", b.xid);
+        let commit = format!("XA COMMIT {} ONE PHASE", b.xid);
+        let sent = async {
+            conn.send_internal(&end).await?;
+            conn.send_internal(&commit).await
+        }
+        .await;
+        if let Err(e) = sent {
+            // Nothing reached the server, or part of it: the branch was
+            // never prepared, so the server rolls it back when the
+            // connection closes, unless the commit got through whole.
+            if let Some(l) = b.lease.take() {
+                l.discard();
+            }
+            return Err(Decided::Unknown(e.to_string()));
+        }
+        let end = conn.read_internal("XA END").await;
+        let commit = conn.read_internal("XA COMMIT ONE PHASE").await;
+        match (end, commit) {
+            (_, Ok(())) => Ok(()),
+            (end, Err(e @ BackendError::Server { .. })) => {
+                if let Some(l) = b.lease.take() {
+                    l.discard();
+                }
+                Err(Decided::No(end.err().unwrap_or(e).to_string()))
+            }
+            (_, Err(e)) => {
+                if let Some(l) = b.lease.take() {
+                    l.discard();
+                }
+                Err(Decided::Unknown(e.to_string()))
+            }
+        }
     }
 
     /// A committed branch's write, for read-your-writes in its group.
@@ -587,12 +737,27 @@ impl Session {
     }
 }
 
+/// How the decider's one-phase commit ended, when it did not commit.
+enum Decided {
+    /// The server refused it: nothing committed.
+    No(String),
+    /// The connection was lost: committed or not, recovery tells.
+    Unknown(String),
+}
+
+/// The decider's branch and the others.
+fn split_decider(branches: &mut [Branch], dk: usize) -> (&mut Branch, &mut [Branch]) {
+    branches.swap(0, dk);
+    let (first, rest) = branches.split_at_mut(1);
+    (&mut first[0], rest)
+}
+
 /// Rolls every branch back; a connection that does not answer OK is
 /// closed (the server then rolls back a branch that was not prepared;
 /// recovery one that was). `active`: the branches are not ended yet.
-async fn rollback(gtrid: &str, sh: &Arc<Sharding>, branches: &mut [Branch], active: bool) {
+async fn rollback(branches: &mut [Branch], active: bool) {
     for b in branches.iter_mut() {
-        let x = xid::branch(gtrid, sh.router.group_name(b.group), b.group).sql();
+        let x = &b.xid;
         let Some(l) = b.lease.as_mut() else { continue };
         let conn = l.conn_mut();
         let end = format!("XA END {x}");

@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod bank;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

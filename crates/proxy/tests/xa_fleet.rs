@@ -1,0 +1,142 @@
+//! Distributed transactions in a fleet: an instance that stops for good
+//! in the middle of a two-phase commit, its state directory (decision log
+//! and id) deleted with it, leaves no transaction half-done and no branch
+//! prepared: another instance settles its transactions from the decision
+//! rows in the groups once its lease expired. Against a real four-group
+//! lab, a real etcd and HAProxy (Debian's) in front of three instances.
+//! (Its own test binary, with its own lab: it stops sextants at
+//! failpoints.)
+
+mod common;
+use common::bank::*;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One sextant of fleet `xa` on `etcd` over the bank's layout, behind
+/// HAProxy, its decision log and instance id kept in `state` (no id
+/// configured: it is made there once).
+fn instance(etcd: &Etcd, state: &Path, env: &[(&'static str, &str)]) -> Proxy {
+    member(etcd, state, env, "proxy_protocol_from = [\"127.0.0.1\"]")
+}
+
+fn member(etcd: &Etcd, state: &Path, env: &[(&'static str, &str)], proxy: &str) -> Proxy {
+    let xa = format!(
+        "[xa]\nlog_dir = \"{}\"\nrecover_interval_ms = 500\n",
+        state.join("xa").display()
+    );
+    let cluster = format!(
+        "\n[cluster]\netcd = [\"{}\"]\nname = \"xa\"\nstate_dir = \"{}\"\nlease_ttl_ms = 3000\n",
+        etcd.endpoint,
+        state.display()
+    );
+    Setup {
+        proxy: &format!("default_group = \"data1\"\n{proxy}"),
+        groups: Some(layout(&xa) + &cluster),
+        http: true,
+        env: env.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        ..Default::default()
+    }
+    .start()
+}
+
+fn id_in(state: &Path) -> String {
+    std::fs::read_to_string(state.join("instance-id"))
+        .expect("instance-id")
+        .trim()
+        .to_string()
+}
+
+/// Three instances behind HAProxy, 16 clients moving money between 1,000
+/// accounts over four groups (most transfers touch three). Instance A
+/// stops as kill -9 would at each step of its two-phase commit in turn,
+/// and its state directory is deleted. Each time: B and C settle A's
+/// transactions (commit those whose decision row is there, roll back the
+/// others) and no branch is left prepared within 15 s of the kill, no
+/// transfer is there in part, every transfer answered committed is there
+/// and none answered failed is, and A started again on its emptied
+/// directory runs under a new id.
+#[test]
+fn a_lost_instances_transactions_are_settled_by_another() {
+    let _ = LAB_ARGS.set(&["--shards", "4", "--replicas", "1"]);
+    const ACCOUNTS: i64 = 1000;
+    fresh_bank(ACCOUNTS);
+    let etcd = Etcd::start();
+    let b = instance(&etcd, &etcd.dir.join("state-b"), &[]);
+    let c = instance(&etcd, &etcd.dir.join("state-c"), &[]);
+    let points = [
+        "before_prepare@20",
+        "after_prepare:1@20",
+        "after_prepare:2@20",
+        "after_decision@20",
+        "after_commit:1@20",
+    ];
+    let mut report = Vec::new();
+    for (k, point) in points.iter().enumerate() {
+        let state: PathBuf = etcd.dir.join(format!("state-a{k}"));
+        let mut a = instance(&etcd, &state, &[("SEXTANT_XA_FAILPOINT", point)]);
+        let a_id = id_in(&state);
+        let haproxy = HaProxy::start(&[&a, &b, &c]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let ports = [haproxy.port];
+        // Transfer ids differ from one round to the next.
+        let clients: Vec<_> = (0..16u64)
+            .map(|n| {
+                let stop = stop.clone();
+                let n = 100 * k as u64 + n;
+                std::thread::spawn(move || transfer_client(&ports, n, ACCOUNTS, &stop))
+            })
+            .collect();
+        assert!(
+            a.exited_within(Duration::from_secs(60)),
+            "{point}: A did not reach its failpoint under load"
+        );
+        let killed = Instant::now();
+        // Its disk is gone with it.
+        std::fs::remove_dir_all(&state).expect("remove A's state directory");
+        // B and C serve on a moment longer, then the clients stop (their
+        // own transactions end, so that only A's could stay prepared).
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::Relaxed);
+        let mut seen = Vec::new();
+        for t in clients {
+            seen.extend(t.join().expect("client thread"));
+        }
+        let left = Duration::from_secs(15).saturating_sub(killed.elapsed());
+        until_no_prepared(left);
+        let settled = killed.elapsed();
+        let (ok, failed, unknown) = check_bank(&seen, ACCOUNTS);
+        assert!(ok > 20, "{point}: too few transfers committed: {ok}");
+        report.push(format!(
+            "{point}: no branch prepared {settled:?} after the kill; {ok} committed, {failed} failed, {unknown} unknown"
+        ));
+        drop(haproxy);
+        // A again, on its emptied directory: a new id, never the old one,
+        // and it commits over several groups.
+        // (Reached directly, not through HAProxy.)
+        let a2 = member(&etcd, &state, &[], "");
+        let a2_id = id_in(&state);
+        assert_ne!(a2_id, a_id, "{point}: a lost instance's id was reused");
+        let mut conn = mysql::Conn::new(
+            mysql::Opts::from_url(&format!(
+                "mysql://app:apppass@127.0.0.1:{}/{DB}?prefer_socket=false",
+                a2.port
+            ))
+            .unwrap(),
+        )
+        .expect("connect to A again");
+        use mysql::prelude::Queryable;
+        conn.query_drop("BEGIN").unwrap();
+        // Three groups, nothing moved: the books stay as they were.
+        for id in 1..=3 {
+            add(&mut conn, id, 0).unwrap();
+        }
+        conn.query_drop("COMMIT").unwrap();
+        drop(conn);
+        drop(a2);
+        check_bank(&[], ACCOUNTS);
+    }
+    eprintln!("{}", report.join("\n"));
+}
