@@ -86,26 +86,12 @@ async fn renew(
         Some(id) => {
             // A lease etcd no longer has (it expired while etcd or this
             // instance was away) is replaced.
-            let alive = match keeper {
-                Some((k, s)) => match k.keep_alive().await {
-                    Ok(()) => s
-                        .message()
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .map(|r| r.ttl() > 0),
-                    Err(e) => return Err(e.to_string()),
-                },
-                None => {
-                    let (mut k, mut s) = c.lease_keep_alive(id).await.map_err(|e| e.to_string())?;
-                    k.keep_alive().await.map_err(|e| e.to_string())?;
-                    let alive = s
-                        .message()
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .map(|r| r.ttl() > 0);
-                    *keeper = Some((k, s));
-                    alive
-                }
+            let alive = match keep_alive(&mut c, keeper, id).await {
+                Ok(alive) => alive,
+                // Expired while this instance was away from etcd (and etcd
+                // was not): a new lease, below.
+                Err(e) if lease_gone(&e) => None,
+                Err(e) => return Err(e.to_string()),
             };
             if alive == Some(true) {
                 id
@@ -156,4 +142,30 @@ async fn renew(
     fleet.members_asked(asked);
     fleet.reachable();
     Ok(())
+}
+
+/// One keep-alive of lease `id` (its stream opened first if need be):
+/// whether etcd says it lives.
+async fn keep_alive(
+    c: &mut etcd_client::Client,
+    keeper: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+    id: i64,
+) -> Result<Option<bool>, etcd_client::Error> {
+    if keeper.is_none() {
+        *keeper = Some(c.lease_keep_alive(id).await?);
+    }
+    let Some((k, s)) = keeper.as_mut() else {
+        return Ok(None);
+    };
+    k.keep_alive().await?;
+    Ok(s.message().await?.map(|r| r.ttl() > 0))
+}
+
+/// Whether etcd answered that the lease does not exist (any more).
+fn lease_gone(e: &etcd_client::Error) -> bool {
+    match e {
+        // gRPC NOT_FOUND (5).
+        etcd_client::Error::GRpcStatus(s) => s.code() as i32 == 5,
+        other => other.to_string().contains("lease not found"),
+    }
 }

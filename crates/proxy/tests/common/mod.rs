@@ -995,6 +995,68 @@ impl Forwarder {
     }
 }
 
+/// A TCP forwarder to `127.0.0.1:target` that a test can close and open
+/// again, to cut one process off from a service others still reach:
+/// while closed, every open connection is closed at its next byte either
+/// way and new ones are closed at once; opened again, it forwards anew.
+pub struct Gate {
+    pub port: u16,
+    closed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Gate {
+    pub fn start(target: u16) -> Gate {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let port = free_port();
+        let listener = TcpListener::bind(("127.0.0.1", port)).expect("gate bind");
+        let closed = Arc::new(AtomicBool::new(false));
+        let flag = closed.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if flag.load(Ordering::Relaxed) {
+                    continue; // dropped: closed at once
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                for (from, to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let f = flag.clone();
+                    std::thread::spawn(move || {
+                        let (mut from, mut to) = (from, to);
+                        let mut buf = [0u8; 65536];
+                        while let Ok(n) = from.read(&mut buf) {
+                            if n == 0
+                                || f.load(Ordering::Relaxed)
+                                || to.write_all(&buf[..n]).is_err()
+                            {
+                                break;
+                            }
+                        }
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Gate { port, closed }
+    }
+
+    pub fn close(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn open(&self) {
+        self.closed
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 impl Proxy {
     /// A server's state in SHOW BACKENDS (up, down, lagging, maintenance).
     pub fn state_of(&self, port: u16) -> String {
