@@ -41,6 +41,9 @@ pub struct GroupServers {
     /// Set when a session ran DDL through the group: the monitor reads the
     /// catalogue again at its next check instead of waiting its turn.
     pub catalogue_stale: std::sync::atomic::AtomicBool,
+    /// The primary's position as read for reads that must see writes
+    /// acknowledged by any instance of a fleet.
+    pub primary_position: crate::position::PrimaryPosition,
 }
 
 const NO_PRIMARY: usize = usize::MAX;
@@ -89,6 +92,7 @@ impl GroupServers {
             heartbeat_us: std::sync::atomic::AtomicI64::new(0),
             catalogue: Default::default(),
             catalogue_stale: std::sync::atomic::AtomicBool::new(true),
+            primary_position: Default::default(),
         }
     }
 

@@ -11,6 +11,7 @@ pub mod gtid;
 mod health;
 pub mod pipe;
 mod pool;
+pub mod position;
 pub mod shared_wait;
 mod state;
 pub mod stats;

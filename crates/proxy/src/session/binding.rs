@@ -59,6 +59,9 @@ impl Session {
     /// Makes sure a server connection suitable for `target` is attached and
     /// carries the session's state.
     pub(super) async fn attach(&mut self, target: Target) -> Result<(), SessionError> {
+        if target == Target::Replica {
+            self.fleet_need().await;
+        }
         if let Some(a) = self.binding.direct() {
             let fits = self.pinned()
                 || match target {

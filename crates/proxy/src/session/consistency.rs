@@ -75,6 +75,9 @@ impl Session {
     pub(super) fn require(&mut self, plan: &Plan) {
         self.stmt = super::stmt::Stmt {
             need: plan.read.own_writes.and_then(|s| self.own_write(s)),
+            fleet: plan.read.own_writes == Some(ConsistencyScope::User)
+                && self.shared.fleet.get().is_some()
+                && self.group.topology != sextant_config::Topology::Galera,
             mono: plan.read.monotonic,
             ..Default::default()
         };
@@ -91,6 +94,40 @@ impl Session {
     pub(super) fn read_done(&mut self) {
         if std::mem::take(&mut self.stmt).mono {
             self.note_seen();
+        }
+    }
+
+    /// In a fleet, with `consistency_scope = "user"`: the read must also
+    /// see the user's writes other instances acknowledged before it
+    /// arrived. Each committed on the group's primary before its OK, so
+    /// the primary's position read after this moment covers them; one such
+    /// read at a time serves every statement of the group that arrived
+    /// before it was sent. If the position cannot be read (no primary, or
+    /// it does not answer within the wait budget), the read goes on with
+    /// what this instance knows.
+    pub(super) async fn fleet_need(&mut self) {
+        if !std::mem::take(&mut self.stmt.fleet) {
+            return;
+        }
+        let group = self.group.clone();
+        let Some(primary) = group.primary() else {
+            return;
+        };
+        let user = self.user.clone();
+        let flavor = self.flavor;
+        let budget = self.user.policy().causal_wait_ms.max(50);
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(budget);
+        let read = || async move {
+            primary_position(primary, &user.backend_user, &user.backend_password, flavor).await
+        };
+        if let Some(g) = group.primary_position.after_now(deadline, read).await {
+            let local_newer = self
+                .stmt
+                .need
+                .is_some_and(|l| l.domain == g.domain && l.seq > g.seq);
+            if !local_newer {
+                self.stmt.need = Some(g);
+            }
         }
     }
 
@@ -115,4 +152,42 @@ impl Session {
         self.last_write = Some(g);
         self.user.latest_write.publish(&g);
     }
+}
+
+/// The primary's newest write in its own domain (MariaDB: its
+/// `gtid_domain_id` in `gtid_binlog_pos`; MySQL: its `server_uuid` in
+/// `gtid_executed`), read on a pooled connection. None: it cannot be read,
+/// or the primary has written nothing there.
+async fn primary_position(
+    primary: &Arc<Server>,
+    user: &str,
+    password: &str,
+    flavor: sextant_backend::Flavor,
+) -> Option<Gtid> {
+    let mariadb = primary.health.server_version().is_none_or(|v| v.mariadb);
+    let sql = match mariadb {
+        true => "SELECT @@gtid_binlog_pos, @@gtid_domain_id",
+        false => "SELECT @@gtid_executed, @@server_uuid",
+    };
+    let mut lease = sextant_backend::Lease::new(
+        primary.clone(),
+        primary.acquire(user, password, flavor).await.ok()?,
+    );
+    let rows = match lease.conn_mut().query_internal(sql).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            if !matches!(e, sextant_backend::BackendError::Server { .. }) {
+                lease.discard();
+            }
+            return None;
+        }
+    };
+    let row = rows.first()?;
+    let (list, own) = (row.first()?.as_deref()?, row.get(1)?.as_deref()?);
+    let own_domain = match mariadb {
+        true => own.trim().parse::<u32>().ok()?,
+        false => sextant_backend::gtid::Gtid::parse_mysql(&format!("{}:1", own.trim()))?.domain,
+    };
+    let own = sextant_backend::gtid::parse_list(list).find(|g| g.domain == own_domain);
+    own
 }

@@ -224,6 +224,7 @@ impl Session {
     /// A pipe for this session's next plain read, and its server. None:
     /// the read goes the usual way.
     pub(super) async fn read_pipe(&mut self) -> Option<(Arc<Server>, Arc<Pipe>)> {
+        self.fleet_need().await;
         if self.binding.is_bound() {
             // Right after a write, reads stay on the held primary
             // connection (read_your_writes without a replica wait).

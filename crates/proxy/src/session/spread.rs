@@ -25,10 +25,14 @@ impl Session {
     ) -> Result<Vec<Lease>, SessionError> {
         let home = self.group.clone();
         let mut leases = Vec::with_capacity(set.len() as usize);
+        // In a fleet each group's primary position is read for its own
+        // connection (Session::fleet_need).
+        let (need, fleet) = (self.stmt.need, self.stmt.fleet);
         for i in set.iter() {
             let Some(g) = sh.groups.get(i).cloned() else {
                 continue;
             };
+            (self.stmt.need, self.stmt.fleet) = (need, fleet);
             self.enter_group(sh, g, Some(i));
             let got = self.attach(target).await;
             let lease = match std::mem::take(&mut self.binding) {

@@ -13,6 +13,10 @@ pub(super) struct Stmt {
     pub retry: Retry,
     /// read_your_writes: the write a replica must have applied.
     pub need: Option<Gtid>,
+    /// read_your_writes over a fleet: `need` must still take in the
+    /// writes other instances acknowledged, read from the primary's
+    /// position before the statement is placed (`Session::fleet_need`).
+    pub fleet: bool,
     /// monotonic: it must not read older data than the session has seen.
     pub mono: bool,
     /// Its wait on a replica for the write it must see.
@@ -24,6 +28,7 @@ impl Default for Stmt {
         Stmt {
             retry: Retry::Never,
             need: None,
+            fleet: false,
             mono: false,
             wait: ReplicaWait::default(),
         }
