@@ -7,8 +7,14 @@
 //! primary per read's latency, and one at a time, however many reads.
 
 use crate::gtid::{Gtid, Newest};
+use crate::{BackendConn, Server};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use tokio::sync::Notify;
+
+/// The primary's position could not be read in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unknown;
 
 #[derive(Default)]
 pub struct PrimaryPosition {
@@ -22,17 +28,44 @@ pub struct PrimaryPosition {
     /// The newest position read.
     newest: Newest,
     ended_signal: Notify,
+    /// The connection the reads use, kept between them (one read at a
+    /// time), so that a busy pool never holds them up.
+    conn: parking_lot::Mutex<Option<(Arc<Server>, BackendConn)>>,
 }
 
 impl PrimaryPosition {
+    /// The kept connection, if it is to `server` (one to a former primary
+    /// is closed).
+    pub fn take_conn(&self, server: &Arc<Server>) -> Option<BackendConn> {
+        match self.conn.lock().take() {
+            Some((s, c)) if Arc::ptr_eq(&s, server) => Some(c),
+            Some((s, c)) => {
+                s.discard(c);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Keeps the connection for the next read.
+    pub fn keep_conn(&self, server: Arc<Server>, c: BackendConn) {
+        if let Some((s, old)) = self.conn.lock().replace((server, c)) {
+            s.discard(old);
+        }
+    }
+
     /// The primary's position as of a moment after this call, read by
-    /// `read` (this caller's, or another's that began after this call):
-    /// None when that read failed or the primary has written nothing in
-    /// its domain, or when `deadline` passes first.
-    pub async fn after_now<F, Fut>(&self, deadline: tokio::time::Instant, read: F) -> Option<Gtid>
+    /// `read` (this caller's, or another's that began after this call;
+    /// `Ok(None)`: the primary has written nothing in its domain). Err
+    /// when no such read gave one by `deadline`: the position is unknown.
+    pub async fn after_now<F, Fut>(
+        &self,
+        deadline: tokio::time::Instant,
+        read: F,
+    ) -> Result<Option<Gtid>, Unknown>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Option<Gtid>>,
+        Fut: std::future::Future<Output = Result<Option<Gtid>, Unknown>>,
     {
         let need = self.begun.load(Ordering::SeqCst) + 1;
         let mut read = Some(read);
@@ -40,11 +73,10 @@ impl PrimaryPosition {
             let signal = self.ended_signal.notified();
             tokio::pin!(signal);
             signal.as_mut().enable();
-            if self.ended.load(Ordering::SeqCst) >= need {
-                // None if no read that began after this call gave one.
-                return (self.newest_of.load(Ordering::SeqCst) >= need)
-                    .then(|| self.newest.load())
-                    .flatten();
+            if self.ended.load(Ordering::SeqCst) >= need
+                && self.newest_of.load(Ordering::SeqCst) >= need
+            {
+                return Ok(self.newest.load());
             }
             if self
                 .in_flight
@@ -54,10 +86,17 @@ impl PrimaryPosition {
                 let n = self.begun.fetch_add(1, Ordering::SeqCst) + 1;
                 let got = match read.take() {
                     Some(r) => r().await,
-                    None => None,
+                    // This caller's read ran and failed: another one, by
+                    // whoever comes next, or the deadline.
+                    None => {
+                        self.in_flight.store(false, Ordering::SeqCst);
+                        return Err(Unknown);
+                    }
                 };
-                if let Some(g) = got {
-                    self.newest.publish(&g);
+                if let Ok(g) = got {
+                    if let Some(g) = g {
+                        self.newest.publish(&g);
+                    }
                     self.newest_of.fetch_max(n, Ordering::SeqCst);
                 }
                 self.ended.store(n, Ordering::SeqCst);
@@ -66,7 +105,7 @@ impl PrimaryPosition {
                 continue;
             }
             if tokio::time::timeout_at(deadline, signal).await.is_err() {
-                return None;
+                return Err(Unknown);
             }
         }
     }
@@ -98,7 +137,7 @@ mod tests {
             tokio::spawn(async move {
                 p.after_now(deadline(), || async move {
                     held.await.ok();
-                    Some(g(5))
+                    Ok(Some(g(5)))
                 })
                 .await
             })
@@ -109,12 +148,12 @@ mod tests {
         // ... when the second arrives: it needs a read begun after it.
         let second = {
             let p = p.clone();
-            tokio::spawn(async move { p.after_now(deadline(), || async { Some(g(7)) }).await })
+            tokio::spawn(async move { p.after_now(deadline(), || async { Ok(Some(g(7))) }).await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         release.send(()).ok();
-        assert_eq!(first.await.unwrap().map(|x| x.seq), Some(5));
-        assert_eq!(second.await.unwrap().map(|x| x.seq), Some(7));
+        assert_eq!(first.await.unwrap().unwrap().map(|x| x.seq), Some(5));
+        assert_eq!(second.await.unwrap().unwrap().map(|x| x.seq), Some(7));
         // Callers that arrive together share one read.
         let reads = Arc::new(AtomicU64::new(0));
         let many: Vec<_> = (0..8)
@@ -124,20 +163,23 @@ mod tests {
                     p.after_now(deadline(), || async move {
                         reads.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_millis(20)).await;
-                        Some(g(9))
+                        Ok(Some(g(9)))
                     })
                     .await
                 })
             })
             .collect();
         for m in many {
-            assert_eq!(m.await.unwrap().map(|x| x.seq), Some(9));
+            assert_eq!(m.await.unwrap().unwrap().map(|x| x.seq), Some(9));
         }
         assert!(
             reads.load(Ordering::SeqCst) <= 2,
             "one read (two at most) for eight callers"
         );
         // A failed read gives no position, not an older one.
-        assert_eq!(p.after_now(deadline(), || async { None }).await, None);
+        assert_eq!(
+            p.after_now(deadline(), || async { Err(Unknown) }).await,
+            Err(Unknown)
+        );
     }
 }

@@ -83,7 +83,8 @@ impl Session {
                             a.server.role() == Role::Primary
                                 || a.server.health.has_applied(g.pack())
                         });
-                        let takes = self.group.takes_reads(&a.server);
+                        let takes = self.group.takes_reads(&a.server)
+                            && (!self.stmt.to_primary || a.server.role() == Role::Primary);
                         if takes && mono && !has && self.wait_here(&a.server) {
                             // The held replica may have it already: the
                             // wait goes ahead of the read.
@@ -157,6 +158,9 @@ impl Session {
     /// that takes reads whenever the replicas have not been seen to apply
     /// the newest write.
     pub(super) fn pick_reader(&mut self) -> Option<Arc<Server>> {
+        if self.stmt.to_primary {
+            return None;
+        }
         let need = self.stmt.need.map(|g| g.pack());
         let fresh = self.pick_among(|s| {
             need.is_none_or(|g| s.role() == Role::Replica && s.health.has_applied(g))

@@ -6,6 +6,7 @@
 
 use super::Session;
 use sextant_backend::gtid::Gtid;
+use sextant_backend::position::Unknown;
 use sextant_backend::{Role, Server};
 use sextant_config::ConsistencyScope;
 use sextant_routing::{Plan, Rule, Target};
@@ -102,9 +103,8 @@ impl Session {
     /// arrived. Each committed on the group's primary before its OK, so
     /// the primary's position read after this moment covers them; one such
     /// read at a time serves every statement of the group that arrived
-    /// before it was sent. If the position cannot be read (no primary, or
-    /// it does not answer within the wait budget), the read goes on with
-    /// what this instance knows.
+    /// before it was sent. If the position cannot be read within the wait
+    /// budget, the read goes to the primary.
     pub(super) async fn fleet_need(&mut self) {
         if !std::mem::take(&mut self.stmt.fleet) {
             return;
@@ -115,19 +115,35 @@ impl Session {
         };
         let user = self.user.clone();
         let flavor = self.flavor;
-        let budget = self.user.policy().causal_wait_ms.max(50);
+        // Longer than a wait: past it the read goes to the primary, which
+        // a slow primary can least afford.
+        let budget = self.user.policy().causal_wait_ms.max(250);
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(budget);
+        let pos = &group.primary_position;
         let read = || async move {
-            primary_position(primary, &user.backend_user, &user.backend_password, flavor).await
+            primary_position(
+                pos,
+                primary,
+                &user.backend_user,
+                &user.backend_password,
+                flavor,
+            )
+            .await
         };
-        if let Some(g) = group.primary_position.after_now(deadline, read).await {
-            let local_newer = self
-                .stmt
-                .need
-                .is_some_and(|l| l.domain == g.domain && l.seq > g.seq);
-            if !local_newer {
-                self.stmt.need = Some(g);
+        match group.primary_position.after_now(deadline, read).await {
+            Ok(Some(g)) => {
+                let local_newer = self
+                    .stmt
+                    .need
+                    .is_some_and(|l| l.domain == g.domain && l.seq > g.seq);
+                if !local_newer {
+                    self.stmt.need = Some(g);
+                }
             }
+            Ok(None) => {}
+            // Another instance's write may be newer than anything a
+            // replica is known to have: the primary has them all.
+            Err(_) => self.stmt.to_primary = true,
         }
     }
 
@@ -156,38 +172,54 @@ impl Session {
 
 /// The primary's newest write in its own domain (MariaDB: its
 /// `gtid_domain_id` in `gtid_binlog_pos`; MySQL: its `server_uuid` in
-/// `gtid_executed`), read on a pooled connection. None: it cannot be read,
-/// or the primary has written nothing there.
+/// `gtid_executed`), read on the connection `pos` keeps (borrowed from the
+/// pool once, then kept for these reads); `Ok(None)`: the primary has
+/// written nothing there.
 async fn primary_position(
+    pos: &sextant_backend::position::PrimaryPosition,
     primary: &Arc<Server>,
     user: &str,
     password: &str,
     flavor: sextant_backend::Flavor,
-) -> Option<Gtid> {
+) -> Result<Option<Gtid>, Unknown> {
     let mariadb = primary.health.server_version().is_none_or(|v| v.mariadb);
     let sql = match mariadb {
         true => "SELECT @@gtid_binlog_pos, @@gtid_domain_id",
         false => "SELECT @@gtid_executed, @@server_uuid",
     };
-    let mut lease = sextant_backend::Lease::new(
-        primary.clone(),
-        primary.acquire(user, password, flavor).await.ok()?,
-    );
-    let rows = match lease.conn_mut().query_internal(sql).await {
-        Ok(rows) => rows,
+    let mut conn = match pos.take_conn(primary) {
+        Some(c) => c,
+        None => primary
+            .acquire(user, password, flavor)
+            .await
+            .map_err(|_| Unknown)?,
+    };
+    let rows = match conn.query_internal(sql).await {
+        Ok(rows) => {
+            pos.keep_conn(primary.clone(), conn);
+            rows
+        }
         Err(e) => {
-            if !matches!(e, sextant_backend::BackendError::Server { .. }) {
-                lease.discard();
+            match e {
+                sextant_backend::BackendError::Server { .. } => {
+                    pos.keep_conn(primary.clone(), conn)
+                }
+                _ => primary.discard(conn),
             }
-            return None;
+            return Err(Unknown);
         }
     };
-    let row = rows.first()?;
-    let (list, own) = (row.first()?.as_deref()?, row.get(1)?.as_deref()?);
-    let own_domain = match mariadb {
-        true => own.trim().parse::<u32>().ok()?,
-        false => sextant_backend::gtid::Gtid::parse_mysql(&format!("{}:1", own.trim()))?.domain,
+    let cell = |i: usize| rows.first()?.get(i)?.as_deref();
+    let (Some(list), Some(own)) = (cell(0), cell(1)) else {
+        return Err(Unknown);
     };
+    let own_domain = match mariadb {
+        true => own.trim().parse::<u32>().ok(),
+        false => {
+            sextant_backend::gtid::Gtid::parse_mysql(&format!("{}:1", own.trim())).map(|g| g.domain)
+        }
+    }
+    .ok_or(Unknown)?;
     let own = sextant_backend::gtid::parse_list(list).find(|g| g.domain == own_domain);
-    own
+    Ok(own)
 }

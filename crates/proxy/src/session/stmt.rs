@@ -17,6 +17,9 @@ pub(super) struct Stmt {
     /// writes other instances acknowledged, read from the primary's
     /// position before the statement is placed (`Session::fleet_need`).
     pub fleet: bool,
+    /// The primary's position could not be read for a read that needed
+    /// it: the read goes to the primary.
+    pub to_primary: bool,
     /// monotonic: it must not read older data than the session has seen.
     pub mono: bool,
     /// Its wait on a replica for the write it must see.
@@ -29,6 +32,7 @@ impl Default for Stmt {
             retry: Retry::Never,
             need: None,
             fleet: false,
+            to_primary: false,
             mono: false,
             wait: ReplicaWait::default(),
         }
