@@ -7,7 +7,7 @@
 //! column counts, prepare headers) have to be complete in the buffer; rows
 //! and column definitions stream through in whatever pieces arrive.
 
-use crate::codec::{Reader, MAX_PAYLOAD};
+use crate::codec::{Reader, HEADER_LEN as HEADER, MAX_PAYLOAD};
 use crate::consts::status;
 use crate::ProtoError;
 
@@ -139,6 +139,39 @@ impl Tracker {
         if self.state == State::Infile {
             self.state = State::Start;
         }
+    }
+
+    /// Among a result's rows: the run of whole row frames at the start of
+    /// `buf`, taken as [`Tracker::feed`] would take them one by one
+    /// (rows: nothing to look at but each frame's first byte). Returns
+    /// the run's length in bytes, how many rows it holds and the last
+    /// frame's sequence id; it stops before a terminator, an error, a
+    /// frame not whole in `buf` and a frame of 16 MiB (whose rest follows
+    /// in more frames).
+    pub fn whole_rows(&mut self, buf: &[u8]) -> (usize, u64, u8) {
+        let (mut at, mut rows, mut seq) = (0usize, 0u64, 0u8);
+        if self.state != State::Rows || self.continuation {
+            return (0, 0, 0);
+        }
+        while buf.len() - at > HEADER {
+            let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], 0]) as usize;
+            let first = buf[at + HEADER];
+            if len == 0
+                || len >= MAX_PAYLOAD
+                || first == 0xff
+                || first == 0xfe
+                || buf.len() - at < HEADER + len
+            {
+                break;
+            }
+            seq = buf[at + 3];
+            at += HEADER + len;
+            rows += 1;
+        }
+        if rows > 0 {
+            self.started = true;
+        }
+        (at, rows, seq)
     }
 
     /// Whether the frame with this length and first payload byte must be
@@ -552,6 +585,40 @@ mod tests {
         assert!(!t.is_done());
         run(&mut t, &[ok_fe(0)]);
         assert!(t.is_done());
+    }
+
+    #[test]
+    fn whole_rows_stop_where_feed_would_look() {
+        fn frame(seq: u8, payload: &[u8]) -> Vec<u8> {
+            let mut f = (payload.len() as u32).to_le_bytes()[..3].to_vec();
+            f.push(seq);
+            f.extend_from_slice(payload);
+            f
+        }
+        let mut t = Tracker::new(Expect::Query, true);
+        // Not in rows yet: nothing is taken.
+        assert_eq!(t.whole_rows(&frame(1, &[1, b'x'])), (0, 0, 0));
+        run(&mut t, &[count(1), vec![DATA; 4]]);
+        let rows = [
+            frame(3, &[1, b'a']),
+            frame(4, &[2, b'b', b'c']),
+            frame(5, &[0xfb]),
+        ];
+        let mut buf: Vec<u8> = rows.concat();
+        let whole = buf.len();
+        // Then the terminator, which is left to feed.
+        buf.extend_from_slice(&frame(6, &ok_fe(0)));
+        assert_eq!(t.whole_rows(&buf), (whole, 3, 5));
+        // A row not whole in the buffer stops the run before it.
+        assert_eq!(t.whole_rows(&buf[..whole - 1]), (whole - 5, 2, 4));
+        // An error, and a 16 MiB frame, are left to feed too.
+        let mut err = rows[0].clone();
+        err.extend_from_slice(&frame(4, &[0xff, 1, 2]));
+        assert_eq!(t.whole_rows(&err), (rows[0].len(), 1, 3));
+        let mut big = vec![0xff, 0xff, 0xff, 4, 0xfe];
+        big.resize(4 + MAX_PAYLOAD, 0);
+        assert_eq!(t.whole_rows(&big), (0, 0, 0));
+        assert!(!t.is_done());
     }
 
     #[test]

@@ -190,9 +190,19 @@ impl Client {
     /// Writes `out` to the client (compressed if so negotiated); the
     /// caller clears it.
     pub async fn send_out(&mut self) -> std::io::Result<()> {
+        let out = std::mem::take(&mut self.out);
+        let r = self.send_bytes(&out).await;
+        self.out = out;
+        r
+    }
+
+    /// Writes `bytes` to the client (compressed if so negotiated), within
+    /// the client's net_write_timeout: the relay sends a server's packets
+    /// from where they were read, without copying them first.
+    pub async fn send_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self.write_timeout {
-            None => self.send_out_now().await,
-            Some(limit) => match tokio::time::timeout(limit, self.send_out_now()).await {
+            None => self.send_now(bytes).await,
+            Some(limit) => match tokio::time::timeout(limit, self.send_now(bytes)).await {
                 Ok(r) => r,
                 // As the server does past net_write_timeout: the client
                 // connection is given up.
@@ -207,16 +217,16 @@ impl Client {
         }
     }
 
-    async fn send_out_now(&mut self) -> std::io::Result<()> {
+    async fn send_now(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.sends += 1;
         match &mut self.compress {
             None => {
-                sextant_admin::traffic::bytes_out(self.out.len());
-                self.stream.send(&self.out).await
+                sextant_admin::traffic::bytes_out(bytes.len());
+                self.stream.send(bytes).await
             }
             Some(z) => {
                 z.output.clear();
-                z.c.encode(&self.out, &mut z.output);
+                z.c.encode(bytes, &mut z.output);
                 sextant_admin::traffic::bytes_out(z.output.len());
                 let r = self.stream.send(&z.output).await;
                 if z.output.capacity() > 64 * 1024 {

@@ -1,8 +1,9 @@
-//! Streams one server response to the client, packet by packet, without
-//! decoding rows. Only control packets (OK, ERR, EOF, column counts,
-//! prepare headers) are looked at; OK packets are re-encoded for clients
-//! that did not negotiate session tracking (the servers always report it to
-//! sextant). Memory is bounded by one read: what is read from the server is
+//! Streams one server response to the client without decoding rows:
+//! packets that go out as the server sent them are sent in runs, straight
+//! from the connection's read buffer. Only control packets (OK, ERR, EOF,
+//! column counts, prepare headers) are looked at; OK packets are
+//! re-encoded for clients that did not negotiate session tracking (the
+//! servers always report it to sextant). Memory is bounded by one read: what is read from the server is
 //! written to the client before the next read, so a slow client slows the
 //! server down instead of filling sextant's memory.
 
@@ -22,9 +23,16 @@ use tokio::io::AsyncReadExt;
 /// sent a clean error. Larger frames stream in pieces to bound memory.
 const WHOLE_FRAME_MAX: usize = 256 * 1024;
 
-/// Buffers above this size are given back after a response.
+/// Client buffers above this size are given back after a response (a
+/// proxy may hold thousands of sessions).
 const IDLE_BUFFER_MAX: usize = 32 * 1024;
 const IDLE_BUFFER: usize = 8 * 1024;
+/// A server connection's read buffer grows to this much when a response
+/// needs more than it has, and keeps it: the pool holds few connections,
+/// and giving it back after every response larger than a few rows cost a
+/// reallocation and a copy per range read.
+const SERVER_BUFFER: usize = 64 * 1024;
+const SERVER_BUFFER_MAX: usize = 2 * SERVER_BUFFER;
 
 pub struct RelayOpts<'a> {
     pub session_track: bool,
@@ -191,7 +199,12 @@ pub async fn relay(
             next_seq,
         };
     loop {
-        let mut pos = 0usize;
+        let mut pos = be.rpos;
+        // Packets relayed as the server sent them are not copied one by
+        // one: `run` is where such bytes start in `rbuf` (up to `pos`), and
+        // they are copied out only before a packet sextant rewrites, or
+        // sent straight from `rbuf` when nothing else is to be sent.
+        let mut run: Option<usize> = None;
         loop {
             let avail = be.rbuf.len() - pos;
             if body_left > 0 {
@@ -199,7 +212,7 @@ pub async fn relay(
                     break;
                 }
                 let n = body_left.min(avail);
-                client.out.extend_from_slice(&be.rbuf[pos..pos + n]);
+                run.get_or_insert(pos);
                 pos += n;
                 body_left -= n;
                 continue;
@@ -207,14 +220,26 @@ pub async fn relay(
             if t.is_done() || avail < HEADER_LEN {
                 break;
             }
+            // Rows as they come: relayed in runs, without a step each.
+            let (n, rows, seq) = t.whole_rows(&be.rbuf[pos..]);
+            if n > 0 {
+                run.get_or_insert(pos);
+                pos += n;
+                res.rows += rows;
+                next_seq = seq.wrapping_add(1);
+                continue;
+            }
             let Some(h) = parse_header(&be.rbuf[pos..]) else {
                 break;
             };
             if h.len > 0 && avail == HEADER_LEN {
                 break;
             }
-            let full = h.len == 0 || t.needs_full(h.len, be.rbuf[pos + HEADER_LEN]);
-            if !full && h.len <= WHOLE_FRAME_MAX && avail < HEADER_LEN + h.len {
+            // A frame already whole in the buffer is read whole (a row
+            // then takes one step, not two).
+            let whole = avail >= HEADER_LEN + h.len;
+            let full = h.len == 0 || whole || t.needs_full(h.len, be.rbuf[pos + HEADER_LEN]);
+            if !full && h.len <= WHOLE_FRAME_MAX {
                 break;
             }
             let row = t.reading_rows();
@@ -224,15 +249,13 @@ pub async fn relay(
                     .feed(h.len, &be.rbuf[pos + HEADER_LEN..pos + HEADER_LEN + 1])
                     .map_err(|e| server_err(proto(e), sent_any, body_left, next_seq))?;
                 res.rows += (row && kind == Packet::Data) as u64;
-                client
-                    .out
-                    .extend_from_slice(&be.rbuf[pos..pos + HEADER_LEN]);
+                run.get_or_insert(pos);
                 pos += HEADER_LEN;
                 body_left = h.len;
                 next_seq = h.seq.wrapping_add(1);
                 continue;
             }
-            if avail < HEADER_LEN + h.len {
+            if !whole {
                 break;
             }
             let start = pos;
@@ -243,6 +266,8 @@ pub async fn relay(
                 .map_err(|e| server_err(e.to_string(), sent_any, 0, next_seq))?;
             next_seq = h.seq.wrapping_add(1);
             res.rows += (row && kind == Packet::Data) as u64;
+            // Whether the packet goes to the client as the server sent it.
+            let mut as_is = true;
             match kind {
                 Packet::Ok => {
                     let ok = parse_ok(payload, true)
@@ -262,51 +287,50 @@ pub async fn relay(
                             w.publish(g);
                         }
                     }
-                    if !opts.session_track {
-                        write_ok(&mut client.out, h.seq, &ok, false);
-                    } else if ok.status & status::SESSION_STATE_CHANGED == 0 {
-                        client.out.extend_from_slice(&be.rbuf[start..end]);
-                    } else {
-                        show_tracked(client, be, h.seq, ok);
+                    if !opts.session_track || ok.status & status::SESSION_STATE_CHANGED != 0 {
+                        as_is = false;
+                        take_run(&mut client.out, &be.rbuf, &mut run, start);
+                        if !opts.session_track {
+                            write_ok(&mut client.out, h.seq, &ok, false);
+                        } else {
+                            show_tracked(client, be, h.seq, ok);
+                        }
                     }
                 }
                 Packet::Eof => {
                     res.status = t.status();
-                    let at = client.out.len();
-                    client.out.extend_from_slice(&be.rbuf[start..end]);
                     // An EOF cannot say what changed; the flag alone is
                     // for clients that asked to hear of any change.
                     let told = opts.session_track
                         && client.tracking.as_ref().is_some_and(|t| t.state_change);
                     if res.status & status::SESSION_STATE_CHANGED != 0 && !told && h.len >= 5 {
+                        as_is = false;
+                        take_run(&mut client.out, &be.rbuf, &mut run, start);
+                        let at = client.out.len();
+                        client.out.extend_from_slice(&be.rbuf[start..end]);
                         let st = (res.status & !status::SESSION_STATE_CHANGED).to_le_bytes();
                         client.out[at + HEADER_LEN + 3..at + HEADER_LEN + 5].copy_from_slice(&st);
                     }
                 }
-                Packet::Progress => client.out.extend_from_slice(&be.rbuf[start..end]),
                 Packet::Err => {
                     res.error = true;
-                    let mut hold = false;
+                    // Only when it is the whole answer: nothing ran.
+                    let whole_answer = !sent_any && run.is_none() && client.out.is_empty();
                     if let Ok(e) = sextant_protocol::packets::parse_err(payload) {
                         res.connection_ending |= CONNECTION_ENDING_ERRORS.contains(&e.code);
-                        // Only when it is the whole answer: nothing ran.
-                        hold = opts.hold_read_only_error
-                            && !sent_any
-                            && client.out.is_empty()
-                            && read_only_error(e.code, e.message);
                         if opts.hold_stmt_limit_error
-                            && !sent_any
-                            && client.out.is_empty()
+                            && whole_answer
                             && e.code == crate::errors::ER_MAX_PREPARED_STMT_COUNT_REACHED
                         {
-                            hold = true;
+                            as_is = false;
                             res.stmt_limit_rejected = true;
+                        } else if opts.hold_read_only_error
+                            && whole_answer
+                            && read_only_error(e.code, e.message)
+                        {
+                            as_is = false;
+                            res.read_only_rejected = true;
                         }
-                    }
-                    if hold {
-                        res.read_only_rejected = !res.stmt_limit_rejected;
-                    } else {
-                        client.out.extend_from_slice(&be.rbuf[start..end]);
                     }
                 }
                 Packet::PrepareOk {
@@ -315,30 +339,45 @@ pub async fn relay(
                     params,
                 } => {
                     res.prepared = Some((stmt_id, columns, params));
-                    let at = client.out.len();
-                    client.out.extend_from_slice(&be.rbuf[start..end]);
                     if let Some(id) = opts.client_stmt_id {
+                        as_is = false;
+                        take_run(&mut client.out, &be.rbuf, &mut run, start);
+                        let at = client.out.len();
+                        client.out.extend_from_slice(&be.rbuf[start..end]);
                         client.out[at + HEADER_LEN + 1..at + HEADER_LEN + 5]
                             .copy_from_slice(&id.to_le_bytes());
                     }
                 }
                 Packet::LocalInfile => {
+                    take_run(&mut client.out, &be.rbuf, &mut run, start);
                     client.out.extend_from_slice(&be.rbuf[start..end]);
-                    be.rbuf.drain(..end);
-                    pos = 0;
+                    be.consume(end - be.rpos);
+                    pos = be.rpos;
                     flush(client).await?;
                     sent_any = true;
                     Box::pin(send_infile(client, be)).await?;
                     t.infile_sent();
                     continue;
                 }
-                _ => client.out.extend_from_slice(&be.rbuf[start..end]),
+                _ => {}
+            }
+            if as_is {
+                run.get_or_insert(start);
             }
             pos = end;
         }
-        if pos > 0 {
-            be.rbuf.drain(..pos);
+        match run {
+            // Nothing rewritten: sent from where it was read.
+            Some(from) if client.out.is_empty() => {
+                client
+                    .send_bytes(&be.rbuf[from..pos])
+                    .await
+                    .map_err(RelayError::Client)?;
+                sent_any = true;
+            }
+            _ => take_run(&mut client.out, &be.rbuf, &mut run, pos),
         }
+        be.consume(pos - be.rpos);
         if !client.out.is_empty() {
             flush(client).await?;
             sent_any = true;
@@ -347,7 +386,7 @@ pub async fn relay(
             be.status = res.status;
             // A large result grew the buffers; idle connections and
             // sessions should not keep that memory (thousands of them).
-            if be.rbuf.is_empty() && be.rbuf.capacity() > IDLE_BUFFER_MAX {
+            if be.unread().is_empty() && be.rbuf.capacity() > SERVER_BUFFER_MAX {
                 be.rbuf = Vec::with_capacity(IDLE_BUFFER);
             }
             if client.out.capacity() > IDLE_BUFFER_MAX {
@@ -355,9 +394,7 @@ pub async fn relay(
             }
             return Ok(res);
         }
-        if be.rbuf.capacity() - be.rbuf.len() < 8192 {
-            be.rbuf.reserve(64 * 1024);
-        }
+        be.make_room(8192, SERVER_BUFFER);
         match be.stream.read_buf(&mut be.rbuf).await {
             Ok(0) => {
                 return Err(server_err(
@@ -377,6 +414,15 @@ pub async fn relay(
                 ))
             }
         }
+    }
+}
+
+/// Copies the pending run of packets relayed as they are (`rbuf[from..upto]`)
+/// to `out`, before anything rewritten follows them.
+#[inline]
+fn take_run(out: &mut Vec<u8>, rbuf: &[u8], run: &mut Option<usize>, upto: usize) {
+    if let Some(from) = run.take() {
+        out.extend_from_slice(&rbuf[from..upto]);
     }
 }
 

@@ -66,10 +66,10 @@ pub fn digest(sql: &[u8], mode: LexMode, out: &mut String) {
             TokenKind::UserVar if matches!(t.text.get(1), Some(b'\'' | b'"')) => out.push_str("@?"),
             TokenKind::QuotedIdent => {
                 out.push('`');
-                out.push_str(&String::from_utf8_lossy(t.text));
+                push_text(out, t.text);
                 out.push('`');
             }
-            _ => out.push_str(&String::from_utf8_lossy(t.text)),
+            _ => push_text(out, t.text),
         }
         if out.len() > MAX_DIGEST {
             let mut cut = MAX_DIGEST;
@@ -86,6 +86,16 @@ pub fn digest(sql: &[u8], mode: LexMode, out: &mut String) {
     }
     if pending_comma {
         out.push(',');
+    }
+}
+
+/// A token's text, as is when it is UTF-8 (nearly always: the check is
+/// cheap), else with U+FFFD for what is not.
+#[inline]
+fn push_text(out: &mut String, text: &[u8]) {
+    match std::str::from_utf8(text) {
+        Ok(s) => out.push_str(s),
+        Err(_) => out.push_str(&String::from_utf8_lossy(text)),
     }
 }
 

@@ -363,6 +363,12 @@ impl<'a> Lexer<'a> {
     }
 
     fn word_end(&mut self, mut j: usize) -> usize {
+        // ASCII word bytes first, one table lookup each: statements are
+        // nearly all ASCII, and every statement is read this way a few
+        // times (classification, catalogue, digest).
+        while j < self.s.len() && WORD_ASCII[self.s[j] as usize] {
+            j += 1;
+        }
         while j < self.s.len() {
             let c = self.s[j];
             if c >= 0x80 && matches!(self.s.get(j + 1), Some(b'`' | b'\\')) {
@@ -380,6 +386,18 @@ impl<'a> Lexer<'a> {
         j
     }
 }
+
+/// ASCII bytes that continue a word: letters, digits, `_` and `$`.
+static WORD_ASCII: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 128 {
+        let b = c as u8;
+        t[c] = b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+        c += 1;
+    }
+    t
+};
 
 impl<'a> Iterator for Lexer<'a> {
     type Item = Token<'a>;

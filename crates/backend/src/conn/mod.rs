@@ -147,8 +147,12 @@ pub struct BackendConn {
     /// with (see `Server::flush_statements`).
     pub stmt_epoch: u32,
     pub stream: Stream,
-    /// Bytes read from the server and not yet consumed.
+    /// Bytes read from the server: `rbuf[rpos..]` are not yet consumed.
+    /// Consuming moves `rpos` rather than the bytes behind it (pipelined
+    /// answers of other sessions often follow in the same buffer, and
+    /// moving them forward after each answer copied them again and again).
     pub rbuf: Vec<u8>,
+    pub rpos: usize,
     pub addr: Arc<str>,
     pub user: Arc<str>,
     pub flavor: Flavor,
@@ -235,6 +239,7 @@ impl BackendConn {
         let mut c = BackendConn {
             stream,
             rbuf: Vec::with_capacity(8 * 1024),
+            rpos: 0,
             addr: p.addr.into(),
             user: p.user.into(),
             flavor: p.flavor,
@@ -429,7 +434,7 @@ impl BackendConn {
     /// end-of-stream (the server closed it, or killed it) or unexpected
     /// bytes (an error the server sent before closing) mean it is not usable.
     pub fn looks_alive(&mut self) -> bool {
-        if !self.rbuf.is_empty() {
+        if !self.unread().is_empty() {
             return false;
         }
         let mut b = [0u8; 64];
@@ -476,17 +481,17 @@ impl BackendConn {
         let mut payload = Vec::new();
         let mut first_seq = None;
         loop {
-            while self.rbuf.len() < HEADER_LEN {
+            while self.unread().len() < HEADER_LEN {
                 self.fill().await?;
             }
-            let h = parse_header(&self.rbuf).ok_or(BackendError::Closed {
+            let h = parse_header(self.unread()).ok_or(BackendError::Closed {
                 addr: self.addr.to_string(),
             })?;
-            while self.rbuf.len() < HEADER_LEN + h.len {
+            while self.unread().len() < HEADER_LEN + h.len {
                 self.fill().await?;
             }
-            payload.extend_from_slice(&self.rbuf[HEADER_LEN..HEADER_LEN + h.len]);
-            self.rbuf.drain(..HEADER_LEN + h.len);
+            payload.extend_from_slice(&self.unread()[HEADER_LEN..HEADER_LEN + h.len]);
+            self.consume(HEADER_LEN + h.len);
             first_seq.get_or_insert(h.seq);
             if h.len < MAX_PAYLOAD {
                 return Ok((h.seq, payload));
@@ -494,11 +499,43 @@ impl BackendConn {
         }
     }
 
+    /// What was read from the server and not yet consumed.
+    #[inline]
+    pub fn unread(&self) -> &[u8] {
+        &self.rbuf[self.rpos..]
+    }
+
+    /// `n` more bytes of [`BackendConn::unread`] are done with.
+    #[inline]
+    pub fn consume(&mut self, n: usize) {
+        self.rpos += n;
+        if self.rpos >= self.rbuf.len() {
+            self.rbuf.clear();
+            self.rpos = 0;
+        }
+    }
+
+    /// At least `min_free` bytes of room after what is buffered: what was
+    /// consumed is dropped first (moving only what is unread), then the
+    /// buffer grows to at least `grow_to` if that is still too little.
+    pub fn make_room(&mut self, min_free: usize, grow_to: usize) {
+        if self.rbuf.capacity() - self.rbuf.len() >= min_free {
+            return;
+        }
+        if self.rpos > 0 {
+            self.rbuf.drain(..self.rpos);
+            self.rpos = 0;
+            if self.rbuf.capacity() - self.rbuf.len() >= min_free {
+                return;
+            }
+        }
+        let want = grow_to.max(self.rbuf.len() + min_free);
+        self.rbuf.reserve(want - self.rbuf.len());
+    }
+
     /// Reads more bytes from the server into `rbuf`.
     pub async fn fill(&mut self) -> Result<usize, BackendError> {
-        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
-            self.rbuf.reserve(16 * 1024);
-        }
+        self.make_room(4096, 16 * 1024);
         let n = self
             .stream
             .read_buf(&mut self.rbuf)
