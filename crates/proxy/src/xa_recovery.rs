@@ -101,17 +101,10 @@ impl Claim {
         let Some(primary) = sh.groups.first().and_then(|g| g.primary()) else {
             return Held::Unknown("no primary is known".into());
         };
-        let Some((user, password)) = account(rt) else {
-            return Held::Unknown("no user is configured".into());
+        let mut lease = match recovery_lease(rt, primary).await {
+            Ok(l) => l,
+            Err(e) => return Held::Unknown(e),
         };
-        let conn = match primary
-            .acquire(&user, &password, Flavor::new(0, DEFAULT_CHARSET))
-            .await
-        {
-            Ok(c) => c,
-            Err(e) => return Held::Unknown(e.to_string()),
-        };
-        let mut lease = Lease::new(primary.clone(), conn);
         let q = format!("SELECT GET_LOCK('{}', {wait_s})", self.name);
         let got = lease.conn_mut().query_internal(&q).await;
         match got.as_ref().map(|r| first(r)) {
@@ -353,17 +346,25 @@ pub async fn ensure_decision_table(
     if coord.has_table(&addr) {
         return Ok(());
     }
-    let (user, password) = account(rt).ok_or("no user is configured")?;
-    let conn = server
-        .acquire(&user, &password, Flavor::new(0, DEFAULT_CHARSET))
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut lease = Lease::new(server.clone(), conn);
+    let mut lease = recovery_lease(rt, server).await?;
     let r = ensure_table(&mut lease).await;
     lease.discard();
     r.map_err(|e| e.to_string())?;
     coord.table_made(&addr);
     Ok(())
+}
+
+/// A connection to `server` with the recovery account (the first user's).
+async fn recovery_lease(
+    rt: &Runtime,
+    server: &Arc<sextant_backend::Server>,
+) -> Result<Lease, String> {
+    let (user, password) = account(rt).ok_or("no user is configured")?;
+    let conn = server
+        .acquire(&user, &password, Flavor::new(0, DEFAULT_CHARSET))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Lease::new(server.clone(), conn))
 }
 
 /// Creates the decision table on a group's primary (once per server and
@@ -382,16 +383,9 @@ async fn ensure_table(l: &mut Lease) -> Result<(), BackendError> {
 /// it, and fails with a duplicate key once it commits. Err: it cannot be
 /// told now (the owner is still deciding, or the server failed).
 async fn settle(l: &mut Lease, gtrid: &[u8]) -> Result<Verdict, String> {
-    let conn = l.conn_mut();
-    let rows = conn
-        .query_internal(&decision::select_sql(gtrid))
-        .await
-        .map_err(|e| e.to_string())?;
-    if let Some(v) = decision::verdict_of(&rows) {
-        return Ok(v);
-    }
     // Not long behind an owner that is deciding: the next pass asks again.
-    conn.exec_internal("SET SESSION innodb_lock_wait_timeout = 2")
+    l.conn_mut()
+        .exec_internal("SET SESSION innodb_lock_wait_timeout = 2")
         .await
         .map_err(|e| e.to_string())?;
     decide(l, gtrid, Verdict::Rollback).await.map_err(|e| {
@@ -488,12 +482,7 @@ async fn prepared_in(
     let Some(primary) = g.primary() else {
         return Err("no primary is known".into());
     };
-    let (user, password) = account(rt).ok_or("no user is configured")?;
-    let conn = primary
-        .acquire(&user, &password, Flavor::new(0, DEFAULT_CHARSET))
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut lease = Lease::new(primary.clone(), conn);
+    let mut lease = recovery_lease(rt, primary).await?;
     let rows = match lease.conn_mut().query_internal("XA RECOVER").await {
         Ok(r) => r,
         Err(e) => {
