@@ -58,6 +58,10 @@ pub struct Health {
     stmt_limit: AtomicU32,
     /// Statements in flight (least_outstanding balancing).
     outstanding: AtomicU32,
+    /// Reads waiting here for a write another read's wait is for
+    /// (read_your_writes): they hold no connection, but each will run
+    /// here, after the replica's apply delay, so balancing counts them.
+    following: AtomicU32,
     /// Moving average of statement response time, microseconds
     /// (least_latency balancing); 0 until the first sample.
     latency_us: AtomicU64,
@@ -82,6 +86,15 @@ pub struct Health {
     member_state: Mutex<Option<String>>,
 }
 
+/// One read following a wait on a server ([`Health::following`]).
+pub struct Following<'a>(&'a AtomicU32);
+
+impl Drop for Following<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl Health {
     pub fn new(role: Role) -> Health {
         Health {
@@ -97,6 +110,7 @@ impl Health {
             down_epoch: AtomicU32::new(0),
             stmt_limit: AtomicU32::new(0),
             outstanding: AtomicU32::new(0),
+            following: AtomicU32::new(0),
             latency_us: AtomicU64::new(0),
             wait_failed: AtomicU64::new(0),
             stats: Default::default(),
@@ -261,7 +275,8 @@ impl Health {
             return None;
         }
         Some(sextant_routing::Load {
-            outstanding: self.outstanding.load(Ordering::Relaxed),
+            outstanding: self.outstanding.load(Ordering::Relaxed)
+                + self.following.load(Ordering::Relaxed),
             latency_us: self.latency_us.load(Ordering::Relaxed),
         })
     }
@@ -355,6 +370,13 @@ impl Health {
         self.outstanding.load(Ordering::Relaxed)
     }
 
+    /// A read follows a wait here until the guard is dropped (also when
+    /// the session goes away mid-wait).
+    pub fn following(&self) -> Following<'_> {
+        self.following.fetch_add(1, Ordering::Relaxed);
+        Following(&self.following)
+    }
+
     #[inline]
     pub fn statement_started(&self) {
         self.outstanding.fetch_add(1, Ordering::Relaxed);
@@ -411,6 +433,23 @@ mod tests {
             uuid: 0,
         }
         .pack()
+    }
+
+    #[test]
+    fn reads_following_a_wait_count_as_load_until_they_leave() {
+        let h = Health::new(Role::Replica);
+        h.statement_started();
+        let a = h.following();
+        let b = h.following();
+        assert_eq!(h.load().map(|l| l.outstanding), Some(3));
+        drop(a);
+        assert_eq!(h.load().map(|l| l.outstanding), Some(2));
+        drop(b);
+        h.statement_finished(10, false, false);
+        assert_eq!(h.load().map(|l| l.outstanding), Some(0));
+        // The in-flight figure shown to operators stays the statements'.
+        let _c = h.following();
+        assert_eq!(h.outstanding(), 0);
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub use conn::{
 };
 pub use error::BackendError;
 pub use group::{Group, GroupServers, Pool};
-pub use health::{Health, Role};
+pub use health::{Following, Health, Role};
 pub use pool::{PoolSettings, PoolStats, Server};
 pub use sextant_config::{Topology, MAX_GROUP_SERVERS};
 pub use state::{SessionVars, Tracking};

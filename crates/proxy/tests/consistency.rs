@@ -242,6 +242,68 @@ fn reads_needing_the_same_write_share_one_wait_per_replica() {
     assert!(waits + followed >= readers as f64, "every read waited");
 }
 
+#[test]
+fn reads_that_would_wait_go_to_a_primary_that_takes_reads_while_its_queue_is_shorter() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The primary takes reads (primary_weight = 1) and the replicas are a
+    // second behind: turn by turn, two reads in three would wait that
+    // second on a replica. By queue, the reads waiting there count, and
+    // the primary, which answers at once, takes most of them.
+    let p = Setup {
+        group: "max_replica_lag_ms = 0\nprimary_weight = 1\n[routing]\nhold_ms = 0\ncausal_wait_ms = 5000\n",
+        ..Default::default()
+    }
+    .start();
+    let mut w = p.conn();
+    table(&mut w, "wq_t");
+    sync_replicas();
+    let _delay = Delay::set(1);
+    let primary_port = lab().primary as i64;
+    let readers = 12;
+    // Each session's turn starts at the same server: a few reads first
+    // (none, one, two) put the readers at different turns.
+    let conns: Vec<mysql::Conn> = (0..readers)
+        .map(|i| {
+            let mut c = p.conn();
+            for _ in 0..i % 3 {
+                c.query_drop("SELECT v FROM wq_t WHERE id = 0").unwrap();
+            }
+            c
+        })
+        .collect();
+    w.query_drop("INSERT INTO wq_t VALUES (1, 42)").unwrap();
+    let threads: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| {
+            std::thread::spawn(move || {
+                // One after another: a wait sent counts before the next
+                // read picks.
+                std::thread::sleep(Duration::from_millis(30 * i as u64));
+                let t = std::time::Instant::now();
+                let r = c
+                    .query_first::<(Option<i32>, i64), _>("SELECT v, @@port FROM wq_t WHERE id = 1")
+                    .unwrap()
+                    .unwrap();
+                (r.0, r.1, t.elapsed())
+            })
+        })
+        .collect();
+    let got: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    for (v, _, _) in &got {
+        assert_eq!(*v, Some(42), "a read missed the write: {got:?}");
+    }
+    let on_primary = got
+        .iter()
+        .filter(|(_, port, _)| *port == primary_port)
+        .count();
+    eprintln!("{on_primary} of {readers} reads on the primary: {got:?}");
+    assert!(
+        on_primary * 2 > readers,
+        "most reads should have gone to the primary, not queued a second on a replica: {got:?}"
+    );
+}
+
 /// Reads a counter that a direct connection to the primary keeps raising,
 /// `reads` times through `c`, with replica 0 current and replica 1 two
 /// seconds behind (both in rotation). Halfway, replica 0 goes into

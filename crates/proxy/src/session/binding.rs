@@ -8,6 +8,7 @@ use crate::errors::SessionError;
 use sextant_backend::gtid::Gtid;
 use sextant_backend::shared_wait::Claim;
 use sextant_backend::{Binding, Group, Lease, Role, Server, MAX_GROUP_SERVERS};
+use sextant_config::Balance;
 use sextant_protocol::consts::status;
 use sextant_routing::Pins;
 use sextant_routing::{pick, SessionFacts, Target};
@@ -169,12 +170,29 @@ impl Session {
             return fresh;
         }
         let waitable = self.waitable();
-        self.pick_among(|s| s.role() == Role::Primary || may_wait(waitable, s))
+        // Such a read completes after the replica's apply delay, or at
+        // once on a primary that takes reads: turn by turn, the primary
+        // would get its share and the replicas' readers would idle through
+        // the delay. By queue instead (reads waiting on a replica count as
+        // queued there), the primary takes reads while it has the shorter
+        // queue.
+        let by_queue = match self.user.policy().balance {
+            Balance::LeastLatency => Balance::LeastLatency,
+            _ => Balance::LeastOutstanding,
+        };
+        self.pick_by(by_queue, |s| {
+            s.role() == Role::Primary || may_wait(waitable, s)
+        })
     }
 
     /// A server for a read by the balancing policy among usable members
     /// that pass `ok` and the monotonic rule.
     fn pick_among(&mut self, ok: impl Fn(&Server) -> bool) -> Option<Arc<Server>> {
+        self.pick_by(self.user.policy().balance, ok)
+    }
+
+    /// [`Self::pick_among`] by the given balancing mode.
+    fn pick_by(&mut self, balance: Balance, ok: impl Fn(&Server) -> bool) -> Option<Arc<Server>> {
         let group = &self.group;
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
@@ -183,7 +201,7 @@ impl Session {
         let sticky = if mono { self.sticky.as_ref() } else { None };
         let (weights, n) = read_weights(group);
         let i = pick(
-            self.user.policy().balance,
+            balance,
             &weights[..n],
             |i| {
                 let s = &group.members[i];
@@ -235,6 +253,7 @@ impl Session {
             return Followed::Own;
         }
         let started = Instant::now();
+        let _queued = h.following();
         let outcome = h
             .shared_wait
             .follow(started + budget, || {
