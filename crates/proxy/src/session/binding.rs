@@ -175,10 +175,11 @@ impl Session {
         // would get its share and the replicas' readers would idle through
         // the delay. By queue instead (reads waiting on a replica count as
         // queued there), the primary takes reads while it has the shorter
-        // queue.
+        // queue. Among replicas alone every choice waits: the usual turns.
         let by_queue = match self.user.policy().balance {
-            Balance::LeastLatency => Balance::LeastLatency,
-            _ => Balance::LeastOutstanding,
+            b @ Balance::LeastLatency => b,
+            _ if self.group.primary_weight() > 0 => Balance::LeastOutstanding,
+            b => b,
         };
         self.pick_by(by_queue, |s| {
             s.role() == Role::Primary || may_wait(waitable, s)
