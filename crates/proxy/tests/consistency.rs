@@ -246,9 +246,9 @@ fn reads_needing_the_same_write_share_one_wait_per_replica() {
 fn reads_that_would_wait_go_to_a_primary_that_takes_reads_while_its_queue_is_shorter() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // The primary takes reads (primary_weight = 1) and the replicas are a
-    // second behind: turn by turn, two reads in three would wait that
-    // second on a replica. By queue, the reads waiting there count, and
-    // the primary, which answers at once, takes most of them.
+    // second behind. Reads that would wait pick by queue: those waiting
+    // on a replica count there, so the primary, which answers at once,
+    // takes most of them instead of a second's wait each.
     let p = Setup {
         group: "max_replica_lag_ms = 0\nprimary_weight = 1\n[routing]\nhold_ms = 0\ncausal_wait_ms = 5000\n",
         ..Default::default()

@@ -254,7 +254,7 @@ impl Session {
             return Followed::Own;
         }
         let started = Instant::now();
-        let _queued = h.following();
+        let _following = h.following();
         let outcome = h
             .shared_wait
             .follow(started + budget, || {
