@@ -22,7 +22,8 @@ pub enum Algorithm {
 }
 
 /// Inflated at most this far ahead of what the reader asked for, so a
-/// small frame after a large one does not wait for another read.
+/// small frame after a large one does not wait for another read. A frame
+/// up to this size is held whole until its end is checked.
 const AHEAD: usize = 64 << 10;
 
 /// One direction-pair of a compressed connection.
@@ -36,6 +37,12 @@ pub struct Compression {
     frame: Option<Frame>,
     /// The zlib stream of the frame being read (kept between frames).
     inflate: Option<Box<flate2::Decompress>>,
+    /// What the zlib frame being read inflated to and the reader has not
+    /// got yet: a frame's last bytes (a small frame's all) reach the
+    /// reader only once its stream ended at the announced length with its
+    /// checksum right, so a frame found bad at its end has not handed over
+    /// a statement to run.
+    stage: Vec<u8>,
 }
 
 impl std::fmt::Debug for Compression {
@@ -64,6 +71,7 @@ impl Compression {
             next_seq: 0,
             frame: None,
             inflate: None,
+            stage: Vec::new(),
         }
     }
 
@@ -78,7 +86,8 @@ impl Compression {
     /// frame or a zstd one) or `input` has nothing more to give. A zlib
     /// frame is inflated as its bytes arrive, never past the length its
     /// header announced (which may not exceed `max_frame`), and must end
-    /// exactly there. What it consumes leaves `input`.
+    /// exactly there; its last byte (a frame of up to `AHEAD` bytes: all of
+    /// it) reaches `out` only then. What it consumes leaves `input`.
     pub fn decode(
         &mut self,
         input: &mut Vec<u8>,
@@ -131,6 +140,7 @@ impl Compression {
                     *pos += COMPRESSED_HEADER_LEN;
                     self.next_seq = seq.wrapping_add(1);
                     if ulen != 0 && self.algorithm == Algorithm::Zlib {
+                        self.stage.clear();
                         match &mut self.inflate {
                             Some(z) => z.reset(true),
                             None => self.inflate = Some(Box::new(flate2::Decompress::new(true))),
@@ -156,14 +166,17 @@ impl Compression {
             }
             let done = match (self.algorithm, &mut self.inflate) {
                 (Algorithm::Zlib, Some(z)) => {
-                    let room = (f.out_left + 1).min(want.saturating_sub(out.len()).max(AHEAD));
-                    let at = out.len();
-                    out.resize(at + room, 0);
+                    let stage = &mut self.stage;
+                    let at = stage.len();
+                    let asked = want.saturating_sub(out.len() + at);
+                    let room = (f.out_left + 1).min(asked.max(AHEAD));
+                    stage.resize(at + room, 0);
                     let (in0, out0) = (z.total_in(), z.total_out());
-                    let status = z.decompress(avail, &mut out[at..], flate2::FlushDecompress::None);
+                    let status =
+                        z.decompress(avail, &mut stage[at..], flate2::FlushDecompress::None);
                     let used = (z.total_in() - in0) as usize;
                     let made = (z.total_out() - out0) as usize;
-                    out.truncate(at + made);
+                    stage.truncate(at + made);
                     let status = status.map_err(|_| {
                         ProtoError::Uncompress("compressed frame that is not zlib data")
                     })?;
@@ -186,7 +199,11 @@ impl Compression {
                                 "compressed frame with data after its zlib stream",
                             ))
                         }
-                        flate2::Status::StreamEnd => true,
+                        flate2::Status::StreamEnd => {
+                            out.extend_from_slice(stage);
+                            stage.clear();
+                            true
+                        }
                         _ if used == 0 && made == 0 => {
                             if f.body_left > avail.len() {
                                 // Waiting for more of its body.
@@ -195,7 +212,17 @@ impl Compression {
                             }
                             return Err(ProtoError::Uncompress("truncated zlib data"));
                         }
-                        _ => false,
+                        _ => {
+                            if stage.len() > AHEAD {
+                                // A large frame streams, all but its last
+                                // byte: the packet it ends with is still
+                                // incomplete until its end is checked.
+                                let n = stage.len() - 1;
+                                out.extend_from_slice(&stage[..n]);
+                                stage.drain(..n);
+                            }
+                            false
+                        }
                     }
                 }
                 _ => {
@@ -381,6 +408,37 @@ mod tests {
         assert!(refused * 10 > (z.len() - 2) * 8 * 9, "{refused} refused");
     }
 
+    /// A frame whose stream goes on past its packet (a flipped bit in a
+    /// block header) or whose checksum is wrong gives nothing to the
+    /// reader, even one that asked for just a packet header: the error
+    /// comes before any statement could run.
+    #[test]
+    fn a_bad_frame_hands_over_nothing_before_its_end_is_checked() {
+        let mut payload = b"\x03LOAD DATA LOCAL INFILE '/nonexistent' INTO TABLE t".to_vec();
+        payload.resize(payload.len() + 64, b' ');
+        let z = zlib(&payload);
+        for i in 2..z.len() {
+            for bit in 0..8 {
+                let mut bad = z.clone();
+                bad[i] ^= 1 << bit;
+                let mut rx = Compression::new(Algorithm::Zlib);
+                let (mut input, mut out) = (frame(0, &bad, payload.len()), Vec::new());
+                let r = rx.decode(&mut input, &mut out, 4, 1 << 20);
+                let mut again = Vec::new();
+                let whole = rx.decode(&mut input, &mut again, usize::MAX, 1 << 20);
+                if r.is_err() || whole.is_err() || out.len() + again.len() < payload.len() {
+                    assert!(
+                        out.is_empty(),
+                        "byte {i} bit {bit}: {} bytes handed over from a bad frame",
+                        out.len()
+                    );
+                } else {
+                    assert_eq!([out, again].concat(), payload, "byte {i} bit {bit}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_frame_out_of_order_or_too_large_is_refused() {
         assert!(matches!(
@@ -417,14 +475,18 @@ mod tests {
         let mut rx = Compression::new(Algorithm::Zlib);
         let mut out = Vec::new();
         rx.decode(&mut wire, &mut out, 4, MAX_PAYLOAD).unwrap();
-        assert!(out.len() >= 4 && out.len() <= AHEAD + 1, "{}", out.len());
+        assert!(
+            out.len() >= 4 && out.len() <= 2 * AHEAD + 1,
+            "{}",
+            out.len()
+        );
         assert!(rx.in_frame());
         let mut total = out.len();
         while rx.in_frame() {
             out.clear();
             rx.decode(&mut wire, &mut out, 1 << 20, MAX_PAYLOAD)
                 .unwrap();
-            assert!(out.len() <= (1 << 20) + 1);
+            assert!(out.len() <= (1 << 20) + 2 * AHEAD + 1);
             total += out.len();
         }
         assert_eq!(total, MAX_PAYLOAD);
