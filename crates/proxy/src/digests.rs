@@ -7,7 +7,7 @@
 use sextant_admin::commands::digests::{DigestRow, BUCKETS_US};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Where a statement ran, for the digest's counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,9 +18,28 @@ pub enum Ran {
 }
 
 struct Table {
-    map: HashMap<u64, DigestRow>,
-    /// The digest text of the statement being recorded (reused).
-    scratch: String,
+    map: HashMap<u64, DigestRow, BuildHasherDefault<KeyHasher>>,
+    /// The digest of the statement being recorded, as bytes (reused).
+    scratch: Vec<u8>,
+}
+
+/// The map's keys are hashes already ([`sextant_sql::digest::digest_key`]):
+/// hashing them again would be work for nothing.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
 }
 
 /// The row that takes the statements of new digests once a thread holds
@@ -29,8 +48,8 @@ const OVERFLOW: u64 = 0;
 
 thread_local! {
     static TABLE: RefCell<Table> = RefCell::new(Table {
-        map: HashMap::new(),
-        scratch: String::new(),
+        map: HashMap::default(),
+        scratch: Vec::new(),
     });
 }
 
@@ -49,10 +68,8 @@ pub fn record(
             return;
         };
         let t = &mut *t;
-        sextant_sql::digest::digest(sql, mode, &mut t.scratch);
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        t.scratch.hash(&mut h);
-        let mut hash = h.finish().max(1);
+        sextant_sql::digest::digest_bytes(sql, mode, &mut t.scratch);
+        let mut hash = sextant_sql::digest::digest_key(&t.scratch);
         if !t.map.contains_key(&hash) && t.map.len() >= max {
             hash = OVERFLOW;
         }
@@ -60,7 +77,7 @@ pub fn record(
             hash,
             text: match hash {
                 OVERFLOW => "(other digests: this thread holds query_digests_max)".into(),
-                _ => t.scratch.clone(),
+                _ => String::from_utf8_lossy(&t.scratch).into_owned(),
             },
             min_us: took_us,
             ..Default::default()

@@ -5,6 +5,10 @@
 //! their values share a digest, and a digest never carries a value, so
 //! it can be logged (the slow log) or listed (query digests) without
 //! leaking a password or personal data a statement held.
+//!
+//! Counting a statement needs only its digest's key ([`digest_key`]):
+//! the digest is built as bytes and hashed, and becomes text only when
+//! it is seen for the first time.
 
 use crate::lexer::{LexMode, Lexer, TokenKind};
 
@@ -13,6 +17,16 @@ pub const MAX_DIGEST: usize = 1024;
 
 /// Writes `sql`'s digest into `out` (cleared first).
 pub fn digest(sql: &[u8], mode: LexMode, out: &mut String) {
+    let mut bytes = Vec::new();
+    digest_bytes(sql, mode, &mut bytes);
+    out.clear();
+    out.push_str(&String::from_utf8_lossy(&bytes));
+}
+
+/// Writes `sql`'s digest into `out` (cleared first) as bytes: the digest
+/// text when the statement's names are UTF-8 (nearly always), and what
+/// [`digest`] turns into text otherwise.
+pub fn digest_bytes(sql: &[u8], mode: LexMode, out: &mut Vec<u8>) {
     out.clear();
     let base = sql.as_ptr() as usize;
     let mut prev_end = 0usize;
@@ -37,7 +51,7 @@ pub fn digest(sql: &[u8], mode: LexMode, out: &mut String) {
         // exponent, or a hex literal (0xBEEF): a value too.
         let literal = matches!(t.kind, TokenKind::Str | TokenKind::Number)
             || t.kind == TokenKind::Word && t.text.first().is_some_and(u8::is_ascii_digit);
-        if t.is_punct(b',') && !pending_comma && (in_list || out.ends_with('?')) {
+        if t.is_punct(b',') && !pending_comma && (in_list || out.last() == Some(&b'?')) {
             pending_comma = true;
             continue;
         }
@@ -48,55 +62,60 @@ pub fn digest(sql: &[u8], mode: LexMode, out: &mut String) {
                 continue;
             }
             if in_list {
-                out.push_str(",...");
+                out.extend_from_slice(b",...");
                 in_list = false;
             }
-            out.push(',');
+            out.push(b',');
         } else if in_list {
-            out.push_str(",...");
+            out.extend_from_slice(b",...");
             in_list = false;
         }
-        if gap && !out.is_empty() && !out.ends_with('(') && !t.is_punct(b')') {
-            out.push(' ');
+        if gap && !out.is_empty() && out.last() != Some(&b'(') && !t.is_punct(b')') {
+            out.push(b' ');
         }
         match t.kind {
-            _ if literal => out.push('?'),
+            _ if literal => out.push(b'?'),
             // `'user'@'host'` lexes as a string and a quoted user
             // variable: the host is a value.
-            TokenKind::UserVar if matches!(t.text.get(1), Some(b'\'' | b'"')) => out.push_str("@?"),
-            TokenKind::QuotedIdent => {
-                out.push('`');
-                push_text(out, t.text);
-                out.push('`');
+            TokenKind::UserVar if matches!(t.text.get(1), Some(b'\'' | b'"')) => {
+                out.extend_from_slice(b"@?")
             }
-            _ => push_text(out, t.text),
+            TokenKind::QuotedIdent => {
+                out.push(b'`');
+                out.extend_from_slice(t.text);
+                out.push(b'`');
+            }
+            _ => out.extend_from_slice(t.text),
         }
         if out.len() > MAX_DIGEST {
+            // Never inside a character: back off over continuation bytes.
             let mut cut = MAX_DIGEST;
-            while !out.is_char_boundary(cut) {
+            while cut > 0 && out[cut] & 0xC0 == 0x80 {
                 cut -= 1;
             }
             out.truncate(cut);
-            out.push_str("...");
+            out.extend_from_slice(b"...");
             return;
         }
     }
     if in_list {
-        out.push_str(",...");
+        out.extend_from_slice(b",...");
     }
     if pending_comma {
-        out.push(',');
+        out.push(b',');
     }
 }
 
-/// A token's text, as is when it is UTF-8 (nearly always: the check is
-/// cheap), else with U+FFFD for what is not.
-#[inline]
-fn push_text(out: &mut String, text: &[u8]) {
-    match std::str::from_utf8(text) {
-        Ok(s) => out.push_str(s),
-        Err(_) => out.push_str(&String::from_utf8_lossy(text)),
+/// The key a digest is counted under: a hash of its bytes (64-bit
+/// FNV-1a; the same on every thread and in every run, so that one
+/// digest's rows merge across threads). Never 0.
+pub fn digest_key(digest: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in digest {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
+    h.max(1)
 }
 
 #[cfg(test)]
@@ -172,5 +191,46 @@ mod tests {
         let long = format!("SELECT {} FROM t", vec!["col"; 1000].join(" + "));
         let out = d(&long);
         assert!(out.len() <= MAX_DIGEST + 3 && out.ends_with("..."));
+        // A cut that would split a character backs off to its start.
+        let wide = format!("SELECT {} FROM t", vec!["\u{e9}t\u{e9}"; 400].join(" + "));
+        let out = d(&wide);
+        assert!(out.len() <= MAX_DIGEST + 3 && out.ends_with("..."), "{out}");
+        assert!(!out.contains('\u{fffd}'), "{out}");
+    }
+
+    fn key(sql: &str) -> u64 {
+        let mut b = Vec::new();
+        digest_bytes(sql.as_bytes(), LexMode::DEFAULT, &mut b);
+        digest_key(&b)
+    }
+
+    #[test]
+    fn keys_follow_the_digest_text() {
+        // The first two share a digest; the third is spaced otherwise.
+        assert_eq!(
+            key("SELECT c FROM sbtest1 WHERE id=42"),
+            key("SELECT c FROM sbtest1 WHERE id=7")
+        );
+        assert_ne!(
+            key("SELECT c FROM sbtest1 WHERE id=42"),
+            key("SELECT  c FROM sbtest1 WHERE id = 'x'")
+        );
+        let all = [
+            "SELECT c FROM sbtest1 WHERE id=?",
+            "SELECT c FROM sbtest2 WHERE id=?",
+            "SELECT c FROM sbtest1 WHERE id IN (1, 2)",
+            "UPDATE sbtest1 SET k=k+1 WHERE id=1",
+            "SELECT `c` FROM sbtest1 WHERE id=1",
+        ];
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                assert_ne!(key(a), key(b), "{a} / {b}");
+            }
+        }
+        // Text and key come from the same bytes.
+        let mut b = Vec::new();
+        digest_bytes(b"SELECT 'x', 1 FROM t", LexMode::DEFAULT, &mut b);
+        assert_eq!(b, d("SELECT 'x', 1 FROM t").as_bytes());
+        assert_ne!(digest_key(b""), 0);
     }
 }
