@@ -146,7 +146,9 @@ impl GroupServers {
         if n <= 1 {
             return self.primary();
         }
-        let mut k = (fnv1a(schema) % n as u64) as u32;
+        // FNV-1a is stable across processes and versions: every sextant
+        // instance sends a schema's writes to the same member.
+        let mut k = (sextant_sql::digest::fnv1a(schema) % n as u64) as u32;
         let mut m = mask;
         while k > 0 {
             m &= m - 1;
@@ -262,17 +264,6 @@ impl GroupServers {
     pub fn takes_reads(&self, s: &Server) -> bool {
         (s.role() == Role::Replica || self.primary_weight() > 0) && s.load().is_some()
     }
-}
-
-/// FNV-1a: stable across processes and versions, so every sextant instance
-/// sends a schema's writes to the same member.
-fn fnv1a(b: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &x in b {
-        h ^= x as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 /// Every server sextant knows, by group.

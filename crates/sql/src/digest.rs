@@ -106,16 +106,23 @@ pub fn digest_bytes(sql: &[u8], mode: LexMode, out: &mut Vec<u8>) {
     }
 }
 
-/// The key a digest is counted under: a hash of its bytes (64-bit
-/// FNV-1a; the same on every thread and in every run, so that one
-/// digest's rows merge across threads). Never 0.
+/// The key a digest is counted under: a hash of its bytes, the same on
+/// every thread and in every run, so that one digest's rows merge across
+/// threads. Never 0.
 pub fn digest_key(digest: &[u8]) -> u64 {
+    fnv1a(digest).max(1)
+}
+
+/// 64-bit FNV-1a: stable across threads, processes and versions (where a
+/// value must hash alike everywhere: digests, a schema's writer), and
+/// quick on short keys.
+pub fn fnv1a(b: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in digest {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    for &x in b {
+        h ^= x as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    h.max(1)
+    h
 }
 
 #[cfg(test)]
