@@ -243,6 +243,64 @@ fn reads_needing_the_same_write_share_one_wait_per_replica() {
 }
 
 #[test]
+fn reads_following_a_wait_share_pipelined_connections() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = proxy("causal_wait_ms = 5000");
+    let mut w = p.conn();
+    table(&mut w, "swp_t");
+    sync_replicas();
+    // MASTER_DELAY counts from the write's timestamp, in whole seconds:
+    // 2 leaves at least a second in which every read must wait.
+    let _delay = Delay::set(2);
+    let primary_port = lab().primary as i64;
+    // Enough readers that each worker thread has several mid-statement
+    // (pipes serve reads only then), all needing the same write.
+    let readers = 16;
+    // Reads of the new table first, all together: a table the servers'
+    // catalogue has not listed yet is no plain read (it might be a view),
+    // only plain reads are pipelined, and the replicas' pipes open while
+    // reads crowd.
+    let warm: Vec<_> = (0..readers)
+        .map(|_| {
+            let mut c = p.conn();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    c.query_drop("SELECT v FROM swp_t WHERE id = 0").unwrap();
+                }
+                c
+            })
+        })
+        .collect();
+    let conns: Vec<mysql::Conn> = warm.into_iter().map(|t| t.join().unwrap()).collect();
+    let piped_before = stat(&p, "sextant_pipelined_reads_total");
+    w.query_drop("INSERT INTO swp_t VALUES (1, 7)").unwrap();
+    let threads: Vec<_> = conns
+        .into_iter()
+        .map(|mut c| {
+            std::thread::spawn(move || {
+                c.query_first::<(Option<i32>, i64), _>("SELECT v, @@port FROM swp_t WHERE id = 1")
+                    .unwrap()
+                    .unwrap()
+            })
+        })
+        .collect();
+    let got: Vec<(Option<i32>, i64)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    for (v, port) in &got {
+        assert_eq!(*v, Some(7), "a read missed the write: {got:?}");
+        assert_ne!(*port, primary_port, "a read went to the primary: {got:?}");
+    }
+    // The reads that followed a wait went on through the replicas' pipes
+    // (a pipe carries no wait, so only the followers can), not each on a
+    // connection of its own.
+    let waits = stat(&p, "sextant_causal_waits_total");
+    let followed = stat(&p, "sextant_causal_followed_waits_total");
+    let piped = stat(&p, "sextant_pipelined_reads_total") - piped_before;
+    eprintln!("{readers} reads: {waits} waits sent, {followed} followed, {piped} pipelined");
+    assert!(waits + followed >= readers as f64, "every read waited");
+    assert!(piped >= 4.0, "followers pipelined: {piped} of {followed}");
+}
+
+#[test]
 fn reads_that_would_wait_go_to_a_primary_that_takes_reads_while_its_queue_is_shorter() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // The primary takes reads (primary_weight = 1) and the replicas are a

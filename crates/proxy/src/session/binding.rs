@@ -249,10 +249,40 @@ impl Session {
     /// follow.
     async fn follow_wait(&mut self, s: &Server, g: Gtid) -> Followed {
         let budget = Duration::from_millis(self.user.policy().causal_wait_ms);
-        let (p, h) = (g.pack(), &s.health);
-        if h.shared_wait.claim(p, budget.as_micros() as i64) == Claim::Own {
+        if s.health
+            .shared_wait
+            .claim(g.pack(), budget.as_micros() as i64)
+            == Claim::Own
+        {
             return Followed::Own;
         }
+        self.follow_claimed(s, g, true).await
+    }
+
+    /// For a read that could go on a pipe (which carries no wait): if a
+    /// wait for write `g` (or a later one) is in flight on `s`, follows it
+    /// without claiming one. `Own`: none is in flight, or the one followed
+    /// ended without an answer; the read goes the usual way and sends its
+    /// own. Followers then run on the pipe like any read: released together
+    /// when the wait ends, they would otherwise each take a connection of
+    /// their own, and the replica pays a round trip per read again.
+    pub(super) async fn follow_for_pipe(&mut self, s: &Server, g: Gtid) -> Followed {
+        if self.waitable().is_none() || !s.health.shared_wait.covers(g.pack()) {
+            return Followed::Own;
+        }
+        let outcome = self.follow_claimed(s, g, false).await;
+        if outcome == Followed::GaveUp {
+            self.stmt.wait.gave_up = true;
+        }
+        outcome
+    }
+
+    /// Follows the wait in flight for `g` on `s` (up to causal_wait_ms);
+    /// when it ends without an answer, `claim` says whether this read
+    /// claims the next one (`Own`) or just says so.
+    async fn follow_claimed(&mut self, s: &Server, g: Gtid, claim: bool) -> Followed {
+        let budget = Duration::from_millis(self.user.policy().causal_wait_ms);
+        let (p, h) = (g.pack(), &s.health);
         let started = Instant::now();
         let _following = h.following();
         let outcome = h
@@ -266,7 +296,7 @@ impl Session {
                     // The wait followed ended without an answer (killed,
                     // connection lost): this read sends one, or follows a
                     // newer one.
-                    (h.shared_wait.claim(p, budget.as_micros() as i64) == Claim::Own)
+                    (!claim || h.shared_wait.claim(p, budget.as_micros() as i64) == Claim::Own)
                         .then_some(Followed::Own)
                 } else {
                     None
@@ -454,7 +484,8 @@ impl Session {
 }
 
 /// How a read that followed another read's wait goes on.
-enum Followed {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Followed {
     /// The replica has the write: the read goes there, without a wait.
     Applied,
     /// The wait timed out (or this read's budget ran out): the primary.

@@ -2,6 +2,7 @@
 //! loop that runs a statement again when its plan allows and nothing of
 //! its answer reached the client.
 
+use super::binding::Followed;
 use super::busy::Busy;
 use super::Session;
 use crate::client::Client;
@@ -234,13 +235,16 @@ impl Session {
             self.release();
         }
         let server = self.pick_reader()?;
-        if self
+        if let Some(g) = self
             .stmt
             .need
-            .is_some_and(|g| super::binding::must_wait(&server, g))
+            .filter(|&g| super::binding::must_wait(&server, g))
         {
-            // A pipe carries no wait: the read goes the usual way, with one.
-            return None;
+            // A pipe carries no wait: the read follows one in flight, or
+            // goes the usual way and sends its own.
+            if self.follow_for_pipe(&server, g).await != Followed::Applied {
+                return None;
+            }
         }
         let pipe = Box::pin(server.pipe(
             &self.user.backend_user,
