@@ -5,8 +5,8 @@
 //! write. The monitor reads these from each group's primary; classifying
 //! with an empty catalogue is as careful as the statement text allows.
 
-use crate::classify::{classify_in, Classification, Flags};
-use crate::lexer::{LexMode, Lexer, TokenKind};
+use crate::classify::{classify_observing, Classification, Flags};
+use crate::lexer::{LexMode, Lexer, Token, TokenKind};
 use std::collections::HashSet;
 
 /// Which server answers the statements.
@@ -191,24 +191,34 @@ impl Catalogue {
         self.classify_in(sql, || LexMode::DEFAULT)
     }
 
-    /// As [`classify_in`], then with what the catalogue knows.
+    /// As [`classify_in`], then with what the catalogue knows. The
+    /// catalogue reads the names from classification's own tokens (one
+    /// reading of the statement, not two); only a statement whose tokens
+    /// depend on the lexing mode is read again in the other modes.
     pub fn classify_in<'a, F: FnOnce() -> LexMode>(
         &self,
         sql: &'a [u8],
         session: F,
     ) -> Classification<'a> {
         let mut own = None;
-        let mut c = classify_in(sql, || *own.insert(session()));
+        let knows = !self.functions.is_empty() || !self.views.is_empty() || self.tables.is_some();
+        let mut scan = Scan::default();
+        let (mut c, dependent) = classify_observing(
+            sql,
+            || *own.insert(session()),
+            |t| {
+                if knows {
+                    scan.token(self, t);
+                }
+            },
+        );
         match self.kind {
             Some(ServerKind::MariaDb) => c.flags.remove(Flags::MARIADB_FUNCTION),
             Some(ServerKind::MySql) => c.flags.remove(Flags::MYSQL_FUNCTION),
             None => {}
         }
-        if c.read_only
-            && !c.flags.intersects(Flags::MAY_WRITE_FUNCTION)
-            && (!self.functions.is_empty() || !self.views.is_empty() || self.tables.is_some())
-        {
-            match self.touches(sql, own) {
+        if c.read_only && !c.flags.intersects(Flags::MAY_WRITE_FUNCTION) && knows {
+            match self.touches(sql, scan.end(self), dependent, own) {
                 Touch::MayWrite => c.flags.insert(Flags::STORED_FUNCTION),
                 Touch::Unknown => c.flags.insert(Flags::UNKNOWN_TABLE),
                 Touch::Nothing => {}
@@ -219,11 +229,11 @@ impl Catalogue {
 
     /// Whether the statement calls one of the catalogue's functions or
     /// reads one of its views (a name where a table name can stand: a
-    /// column or alias of the same name is not the view).
-    fn touches(&self, sql: &[u8], own: Option<LexMode>) -> Touch {
-        let mut lexer = Lexer::with_mode(sql, LexMode::DEFAULT);
-        let mut worst = self.touches_with(&mut lexer);
-        if lexer.mode_dependent && worst != Touch::MayWrite {
+    /// column or alias of the same name is not the view), given what the
+    /// default mode's reading found (`first`).
+    fn touches(&self, sql: &[u8], first: Touch, dependent: bool, own: Option<LexMode>) -> Touch {
+        let mut worst = first;
+        if dependent && worst != Touch::MayWrite {
             // Read the other ways too, as `classify_in` does.
             for m in std::iter::once(LexMode::OTHER).chain(own) {
                 match self.touches_with(&mut Lexer::with_mode(sql, m)) {
@@ -237,51 +247,34 @@ impl Catalogue {
     }
 
     fn touches_with(&self, lexer: &mut Lexer<'_>) -> Touch {
-        let mut unknown = false;
-        match self.scan(lexer, |_| unknown = true) {
-            true => Touch::MayWrite,
-            false if unknown => Touch::Unknown,
-            false => Touch::Nothing,
+        let mut scan = Scan::default();
+        for t in lexer.by_ref() {
+            if scan.token(self, &t) {
+                break;
+            }
         }
+        scan.end(self)
     }
 
     /// Reads the statement's names: true at the first function or view
     /// that may write; `unlisted` is called with each name in a table's
     /// place the catalogue does not list.
     fn scan<'a>(&self, lexer: &mut Lexer<'a>, mut unlisted: impl FnMut(&'a [u8])) -> bool {
-        let mut prev: Option<&[u8]> = None;
-        let mut tables = TablePositions::default();
-        // A name in a table's place, looked up once the next token shows
-        // it is not a schema (`db.t`) or a table function (`JSON_TABLE(`).
-        let mut named: Option<&'a [u8]> = None;
+        let mut scan = Scan {
+            collect: true,
+            ..Scan::default()
+        };
         for t in lexer.by_ref() {
-            if let Some(n) = named.take() {
-                if !t.is_punct(b'.') && !t.is_punct(b'(') && !self.listed(n, &tables) {
-                    unlisted(n);
-                }
+            let writes = scan.token(self, &t);
+            if let Some(n) = scan.take_unlisted() {
+                unlisted(n);
             }
-            let table = tables.next(&t);
-            match t.kind {
-                TokenKind::Word | TokenKind::QuotedIdent => {
-                    if table {
-                        if contains(&self.views, t.text) {
-                            return true;
-                        }
-                        named = Some(t.text);
-                    }
-                    prev = Some(t.text);
-                    continue;
-                }
-                TokenKind::Punct
-                    if t.text == b"(" && prev.is_some_and(|p| contains(&self.functions, p)) =>
-                {
-                    return true;
-                }
-                _ => {}
+            if writes {
+                return true;
             }
-            prev = None;
         }
-        if let Some(n) = named.filter(|n| !self.listed(n, &tables)) {
+        scan.end(self);
+        if let Some(n) = scan.take_unlisted() {
             unlisted(n);
         }
         false
@@ -298,6 +291,91 @@ impl Catalogue {
             || contains(&self.invisible, name)
             || name.eq_ignore_ascii_case(b"dual")
             || tables.is_cte(name)
+    }
+}
+
+/// The catalogue's reading of a statement, one token at a time: whether it
+/// calls a function or reads a view that may write, and the names in a
+/// table's place the catalogue does not list.
+#[derive(Default)]
+struct Scan<'a> {
+    prev: Option<&'a [u8]>,
+    tables: TablePositions<'a>,
+    /// A name in a table's place, looked up once the next token shows it
+    /// is not a schema (`db.t`) or a table function (`JSON_TABLE(`).
+    named: Option<&'a [u8]>,
+    /// A function or view that may write was seen (later tokens change
+    /// nothing).
+    writes: bool,
+    /// A name in a table's place the catalogue does not list was seen.
+    unknown: bool,
+    /// Keep the unlisted names (for [`Catalogue::unknown_tables`]); the
+    /// last one seen, until taken.
+    collect: bool,
+    unlisted: Option<&'a [u8]>,
+}
+
+impl<'a> Scan<'a> {
+    /// Reads one token; true once the statement is known to touch
+    /// something that may write.
+    fn token(&mut self, cat: &Catalogue, t: &Token<'a>) -> bool {
+        if self.writes {
+            return true;
+        }
+        if let Some(n) = self.named.take() {
+            if !t.is_punct(b'.') && !t.is_punct(b'(') && !cat.listed(n, &self.tables) {
+                self.unlisted_name(n);
+            }
+        }
+        let table = self.tables.next(t);
+        match t.kind {
+            TokenKind::Word | TokenKind::QuotedIdent => {
+                if table {
+                    if contains(&cat.views, t.text) {
+                        self.writes = true;
+                        return true;
+                    }
+                    self.named = Some(t.text);
+                }
+                self.prev = Some(t.text);
+                return false;
+            }
+            TokenKind::Punct
+                if t.text == b"(" && self.prev.is_some_and(|p| contains(&cat.functions, p)) =>
+            {
+                self.writes = true;
+                return true;
+            }
+            _ => {}
+        }
+        self.prev = None;
+        false
+    }
+
+    /// The statement ended: what it touches.
+    fn end(&mut self, cat: &Catalogue) -> Touch {
+        if self.writes {
+            return Touch::MayWrite;
+        }
+        if let Some(n) = self.named.take().filter(|n| !cat.listed(n, &self.tables)) {
+            self.unlisted_name(n);
+        }
+        if self.unknown {
+            Touch::Unknown
+        } else {
+            Touch::Nothing
+        }
+    }
+
+    fn unlisted_name(&mut self, n: &'a [u8]) {
+        self.unknown = true;
+        if self.collect {
+            self.unlisted = Some(n);
+        }
+    }
+
+    fn take_unlisted(&mut self) -> Option<&'a [u8]> {
+        self.unlisted.take()
     }
 }
 
@@ -636,4 +714,115 @@ mod tests {
         assert!(!cat.classify(b"SELECT point FROM t").may_write());
         assert!(!cat.classify(b"SELECT abs(1)").may_write());
     }
+
+    /// What the catalogue's classification was before it read the names
+    /// from classification's own tokens: classify, then lex again for the
+    /// names (in the other modes too when the tokens depend on the mode).
+    fn two_readings(cat: &Catalogue, sql: &[u8], session: LexMode) -> Classification<'static> {
+        let mut own = None;
+        let mut c = crate::classify::classify_in(sql, || *own.insert(session));
+        match cat.kind {
+            Some(ServerKind::MariaDb) => c.flags.remove(Flags::MARIADB_FUNCTION),
+            Some(ServerKind::MySql) => c.flags.remove(Flags::MYSQL_FUNCTION),
+            None => {}
+        }
+        let knows = !cat.functions.is_empty() || !cat.views.is_empty() || cat.tables.is_some();
+        if c.read_only && !c.flags.intersects(Flags::MAY_WRITE_FUNCTION) && knows {
+            let mut lexer = Lexer::with_mode(sql, LexMode::DEFAULT);
+            let mut worst = cat.touches_with(&mut lexer);
+            if lexer.mode_dependent && worst != Touch::MayWrite {
+                for m in std::iter::once(LexMode::OTHER).chain(own) {
+                    match cat.touches_with(&mut Lexer::with_mode(sql, m)) {
+                        Touch::MayWrite => {
+                            worst = Touch::MayWrite;
+                            break;
+                        }
+                        Touch::Unknown => worst = Touch::Unknown,
+                        Touch::Nothing => {}
+                    }
+                }
+            }
+            match worst {
+                Touch::MayWrite => c.flags.insert(Flags::STORED_FUNCTION),
+                Touch::Unknown => c.flags.insert(Flags::UNKNOWN_TABLE),
+                Touch::Nothing => {}
+            }
+        }
+        Classification {
+            kind: c.kind,
+            flags: c.flags,
+            read_only: c.read_only,
+            hints: Default::default(),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// One reading gives what two gave, for statements made of the
+        /// words, names and marks the catalogue looks at.
+        #[test]
+        fn one_reading_classifies_as_two_did(
+            words in proptest::collection::vec(0usize..WORDS.len(), 0..24),
+            ansi in proptest::prelude::any::<bool>(),
+        ) {
+            let cat = Catalogue::new(
+                Some(ServerKind::MariaDb),
+                ["point".to_string()],
+                views(&[("v_logs", "select `db`.`log_it`(`a`) AS `x` from `t`")]),
+            )
+            .with_tables(["t".to_string(), "u".to_string()]);
+            let sql: Vec<u8> = words.iter().flat_map(|&w| [WORDS[w], " "].concat().into_bytes()).collect();
+            let session = LexMode { ansi_quotes: ansi, ..LexMode::DEFAULT };
+            let one = cat.classify_in(&sql, || session);
+            let two = two_readings(&cat, &sql, session);
+            proptest::prop_assert_eq!(
+                (one.kind, one.flags, one.read_only),
+                (two.kind, two.flags, two.read_only),
+                "{}", String::from_utf8_lossy(&sql)
+            );
+        }
+    }
+
+    const WORDS: &[&str] = &[
+        "SELECT",
+        "SELECT",
+        "FROM",
+        "FROM",
+        "JOIN",
+        "WHERE",
+        "WITH",
+        "AS",
+        "ON",
+        "UPDATE",
+        "INTO",
+        "t",
+        "u",
+        "db",
+        ".",
+        ",",
+        "(",
+        ")",
+        ";",
+        "v_logs",
+        "`v_logs`",
+        "\"v_logs\"",
+        "point",
+        "abs",
+        "new_t",
+        "x",
+        "1",
+        "'a'",
+        "'it''s'",
+        "\"s\"",
+        "/* c */",
+        "-- c\n",
+        "#",
+        "DUAL",
+        "JSON_TABLE",
+        "*",
+        "=",
+        "INSERT",
+        "LIMIT",
+    ];
 }

@@ -289,14 +289,27 @@ pub fn classify(sql: &[u8]) -> Classification<'_> {
 /// sends it to a replica, even when the session's mode is not what sextant
 /// believes (a procedure may change it).
 pub fn classify_in<F: FnOnce() -> LexMode>(sql: &[u8], session: F) -> Classification<'_> {
-    let (mut c, dependent) = classify_with(sql, LexMode::DEFAULT);
+    classify_observing(sql, session, |_| {}).0
+}
+
+/// [`classify_in`], showing each token of the first reading (the default
+/// lexing mode) to `observe` as it goes, so that a caller with more to
+/// learn from the tokens reads the statement once; also says whether the
+/// tokens depend on the lexing mode (then the caller's own reading of
+/// them holds for the default mode only).
+pub(crate) fn classify_observing<'a, F: FnOnce() -> LexMode>(
+    sql: &'a [u8],
+    session: F,
+    observe: impl FnMut(&Token<'a>),
+) -> (Classification<'a>, bool) {
+    let (mut c, dependent) = classify_with(sql, LexMode::DEFAULT, observe);
     if dependent {
         let own = session();
         for (i, mode) in [LexMode::OTHER, own].into_iter().enumerate() {
             if mode == LexMode::DEFAULT || (i == 1 && own == LexMode::OTHER) {
                 continue;
             }
-            let (other, _) = classify_with(sql, mode);
+            let (other, _) = classify_with(sql, mode, |_| {});
             c.flags |= other.flags;
             c.read_only &= other.read_only;
             if other.kind != c.kind {
@@ -304,10 +317,14 @@ pub fn classify_in<F: FnOnce() -> LexMode>(sql: &[u8], session: F) -> Classifica
             }
         }
     }
-    c
+    (c, dependent)
 }
 
-fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
+fn classify_with<'a>(
+    sql: &'a [u8],
+    mode: LexMode,
+    mut observe: impl FnMut(&Token<'a>),
+) -> (Classification<'a>, bool) {
     let mut hints = Hints::default();
     let mut flags = Flags::default();
     let mut first_kind_seen = Kind::Empty;
@@ -334,6 +351,7 @@ fn classify_with(sql: &[u8], mode: LexMode) -> (Classification<'_>, bool) {
 
     let mut lexer = Lexer::with_mode(sql, mode);
     for t in lexer.by_ref() {
+        observe(&t);
         match t.kind {
             TokenKind::Hint => {
                 hints.parse_into(t.text);
