@@ -53,10 +53,24 @@ thread_local! {
     });
 }
 
-/// Counts one statement under its digest.
+/// Runs `f` with this thread's digest scratch (None if it is in use):
+/// for a pass over a statement's tokens that builds its digest on the way
+/// ([`sextant_sql::digest::Digester`]).
+pub fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> Option<R> {
+    TABLE.with(|t| {
+        let mut t = t.try_borrow_mut().ok()?;
+        Some(f(&mut t.scratch))
+    })
+}
+
+/// Counts one statement under its digest. `key`: the digest's key when
+/// already known (built while the statement was classified), so that a
+/// digest seen before costs no second reading of the statement.
+#[allow(clippy::too_many_arguments)]
 pub fn record(
     sql: &[u8],
     mode: sextant_sql::LexMode,
+    key: Option<u64>,
     max: usize,
     took_us: u64,
     rows: u64,
@@ -68,8 +82,13 @@ pub fn record(
             return;
         };
         let t = &mut *t;
-        sextant_sql::digest::digest_bytes(sql, mode, &mut t.scratch);
-        let mut hash = sextant_sql::digest::digest_key(&t.scratch);
+        let mut hash = match key {
+            Some(k) if t.map.contains_key(&k) => k,
+            _ => {
+                sextant_sql::digest::digest_bytes(sql, mode, &mut t.scratch);
+                sextant_sql::digest::digest_key(&t.scratch)
+            }
+        };
         if !t.map.contains_key(&hash) && t.map.len() >= max {
             hash = OVERFLOW;
         }

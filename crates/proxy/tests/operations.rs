@@ -1145,6 +1145,12 @@ fn query_digests_count_statements_without_their_values() {
         .is_err());
     c.query_drop("UPDATE digest_t SET secret = 'topsecret' WHERE id <= 2")
         .unwrap();
+    for i in 0..10 {
+        let got: Vec<String> = sessions[1]
+            .exec("SELECT secret FROM digest_t WHERE id = ?", (i % 3 + 1,))
+            .unwrap();
+        assert_eq!(got.len(), 1);
+    }
     let rows: Vec<mysql::Row> = admin.query("SHOW QUERY DIGESTS").unwrap();
     let find = |text: &str| {
         rows.iter()
@@ -1173,6 +1179,11 @@ fn query_digests_count_statements_without_their_values() {
     assert_eq!(num(bad, "errors"), 1.0);
     let update = find("UPDATE digest_t SET secret = ? WHERE id <= ?");
     assert_eq!((num(update, "rows"), num(update, "primary")), (2.0, 1.0));
+    // Prepared executions count under their statement's digest (read
+    // once, at prepare).
+    let executed = find("SELECT secret FROM digest_t WHERE id = ?");
+    assert_eq!(num(executed, "count"), 10.0);
+    assert_eq!(num(executed, "rows"), 10.0);
     let all = format!("{rows:?}");
     for secret in ["hunter2", "topsecret", "pw-"] {
         assert!(!all.contains(secret), "{secret} in the digests");

@@ -200,6 +200,20 @@ impl Catalogue {
         sql: &'a [u8],
         session: F,
     ) -> Classification<'a> {
+        self.classify_observing(sql, session, |_| {}).0
+    }
+
+    /// [`Catalogue::classify_in`], showing each token of the default
+    /// mode's reading to `observe` too (say, to build the statement's
+    /// digest in the same pass); also says whether the tokens depend on
+    /// the lexing mode (then what `observe` saw holds for the default
+    /// mode only).
+    pub fn classify_observing<'a, F: FnOnce() -> LexMode>(
+        &self,
+        sql: &'a [u8],
+        session: F,
+        mut observe: impl FnMut(&Token<'a>),
+    ) -> (Classification<'a>, bool) {
         let mut own = None;
         let knows = !self.functions.is_empty() || !self.views.is_empty() || self.tables.is_some();
         let mut scan = Scan::default();
@@ -210,6 +224,7 @@ impl Catalogue {
                 if knows {
                     scan.token(self, t);
                 }
+                observe(t);
             },
         );
         match self.kind {
@@ -224,7 +239,7 @@ impl Catalogue {
                 Touch::Nothing => {}
             }
         }
-        c
+        (c, dependent)
     }
 
     /// Whether the statement calls one of the catalogue's functions or

@@ -10,7 +10,7 @@
 //! the digest is built as bytes and hashed, and becomes text only when
 //! it is seen for the first time.
 
-use crate::lexer::{LexMode, Lexer, TokenKind};
+use crate::lexer::{LexMode, Lexer, Token, TokenKind};
 
 /// Longest digest kept; longer ones end with `...`.
 pub const MAX_DIGEST: usize = 1024;
@@ -28,22 +28,56 @@ pub fn digest(sql: &[u8], mode: LexMode, out: &mut String) {
 /// [`digest`] turns into text otherwise.
 pub fn digest_bytes(sql: &[u8], mode: LexMode, out: &mut Vec<u8>) {
     out.clear();
-    let base = sql.as_ptr() as usize;
-    let mut prev_end = 0usize;
-    // The output ends with `?` then a comma not written yet.
-    let mut pending_comma = false;
-    // Inside a run of `?, ?, ...` collapsed to one `?`.
-    let mut in_list = false;
+    let mut d = Digester::new(sql);
     for t in Lexer::with_mode(sql, mode) {
-        let start = t.text.as_ptr() as usize - base;
+        if !d.token(&t, out) {
+            return;
+        }
+    }
+    d.finish(out);
+}
+
+/// Builds a digest one token at a time, so that a pass over the
+/// statement's tokens made for something else (classification) builds it
+/// too. Tokens must come from a lexer over the `sql` given to
+/// [`Digester::new`], into an `out` cleared first.
+pub struct Digester {
+    base: usize,
+    prev_end: usize,
+    /// The output ends with `?` then a comma not written yet.
+    pending_comma: bool,
+    /// Inside a run of `?, ?, ...` collapsed to one `?`.
+    in_list: bool,
+    /// Cut at [`MAX_DIGEST`]: later tokens change nothing.
+    cut: bool,
+}
+
+impl Digester {
+    pub fn new(sql: &[u8]) -> Digester {
+        Digester {
+            base: sql.as_ptr() as usize,
+            prev_end: 0,
+            pending_comma: false,
+            in_list: false,
+            cut: false,
+        }
+    }
+
+    /// Adds one token; false once the digest is complete (cut at its
+    /// longest).
+    pub fn token(&mut self, t: &Token<'_>, out: &mut Vec<u8>) -> bool {
+        if self.cut {
+            return false;
+        }
+        let start = t.text.as_ptr() as usize - self.base;
         let end = start + t.text.len();
         if t.kind == TokenKind::Hint {
-            prev_end = end + 2;
-            continue;
+            self.prev_end = end + 2;
+            return true;
         }
-        let gap = start > prev_end;
+        let gap = start > self.prev_end;
         // (A quoted name's text is inside its quotes; a string's is not.)
-        prev_end = match t.kind {
+        self.prev_end = match t.kind {
             TokenKind::QuotedIdent => end + 1,
             _ => end,
         };
@@ -51,24 +85,24 @@ pub fn digest_bytes(sql: &[u8], mode: LexMode, out: &mut Vec<u8>) {
         // exponent, or a hex literal (0xBEEF): a value too.
         let literal = matches!(t.kind, TokenKind::Str | TokenKind::Number)
             || t.kind == TokenKind::Word && t.text.first().is_some_and(u8::is_ascii_digit);
-        if t.is_punct(b',') && !pending_comma && (in_list || out.last() == Some(&b'?')) {
-            pending_comma = true;
-            continue;
+        if t.is_punct(b',') && !self.pending_comma && (self.in_list || out.last() == Some(&b'?')) {
+            self.pending_comma = true;
+            return true;
         }
-        if pending_comma {
-            pending_comma = false;
+        if self.pending_comma {
+            self.pending_comma = false;
             if literal {
-                in_list = true;
-                continue;
+                self.in_list = true;
+                return true;
             }
-            if in_list {
+            if self.in_list {
                 out.extend_from_slice(b",...");
-                in_list = false;
+                self.in_list = false;
             }
             out.push(b',');
-        } else if in_list {
+        } else if self.in_list {
             out.extend_from_slice(b",...");
-            in_list = false;
+            self.in_list = false;
         }
         if gap && !out.is_empty() && out.last() != Some(&b'(') && !t.is_punct(b')') {
             out.push(b' ');
@@ -95,14 +129,24 @@ pub fn digest_bytes(sql: &[u8], mode: LexMode, out: &mut Vec<u8>) {
             }
             out.truncate(cut);
             out.extend_from_slice(b"...");
+            self.cut = true;
+            return false;
+        }
+        true
+    }
+
+    /// The statement ended.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        if self.cut {
             return;
         }
-    }
-    if in_list {
-        out.extend_from_slice(b",...");
-    }
-    if pending_comma {
-        out.push(b',');
+        if self.in_list {
+            out.extend_from_slice(b",...");
+        }
+        if self.pending_comma {
+            out.push(b',');
+        }
+        self.cut = true;
     }
 }
 
@@ -240,4 +284,67 @@ mod tests {
         assert_eq!(b, d("SELECT 'x', 1 FROM t").as_bytes());
         assert_ne!(digest_key(b""), 0);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// A digest built on classification's pass over the tokens is the
+        /// one a reading of its own gives, whenever the tokens do not
+        /// depend on the lexing mode (the caller reads it again when they
+        /// do).
+        #[test]
+        fn a_digest_built_while_classifying_is_the_digest(
+            words in proptest::collection::vec(0usize..WORDS.len(), 0..40),
+            ansi in proptest::prelude::any::<bool>(),
+        ) {
+            let sql: Vec<u8> = words.iter().flat_map(|&w| [WORDS[w], " "].concat().into_bytes()).collect();
+            let session = LexMode { ansi_quotes: ansi, ..LexMode::DEFAULT };
+            let mut fused = Vec::new();
+            let mut d = Digester::new(&sql);
+            let (_, dependent) = crate::Catalogue::default()
+                .classify_observing(&sql, || session, |t| {
+                    d.token(t, &mut fused);
+                });
+            d.finish(&mut fused);
+            let mut own = Vec::new();
+            digest_bytes(&sql, session, &mut own);
+            if !dependent {
+                proptest::prop_assert_eq!(&fused, &own, "{}", String::from_utf8_lossy(&sql));
+            }
+        }
+    }
+
+    const WORDS: &[&str] = &[
+        "SELECT",
+        "FROM",
+        "t",
+        "WHERE",
+        "id",
+        "=",
+        "1",
+        "2.5e3",
+        "0xBEEF",
+        "'a'",
+        "'it''s'",
+        "\"dq\"",
+        "`q`",
+        ",",
+        "(",
+        ")",
+        "IN",
+        "VALUES",
+        ";",
+        "/*+ hint */",
+        "/* c */",
+        "-- c\n",
+        "@v",
+        "@@port",
+        "'u'@'h'",
+        "?",
+        "x.y",
+        "NULL",
+        "'\\''",
+        "/*!50000 a */",
+        "#c\n",
+    ];
 }

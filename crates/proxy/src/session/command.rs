@@ -84,10 +84,19 @@ impl Session {
         let Some(sql) = self.statement_sql(payload) else {
             return;
         };
+        let key = match payload.first() {
+            Some(&com::QUERY) => self.digest_key,
+            _ => payload.get(1..5).and_then(|b| {
+                self.stmts
+                    .get(&u32::from_le_bytes([b[0], b[1], b[2], b[3]]))?
+                    .digest_key()
+            }),
+        };
         let (rows, error, ran) = self.ran;
         crate::digests::record(
             sql,
             self.lex_mode(),
+            key,
             max,
             took.as_micros() as u64,
             rows,
@@ -195,6 +204,7 @@ impl Session {
                 Ok(0) => {
                     let started = std::time::Instant::now();
                     self.ran = (0, false, crate::digests::Ran::Other);
+                    self.digest_key = None;
                     let flow = self.command(&payload).await;
                     let took = started.elapsed();
                     if self.slow.is_some_and(|limit| took > limit) {

@@ -120,6 +120,9 @@ pub struct Session {
     slow: Option<Duration>,
     /// `[proxy] query_digests_max`, when digests are on.
     digests: Option<usize>,
+    /// The current statement's digest key, when classifying it built the
+    /// digest on the way (crate::digests::record need not read it again).
+    digest_key: Option<u64>,
     /// What the last relayed answer carried: rows, whether it was an
     /// error, where it ran (for the statement's digest).
     ran: (u64, bool, crate::digests::Ran),
@@ -343,6 +346,7 @@ impl Session {
             stmts: HashMap::new(),
             slow: None,
             digests: None,
+            digest_key: None,
             ran: (0, false, crate::digests::Ran::Other),
             next_stmt_id: 1,
             last_prepared: None,

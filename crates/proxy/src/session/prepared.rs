@@ -30,11 +30,18 @@ pub(super) struct ClientStmt {
     /// as the text form is, with the client connection's own values (TLS,
     /// compression, timeouts, session tracking).
     session_show: Option<sextant_sql::session_info::SessionShow>,
+    /// The statement's digest key, when digests are on: read once, at
+    /// prepare, not at every execution.
+    digest_key: Option<u64>,
 }
 
 impl ClientStmt {
     pub(super) fn sql(&self) -> &[u8] {
         &self.sql
+    }
+
+    pub(super) fn digest_key(&self) -> Option<u64> {
+        self.digest_key
     }
 }
 
@@ -268,6 +275,12 @@ impl Session {
                 }
                 _ => None,
             };
+            let digest_key = self.digests.and_then(|_| {
+                crate::digests::with_scratch(|buf| {
+                    sextant_sql::digest::digest_bytes(&sql, self.lex_mode(), buf);
+                    sextant_sql::digest::digest_key(buf)
+                })
+            });
             self.stmts.insert(
                 id,
                 ClientStmt {
@@ -277,6 +290,7 @@ impl Session {
                     types: Vec::new(),
                     types_n: 0,
                     session_show,
+                    digest_key,
                 },
             );
         }

@@ -34,12 +34,16 @@ impl Session {
         let _busy = Busy::enter();
         let mut instead: Vec<u8>;
         let mut p = p;
+        let mut first = true;
         loop {
             let at = match self.text_at(p) {
                 Ok(at) => at,
                 Err(e) => return self.reply_error(e).await,
             };
-            let c = self.classify_text(&p[at..]).await;
+            // The digest counted is the client's text (without query
+            // attributes, which it would read as text too).
+            let digest = std::mem::take(&mut first) && at == 1 && self.digests.is_some();
+            let c = self.classify_text(&p[at..], digest).await;
             match self.before_plan(&c, p, at).await? {
                 Next::Done => return Ok(()),
                 Next::Run => return self.run_text(&c, p, at).await,
@@ -78,9 +82,37 @@ impl Session {
     }
 
     /// The statement's classification, again once the primary has named
-    /// tables the catalogue did not list.
-    async fn classify_text<'s>(&mut self, sql: &'s [u8]) -> Classification<'s> {
-        let c = self.group.classify_in(sql, || self.lex_mode());
+    /// tables the catalogue did not list. `digest`: build the statement's
+    /// digest in the same pass over its tokens, for its digest's count.
+    async fn classify_text<'s>(&mut self, sql: &'s [u8], digest: bool) -> Classification<'s> {
+        let fused = digest
+            .then(|| {
+                crate::digests::with_scratch(|buf| {
+                    buf.clear();
+                    let mut d = sextant_sql::digest::Digester::new(sql);
+                    let (c, dependent) = self.group.classify_observing(
+                        sql,
+                        || self.lex_mode(),
+                        |t| {
+                            d.token(t, buf);
+                        },
+                    );
+                    d.finish(buf);
+                    // Tokens that depend on the lexing mode were read in
+                    // the default mode here: the digest is read again in
+                    // the session's.
+                    let key = (!dependent).then(|| sextant_sql::digest::digest_key(buf));
+                    (c, key)
+                })
+            })
+            .flatten();
+        let c = match fused {
+            Some((c, key)) => {
+                self.digest_key = key;
+                c
+            }
+            None => self.group.classify_in(sql, || self.lex_mode()),
+        };
         match self.learn_names(&c, sql).await {
             true => self.group.classify_in(sql, || self.lex_mode()),
             false => c,
