@@ -199,6 +199,27 @@ fn causal_wait_reads_from_a_replica_once_it_has_the_write() {
     );
 }
 
+/// Each connection reads row 1 of `table` at the same time; every read
+/// must see `v = want`, on a replica.
+fn all_read_on_replicas(conns: Vec<mysql::Conn>, table: &str, want: i32, primary_port: i64) {
+    let threads: Vec<_> = conns
+        .into_iter()
+        .map(|mut c| {
+            let sql = format!("SELECT v, @@port FROM {table} WHERE id = 1");
+            std::thread::spawn(move || {
+                c.query_first::<(Option<i32>, i64), _>(sql)
+                    .unwrap()
+                    .unwrap()
+            })
+        })
+        .collect();
+    let got: Vec<(Option<i32>, i64)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    for (v, port) in &got {
+        assert_eq!(*v, Some(want), "a read missed the write: {got:?}");
+        assert_ne!(*port, primary_port, "a read went to the primary: {got:?}");
+    }
+}
+
 #[test]
 fn reads_needing_the_same_write_share_one_wait_per_replica() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -213,23 +234,9 @@ fn reads_needing_the_same_write_share_one_wait_per_replica() {
     // Connected first: the reads start together right after the write.
     let conns: Vec<mysql::Conn> = (0..readers).map(|_| p.conn()).collect();
     w.query_drop("INSERT INTO sw_t VALUES (1, 42)").unwrap();
-    let threads: Vec<_> = conns
-        .into_iter()
-        .map(|mut c| {
-            std::thread::spawn(move || {
-                c.query_first::<(Option<i32>, i64), _>("SELECT v, @@port FROM sw_t WHERE id = 1")
-                    .unwrap()
-                    .unwrap()
-            })
-        })
-        .collect();
-    let got: Vec<(Option<i32>, i64)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     // Every read saw the write, on a replica (the one-second delay is well
     // within the budget).
-    for (v, port) in &got {
-        assert_eq!(*v, Some(42), "a read missed the write: {got:?}");
-        assert_ne!(*port, primary_port, "a read went to the primary: {got:?}");
-    }
+    all_read_on_replicas(conns, "sw_t", 42, primary_port);
     // About one wait per replica; the other reads followed one. (A
     // follower may still send its own: the monitor's reading, taken just
     // before the replica applied the write, can replace the position the
@@ -274,21 +281,7 @@ fn reads_following_a_wait_share_pipelined_connections() {
     let conns: Vec<mysql::Conn> = warm.into_iter().map(|t| t.join().unwrap()).collect();
     let piped_before = stat(&p, "sextant_pipelined_reads_total");
     w.query_drop("INSERT INTO swp_t VALUES (1, 7)").unwrap();
-    let threads: Vec<_> = conns
-        .into_iter()
-        .map(|mut c| {
-            std::thread::spawn(move || {
-                c.query_first::<(Option<i32>, i64), _>("SELECT v, @@port FROM swp_t WHERE id = 1")
-                    .unwrap()
-                    .unwrap()
-            })
-        })
-        .collect();
-    let got: Vec<(Option<i32>, i64)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    for (v, port) in &got {
-        assert_eq!(*v, Some(7), "a read missed the write: {got:?}");
-        assert_ne!(*port, primary_port, "a read went to the primary: {got:?}");
-    }
+    all_read_on_replicas(conns, "swp_t", 7, primary_port);
     // The reads that followed a wait went on through the replicas' pipes
     // (a pipe carries no wait, so only the followers can), not each on a
     // connection of its own.
