@@ -65,32 +65,25 @@ impl Session {
         }
     }
 
-    /// The SQL of a COM_QUERY or COM_STMT_EXECUTE.
-    fn statement_sql<'p>(&'p self, payload: &'p [u8]) -> Option<&'p [u8]> {
+    /// The SQL of a COM_QUERY or COM_STMT_EXECUTE, and its digest's key
+    /// when already known.
+    fn statement_sql<'p>(&'p self, payload: &'p [u8]) -> Option<(&'p [u8], Option<u64>)> {
         match payload.first() {
-            Some(&com::QUERY) => Some(&payload[1..]),
+            Some(&com::QUERY) => Some((&payload[1..], self.digest_key)),
             Some(&com::STMT_EXECUTE) => payload
                 .get(1..5)
                 .and_then(|b| {
                     self.stmts
                         .get(&u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 })
-                .map(|st| st.sql()),
+                .map(|st| (st.sql(), st.digest_key())),
             _ => None,
         }
     }
 
     fn count_digest(&self, payload: &[u8], max: usize, took: Duration, failed: bool) {
-        let Some(sql) = self.statement_sql(payload) else {
+        let Some((sql, key)) = self.statement_sql(payload) else {
             return;
-        };
-        let key = match payload.first() {
-            Some(&com::QUERY) => self.digest_key,
-            _ => payload.get(1..5).and_then(|b| {
-                self.stmts
-                    .get(&u32::from_le_bytes([b[0], b[1], b[2], b[3]]))?
-                    .digest_key()
-            }),
         };
         let (rows, error, ran) = self.ran;
         crate::digests::record(
@@ -108,7 +101,7 @@ impl Session {
     /// The slow-statement log: a statement's digest (no values), who ran
     /// it and how long it took.
     fn log_slow(&self, payload: &[u8], took: Duration) {
-        let Some(sql) = self.statement_sql(payload) else {
+        let Some((sql, _)) = self.statement_sql(payload) else {
             return;
         };
         let mut digest = String::new();
