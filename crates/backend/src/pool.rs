@@ -78,6 +78,17 @@ pub struct Server {
     pipes_opening: AtomicUsize,
 }
 
+/// How many of a server's `pool_max` connections pipes may hold: half.
+/// A pipe keeps its connection while reads keep coming, and writes,
+/// transactions, read-your-writes waits and reads that find the pipes full
+/// need connections of their own; with every connection a pipe they would
+/// wait for the pool until the reads stop (measured: `pool_max = 3` with
+/// two worker threads, read-your-writes reads at a tenth of eventual's).
+#[inline]
+pub fn max_pipes(pool_max: usize) -> usize {
+    pool_max / 2
+}
+
 /// A pipe unused this long gives its connection back to the pool.
 const PIPE_IDLE: Duration = Duration::from_secs(2);
 
@@ -205,7 +216,7 @@ impl Server {
             }
             let opening = self.pipes_opening.load(Ordering::Relaxed);
             if same + opening >= self.settings.pipeline_connections
-                || pipes.len() >= self.settings.max
+                || pipes.len() + opening >= max_pipes(self.settings.max)
             {
                 return None;
             }

@@ -290,3 +290,57 @@ fn sysbench_prepared_reads_through_pipes() {
         "most prepared reads should have gone through pipes: {piped} of {queries}"
     );
 }
+
+#[test]
+fn pipes_hold_at_most_half_of_a_servers_connections() {
+    // One worker thread, pipes of depth 1 (each read in flight needs a
+    // pipe of its own), up to four of them, four connections to the one
+    // replica, and four readers. Were all four connections pipes, the
+    // reads that find the pipes full, and the read-your-writes waits
+    // (which no pipe carries), would find no connection until the reads
+    // stop (measured with three connections per server under writes: a
+    // sixth of the reads).
+    let lab = lab();
+    sysbench_prepare(lab.primary, 1, 1000);
+    sync_replicas();
+    let p = Setup {
+        proxy: "threads = 1",
+        group:
+            "pool_max = 4\npipeline_depth = 1\npipeline_connections = 4\n[routing]\nhold_ms = 0\n",
+        replicas_override: Some(vec![lab.replicas[0]]),
+        ..Default::default()
+    }
+    .start();
+    let run = sysbench_cmd(p.port, 1, 1000)
+        .args([
+            "--threads=4",
+            "--time=4",
+            "--db-ps-mode=disable",
+            "--mysql-ignore-errors=none",
+            "oltp_point_select",
+            "run",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sysbench");
+    let mut most = 0;
+    let deadline = std::time::Instant::now() + Duration::from_millis(3800);
+    while std::time::Instant::now() < deadline {
+        // Servers in SHOW BACKENDS order: the primary, then the replica.
+        most = most.max(p.backends_column("pipes")[1]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = run.wait_with_output().expect("sysbench");
+    let (_, queries) = sysbench_clean(&out, "reading with pipes and a small pool", "queries:");
+    let piped = p.backends_sum("pipelined");
+    eprintln!("{queries} queries, {piped} through pipes, at most {most} pipes at once");
+    assert!(
+        most <= 2,
+        "{most} of the replica's 4 connections were pipes"
+    );
+    assert!(
+        piped * 10 > queries,
+        "too few reads went through pipes for the test to show anything: {piped} of {queries}"
+    );
+}

@@ -700,19 +700,12 @@ fn instance_ids_are_unique_and_a_duplicate_does_not_start() {
                 ..Default::default()
             }
             .start();
-            let id = std::fs::read_to_string(dir.join("instance-id")).unwrap();
+            let id = instance_id_in(&dir);
             // Kept across a restart.
             p.restart(&[]);
-            assert_eq!(
-                std::fs::read_to_string(dir.join("instance-id")).unwrap(),
-                id
-            );
-            assert!(
-                p.logs().contains(&format!("instance={}", id.trim())),
-                "{}",
-                p.logs()
-            );
-            id.trim().to_string()
+            assert_eq!(instance_id_in(&dir), id);
+            assert!(p.logs().contains(&format!("instance={id}")), "{}", p.logs());
+            id
         })
         .collect();
     assert_ne!(ids[0], ids[1], "two sextants of one config share an id");

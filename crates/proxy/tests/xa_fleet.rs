@@ -47,13 +47,6 @@ fn member(etcd: &str, state: &Path, env: &[(&'static str, &str)], proxy: &str) -
     .start()
 }
 
-fn id_in(state: &Path) -> String {
-    std::fs::read_to_string(state.join("instance-id"))
-        .expect("instance-id")
-        .trim()
-        .to_string()
-}
-
 /// Three instances behind HAProxy, 16 clients moving money between 1,000
 /// accounts over four groups (most transfers touch three). Instance A
 /// stops as kill -9 would at each step of its two-phase commit in turn,
@@ -86,7 +79,7 @@ fn a_lost_instances_transactions_are_settled_by_another() {
     for (k, point) in points.iter().enumerate() {
         let state: PathBuf = etcd.dir.join(format!("state-a{k}"));
         let mut a = instance(&etcd, &state, &[("SEXTANT_XA_FAILPOINT", point)]);
-        let a_id = id_in(&state);
+        let a_id = instance_id_in(&state);
         let haproxy = HaProxy::start(&[&a, &b, &c]);
         // Transfer ids differ from one round to the next.
         let (stop, handles) = clients(haproxy.port, k as u64, ACCOUNTS);
@@ -118,7 +111,7 @@ fn a_lost_instances_transactions_are_settled_by_another() {
         // and it commits over several groups.
         // (Reached directly, not through HAProxy.)
         let a2 = member(&etcd.endpoint, &state, &[], "");
-        let a2_id = id_in(&state);
+        let a2_id = instance_id_in(&state);
         assert_ne!(a2_id, a_id, "{point}: a lost instance's id was reused");
         let mut conn = mysql::Conn::new(
             mysql::Opts::from_url(&format!(
@@ -207,7 +200,7 @@ fn an_instance_cut_off_from_etcd_finishes_nothing_of_others_and_nothing_half_way
     a.restart(&[]);
     let b = instance(&etcd, &etcd.dir.join("state-b"), &[]);
     let c = instance(&etcd, &etcd.dir.join("state-c"), &[]);
-    let a_id = id_in(&etcd.dir.join("state-a"));
+    let a_id = instance_id_in(&etcd.dir.join("state-a"));
     let haproxy = HaProxy::start(&[&a, &b, &c]);
     let (stop, handles) = clients(haproxy.port, 50, ACCOUNTS);
     std::thread::sleep(Duration::from_secs(3));
@@ -303,7 +296,7 @@ fn etcd_stopped_under_load_loses_no_transaction() {
     for ((p, from), name) in fleet.iter().zip(logs_before).zip(["a", "b", "c"]) {
         let own = format!(
             "gtrid=sx:{}:",
-            id_in(&etcd.dir.join(format!("state-{name}")))
+            instance_id_in(&etcd.dir.join(format!("state-{name}")))
         );
         for line in p.logs()[from..]
             .lines()

@@ -183,6 +183,24 @@ pub fn free_port() -> u16 {
     panic!("no free port in 10000-19999")
 }
 
+/// The instance id sextant keeps in `dir`. Sextant binds its port before
+/// it makes the id (a taken port fails the start at once), and a connect
+/// succeeds from the bind on, so the file may come a moment after the
+/// port answers.
+pub fn instance_id_in(dir: &Path) -> String {
+    let file = dir.join("instance-id");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match std::fs::read_to_string(&file) {
+            Ok(s) => return s.trim().to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("{}: {e}", file.display()),
+        }
+    }
+}
+
 pub struct Proxy {
     child: Child,
     pub port: u16,
@@ -458,6 +476,11 @@ backend_password = "apppass"
 
     /// Sum of a SHOW BACKENDS column over all servers.
     pub fn backends_sum(&self, column: &str) -> u64 {
+        self.backends_column(column).iter().sum()
+    }
+
+    /// A numeric SHOW BACKENDS column, server by server.
+    pub fn backends_column(&self, column: &str) -> Vec<u64> {
         use mysql::prelude::Queryable;
         let rows: Vec<mysql::Row> = self.admin().query("SHOW BACKENDS").expect("SHOW BACKENDS");
         rows.iter()
@@ -467,7 +490,7 @@ backend_password = "apppass"
                     .parse::<u64>()
                     .expect("a number")
             })
-            .sum()
+            .collect()
     }
 
     /// GET `path` from the HTTP port: (status code, body).
