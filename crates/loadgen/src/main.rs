@@ -16,6 +16,10 @@
 //! of the same user, updating rows (`UPDATE sbtestT SET k = k + 1 WHERE
 //! id = K`) so that P% of all statements are writes: the shape of an
 //! application whose reads follow its own writes (read_your_writes).
+//! The share holds both ways: writers wait while writes are ahead of it,
+//! readers while writes are behind it by more than the writers have in
+//! flight. (Without the second, a primary too busy for its writes lowered
+//! the share: the reads of two runs then came with different writes.)
 //!
 //! Prints one line of JSON: queries (reads), writes, errors, qps (reads
 //! per second), p50/p95/p99 of the reads in ms.
@@ -163,6 +167,10 @@ async fn client(
     let mut out = Vec::with_capacity(128);
     let mut buf = Vec::with_capacity(256);
     'run: while Instant::now() < until {
+        if writes_behind(&a, &done) {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+            continue;
+        }
         out.clear();
         for _ in 0..a.pipeline {
             rng ^= rng << 13;
@@ -196,6 +204,19 @@ async fn client(
         }
     }
     (lat, errors)
+}
+
+/// Whether writes are behind their share by more than the writers can
+/// have in flight (every writer busy, the share still not met): readers
+/// wait for them.
+fn writes_behind(a: &Args, done: &Done) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    if a.write_percent == 0 || a.writers == 0 {
+        return false;
+    }
+    let (r, w) = (done.reads.load(Relaxed), done.writes.load(Relaxed));
+    // In hundredths of a statement.
+    (r + w) * a.write_percent > (w + a.writers as u64) * 100
 }
 
 /// Updates rows while writes are below `write_percent` of all statements;
@@ -308,4 +329,43 @@ fn main() {
         pct(0.95),
         pct(0.99)
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_wait_only_when_writes_are_behind_by_more_than_the_writers() {
+        let a = <Args as clap::Parser>::parse_from([
+            "loadgen",
+            "--port",
+            "1",
+            "--write-percent",
+            "10",
+            "--writers",
+            "4",
+        ]);
+        let done = |r: u64, w: u64| Done {
+            reads: r.into(),
+            writes: w.into(),
+        };
+        // (reads, writes, readers wait)
+        for (r, w, wait) in [
+            (0, 0, false),
+            (90, 10, false),
+            // 10% of 104 is 10.4: 6.4 behind, more than 4 in flight.
+            (100, 4, true),
+            (94, 6, false),
+            // 10% of 1,100 is 110: 10 behind.
+            (1000, 100, true),
+            // 10% of 1,108 is 110.8: 2.8 behind.
+            (1000, 108, false),
+            (1000, 200, false),
+        ] {
+            assert_eq!(writes_behind(&a, &done(r, w)), wait, "{r} reads, {w} writes");
+        }
+        let none = <Args as clap::Parser>::parse_from(["loadgen", "--port", "1"]);
+        assert!(!writes_behind(&none, &done(1000, 0)));
+    }
 }
