@@ -27,4 +27,10 @@ pub use group::{Group, GroupServers, Pool};
 pub use health::{Following, Health, Role};
 pub use pool::{PoolSettings, PoolStats, Server};
 pub use sextant_config::{Topology, MAX_GROUP_SERVERS};
+
+/// The hasher of maps looked up per statement (a connection's server
+/// statements by SQL text, at every prepared execution): SipHash's
+/// resistance to chosen keys costs more than these bounded maps, seeded
+/// per process, need.
+pub type FastHash = foldhash::fast::RandomState;
 pub use state::{SessionVars, Tracking};

@@ -74,7 +74,7 @@ struct State {
     /// A session is writing; what others queue meanwhile is its to write.
     writing: bool,
     /// The connection's server statements, by text.
-    stmts: HashMap<Arc<[u8]>, Stmt>,
+    stmts: HashMap<Arc<[u8]>, Stmt, crate::FastHash>,
     /// How many more the connection may have before one must be closed
     /// (closing one is not pipelined: a pipe never closes statements).
     stmt_room: usize,

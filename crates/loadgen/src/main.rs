@@ -363,7 +363,11 @@ mod tests {
             (1000, 108, false),
             (1000, 200, false),
         ] {
-            assert_eq!(writes_behind(&a, &done(r, w)), wait, "{r} reads, {w} writes");
+            assert_eq!(
+                writes_behind(&a, &done(r, w)),
+                wait,
+                "{r} reads, {w} writes"
+            );
         }
         let none = <Args as clap::Parser>::parse_from(["loadgen", "--port", "1"]);
         assert!(!writes_behind(&none, &done(1000, 0)));

@@ -9,6 +9,11 @@ use crate::classify::{classify_observing, Classification, Flags};
 use crate::lexer::{LexMode, Lexer, Token, TokenKind};
 use std::collections::HashSet;
 
+/// Lower-case names, looked up for every name in a statement's table
+/// places (and before every parenthesis): a fast hash, seeded per process.
+/// Only the server's listings add to these sets, never a client.
+type Names = HashSet<Box<[u8]>, foldhash::fast::RandomState>;
+
 /// Which server answers the statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerKind {
@@ -25,17 +30,17 @@ pub struct Catalogue {
     pub kind: Option<ServerKind>,
     /// Stored functions and UDFs whose names a built-in also has, lower
     /// case (any other stored function already classifies as one).
-    functions: HashSet<Box<[u8]>>,
+    functions: Names,
     /// Views whose definition may write (calls such a function, or reads
     /// such a view), or cannot be read, lower case.
-    views: HashSet<Box<[u8]>>,
+    views: Names,
     /// Every table and view of every schema, by name, lower case (None:
     /// not listed). A name missing from it may be a view created since.
-    tables: Option<HashSet<Box<[u8]>>>,
+    tables: Option<Names>,
     /// Names reads asked about that a later listing still did not have
     /// (no such table, or one the monitor's account cannot see): the
     /// listing cannot tell about them, and they are read by their text.
-    invisible: HashSet<Box<[u8]>>,
+    invisible: Names,
 }
 
 /// Names kept as not listed at most (beyond, no more are added: reads of
@@ -59,7 +64,7 @@ fn lower(name: &[u8], buf: &mut [u8; MAX_NAME]) -> Option<usize> {
     Some(name.len())
 }
 
-fn contains(set: &HashSet<Box<[u8]>>, name: &[u8]) -> bool {
+fn contains(set: &Names, name: &[u8]) -> bool {
     let mut buf = [0u8; MAX_NAME];
     match lower(name, &mut buf) {
         Some(n) => set.contains(&buf[..n]),
@@ -85,9 +90,9 @@ impl Catalogue {
                 .filter(|f| crate::builtin::is_builtin(f.as_bytes()))
                 .map(|f| f.to_ascii_lowercase().into_bytes().into_boxed_slice())
                 .collect(),
-            views: HashSet::new(),
+            views: Names::default(),
             tables: None,
-            invisible: HashSet::new(),
+            invisible: Names::default(),
         };
         let mut pending: Vec<(String, String)> = views.into_iter().collect();
         // A view may read another view: repeat until nothing changes.

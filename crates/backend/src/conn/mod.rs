@@ -186,7 +186,7 @@ pub struct BackendConn {
     /// Server statements by SQL text, each with the session state it was
     /// prepared under: the server resolved its tables in that database and
     /// parsed it with that sql_mode and character set.
-    stmts: HashMap<Arc<[u8]>, (ServerStmt, StmtContext)>,
+    stmts: HashMap<Arc<[u8]>, (ServerStmt, StmtContext), crate::FastHash>,
     stmt_clock: u64,
     pub max_prepared: usize,
 }
@@ -257,7 +257,7 @@ impl BackendConn {
             from_pool: false,
             home: crate::thread::thread_slot(),
             stmt_epoch: 0,
-            stmts: HashMap::new(),
+            stmts: HashMap::default(),
             stmt_clock: 0,
             max_prepared: 256,
         };

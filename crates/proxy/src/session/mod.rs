@@ -115,7 +115,7 @@ pub struct Session {
     /// write of this session, which replicas may not have yet.
     primary_reads_until: Option<Instant>,
     pins: Pins,
-    stmts: HashMap<u32, prepared::ClientStmt>,
+    stmts: HashMap<u32, prepared::ClientStmt, sextant_backend::FastHash>,
     /// `[log] slow_query_ms`, when on.
     slow: Option<Duration>,
     /// `[proxy] query_digests_max`, when digests are on.
@@ -343,7 +343,7 @@ impl Session {
             hold,
             primary_reads_until: None,
             pins: Pins::empty(),
-            stmts: HashMap::new(),
+            stmts: HashMap::default(),
             slow: None,
             digests: None,
             digest_key: None,
