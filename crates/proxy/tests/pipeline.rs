@@ -251,8 +251,13 @@ fn a_long_read_holds_up_no_new_reads() {
     );
 }
 
+/// Tests that run sysbench share its tables (a prepare drops them first):
+/// one at a time.
+static SYSBENCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn sysbench_prepared_reads_through_pipes() {
+    let _one = SYSBENCH.lock().unwrap_or_else(|e| e.into_inner());
     // libmariadb sends a statement's parameter types with its first
     // execution only: executions through a pipe whose connection has not
     // seen them must carry them, or the server reads the values wrong
@@ -300,6 +305,7 @@ fn pipes_hold_at_most_half_of_a_servers_connections() {
     // (which no pipe carries), would find no connection until the reads
     // stop (measured with three connections per server under writes: a
     // sixth of the reads).
+    let _one = SYSBENCH.lock().unwrap_or_else(|e| e.into_inner());
     let lab = lab();
     sysbench_prepare(lab.primary, 1, 1000);
     sync_replicas();
