@@ -25,7 +25,7 @@ pub use conn::{
 pub use error::BackendError;
 pub use group::{Group, GroupServers, Pool};
 pub use health::{Following, Health, Role};
-pub use pool::{PoolSettings, PoolStats, Server};
+pub use pool::{OpenBooking, PipeChoice, PoolSettings, PoolStats, Server};
 pub use sextant_config::{Topology, MAX_GROUP_SERVERS};
 
 /// The hasher of maps looked up per statement (a connection's server

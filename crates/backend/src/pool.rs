@@ -78,6 +78,27 @@ pub struct Server {
     pipes_opening: AtomicUsize,
 }
 
+/// What a read does about a pipe ([`Server::choose_pipe`]).
+pub enum PipeChoice<'a> {
+    /// This pipe has room.
+    Use(Arc<Pipe>),
+    /// None has room, and a new one may open: booked (it counts against
+    /// pipeline_connections until the booking is dropped).
+    Open(OpenBooking<'a>),
+    /// No pipe: the usual way.
+    No,
+}
+
+/// A pipe being opened, counted until dropped (however the opening ends,
+/// even if the session is dropped meanwhile).
+pub struct OpenBooking<'a>(&'a AtomicUsize);
+
+impl Drop for OpenBooking<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// How many of a server's `pool_max` connections pipes may hold: half.
 /// A pipe keeps its connection while reads keep coming, and writes,
 /// transactions, read-your-writes waits and reads that find the pipes full
@@ -185,52 +206,51 @@ impl Server {
     }
 
     /// A pipe for plain reads of `user` with session state `vars`: one with
-    /// room (fewer than pipeline_depth reads in flight), or a new one if
-    /// the server has fewer than pipeline_connections. None: pipelining is
-    /// off, or all pipes are full and no connection is free at once (the
-    /// read then takes a connection of its own, waiting like any other).
-    pub async fn pipe(
+    /// room (fewer than pipeline_depth reads in flight), or leave to open a
+    /// new one if the server has fewer than pipeline_connections
+    /// ([`Self::open_booked_pipe`]). No: pipelining is off, or all pipes
+    /// are full and no more may open (the read then takes a connection of
+    /// its own, waiting like any other). Synchronous: a read that finds a
+    /// pipe with room (nearly all of them) builds no future for it.
+    pub fn choose_pipe(&self, user: &str, flavor: Flavor, vars: &SessionVars) -> PipeChoice<'_> {
+        let depth = self.settings.pipeline_depth;
+        if depth == 0 {
+            return PipeChoice::No;
+        }
+        let home = crate::thread::thread_slot();
+        let pipes = self.pipes.lock();
+        let mut same = 0;
+        // The first with room, not the emptiest: reads that travel
+        // together are what saves the CPU.
+        for p in pipes.iter() {
+            if p.home == home && p.flavor == flavor && &*p.user == user && p.vars == *vars {
+                same += 1;
+                if p.in_flight() < depth && !p.is_broken() && !p.stalled() {
+                    return PipeChoice::Use(p.clone());
+                }
+            }
+        }
+        let opening = self.pipes_opening.load(Ordering::Relaxed);
+        if same + opening >= self.settings.pipeline_connections
+            || pipes.len() + opening >= max_pipes(self.settings.max)
+        {
+            return PipeChoice::No;
+        }
+        self.pipes_opening.fetch_add(1, Ordering::Relaxed);
+        PipeChoice::Open(OpenBooking(&self.pipes_opening))
+    }
+
+    /// Opens the pipe [`Self::choose_pipe`] booked; None when no
+    /// connection is free at once.
+    pub async fn open_booked_pipe(
         &self,
+        booking: OpenBooking<'_>,
         user: &str,
         password: &str,
         flavor: Flavor,
         vars: &SessionVars,
     ) -> Option<Arc<Pipe>> {
-        let depth = self.settings.pipeline_depth;
-        if depth == 0 {
-            return None;
-        }
-        {
-            let home = crate::thread::thread_slot();
-            let pipes = self.pipes.lock();
-            let mut same = 0;
-            // The first with room, not the emptiest: reads that travel
-            // together are what saves the CPU.
-            for p in pipes.iter() {
-                if p.home == home && p.flavor == flavor && &*p.user == user && p.vars == *vars {
-                    same += 1;
-                    if p.in_flight() < depth && !p.is_broken() && !p.stalled() {
-                        return Some(p.clone());
-                    }
-                }
-            }
-            let opening = self.pipes_opening.load(Ordering::Relaxed);
-            if same + opening >= self.settings.pipeline_connections
-                || pipes.len() + opening >= max_pipes(self.settings.max)
-            {
-                return None;
-            }
-            self.pipes_opening.fetch_add(1, Ordering::Relaxed);
-        }
-        // (Decremented however the opening ends, even if the session is
-        // dropped meanwhile.)
-        struct Opening<'a>(&'a AtomicUsize);
-        impl Drop for Opening<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-        let _opening = Opening(&self.pipes_opening);
+        let _booking = booking;
         self.open_pipe(user, password, flavor, vars, crate::thread::thread_slot())
             .await
     }
@@ -281,11 +301,11 @@ impl Server {
     /// Closes a pipe whose connection is in an unknown state or gone;
     /// `conn`: the connection, if the caller held it. Sessions waiting on
     /// the pipe retry their reads elsewhere.
-    pub fn close_pipe(&self, p: &Arc<Pipe>, conn: Option<BackendConn>) {
+    pub fn close_pipe(&self, p: &Arc<Pipe>, conn: Option<crate::pipe::Baton>) {
         let parked = p.close();
         self.pipes.lock().retain(|q| !Arc::ptr_eq(q, p));
         for c in conn.into_iter().chain(parked) {
-            self.discard(c);
+            self.discard(*c);
         }
     }
 

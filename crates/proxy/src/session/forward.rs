@@ -246,13 +246,21 @@ impl Session {
                 return None;
             }
         }
-        let pipe = Box::pin(server.pipe(
-            &self.user.backend_user,
-            &self.user.backend_password,
-            self.flavor,
-            &self.vars,
-        ))
-        .await?;
+        let pipe = match server.choose_pipe(&self.user.backend_user, self.flavor, &self.vars) {
+            sextant_backend::PipeChoice::Use(p) => p,
+            sextant_backend::PipeChoice::No => return None,
+            // (Boxed: opening a connection is a large future, and rare.)
+            sextant_backend::PipeChoice::Open(booking) => {
+                Box::pin(server.open_booked_pipe(
+                    booking,
+                    &self.user.backend_user,
+                    &self.user.backend_password,
+                    self.flavor,
+                    &self.vars,
+                ))
+                .await?
+            }
+        };
         Some((server, pipe))
     }
 
