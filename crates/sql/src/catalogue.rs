@@ -65,6 +65,10 @@ fn lower(name: &[u8], buf: &mut [u8; MAX_NAME]) -> Option<usize> {
 }
 
 fn contains(set: &Names, name: &[u8]) -> bool {
+    // (Most servers have no function or view that may write.)
+    if set.is_empty() {
+        return false;
+    }
     let mut buf = [0u8; MAX_NAME];
     match lower(name, &mut buf) {
         Some(n) => set.contains(&buf[..n]),
@@ -399,6 +403,45 @@ impl<'a> Scan<'a> {
     }
 }
 
+/// What a word does to [`TablePositions`] (a set of these bits; 0 for
+/// most words). One match on the length and a few comparisons, rather
+/// than comparing every word with each of twenty keywords.
+const WITH: u16 = 1;
+/// Starts the statement a WITH clause is for.
+const STATEMENT: u16 = 1 << 1;
+/// A table name follows (FROM, JOIN, UPDATE, INTO).
+const OPENS: u16 = 1 << 2;
+/// INTO: a table follows but no FROM list opens.
+const INTO: u16 = 1 << 3;
+/// TABLE: a table follows.
+const TABLE: u16 = 1 << 4;
+/// Ends a FROM list.
+const ENDS: u16 = 1 << 5;
+/// `FROM (SELECT ...`, `VALUES`, `LATERAL`: no name follows.
+const DERIVED: u16 = 1 << 6;
+const LATERAL: u16 = 1 << 7;
+
+fn roles(w: &[u8]) -> u16 {
+    let is = |k: &str| w.eq_ignore_ascii_case(k.as_bytes());
+    match w.len() {
+        3 if is("set") || is("for") => ENDS,
+        4 if is("with") => WITH,
+        4 if is("from") || is("join") => OPENS,
+        4 if is("into") => OPENS | INTO,
+        5 if is("table") => STATEMENT | TABLE,
+        5 if is("where") || is("group") || is("order") || is("limit") || is("union") => ENDS,
+        6 if is("select") || is("values") => STATEMENT | DERIVED,
+        6 if is("insert") || is("delete") => STATEMENT,
+        6 if is("update") => STATEMENT | OPENS,
+        6 if is("having") || is("window") || is("except") => ENDS,
+        7 if is("replace") => STATEMENT,
+        7 if is("lateral") => DERIVED | LATERAL,
+        9 if is("intersect") || is("returning") => ENDS,
+        13 if is("straight_join") => OPENS,
+        _ => 0,
+    }
+}
+
 /// Follows a statement's tokens to tell which names stand where a table
 /// name can: after FROM, JOIN, UPDATE, INTO or TABLE, after a comma of a
 /// FROM list (at that list's level of parentheses, so a comma after an ON
@@ -466,53 +509,32 @@ impl<'a> TablePositions<'a> {
         }
         match t.kind {
             TokenKind::Word => {
-                if t.is_word("with") {
+                let r = roles(t.text);
+                if r & WITH != 0 {
                     self.with_at = Some(self.depth);
                     self.next_is_cte = true;
                     return false;
                 }
-                if self.with_at == Some(self.depth)
-                    && [
-                        "select", "insert", "update", "delete", "replace", "table", "values",
-                    ]
-                    .iter()
-                    .any(|w| t.is_word(w))
-                {
+                if r & STATEMENT != 0 && self.with_at == Some(self.depth) {
                     // The statement the WITH clause is for.
                     self.with_at = None;
                 }
-                const OPENS: [&str; 5] = ["from", "join", "straight_join", "update", "into"];
-                const ENDS: [&str; 12] = [
-                    "where",
-                    "group",
-                    "having",
-                    "order",
-                    "limit",
-                    "window",
-                    "union",
-                    "except",
-                    "intersect",
-                    "set",
-                    "returning",
-                    "for",
-                ];
-                let is = |w: &str| t.text.eq_ignore_ascii_case(w.as_bytes());
-                if OPENS.iter().any(|w| is(w)) {
-                    self.from[self.depth] = !is("into");
+                if r & OPENS != 0 {
+                    self.from[self.depth] = r & INTO == 0;
                     self.next_is_table = true;
                     return false;
                 }
-                if is("table") {
+                if r & TABLE != 0 {
                     self.next_is_table = true;
                     return false;
                 }
-                if ENDS.iter().any(|w| is(w)) {
+                if r & ENDS != 0 {
                     self.from[self.depth] = false;
                     return false;
                 }
-                if is("select") || is("values") || is("lateral") {
+                if r & DERIVED != 0 {
                     // `FROM (SELECT ...`: a derived table, not a name.
-                    self.next_is_table = is("lateral") && next_is_table;
+                    self.next_is_table = r & LATERAL != 0 && next_is_table;
                     return false;
                 }
                 self.last_was_table = next_is_table;
@@ -563,6 +585,46 @@ mod tests {
         v.iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn roles_match_the_keyword_lists() {
+        let lists: [(u16, &[&str]); 8] = [
+            (WITH, &["with"]),
+            (
+                STATEMENT,
+                &["select", "insert", "update", "delete", "replace", "table", "values"],
+            ),
+            (OPENS, &["from", "join", "straight_join", "update", "into"]),
+            (INTO, &["into"]),
+            (TABLE, &["table"]),
+            (
+                ENDS,
+                &[
+                    "where", "group", "having", "order", "limit", "window", "union", "except",
+                    "intersect", "set", "returning", "for",
+                ],
+            ),
+            (DERIVED, &["select", "values", "lateral"]),
+            (LATERAL, &["lateral"]),
+        ];
+        let words = lists.iter().flat_map(|(_, l)| l.iter().copied());
+        let others = ["", "c", "id", "sbtest1", "fromm", "fro", "joins", "tables", "straight"];
+        for w in words.chain(others) {
+            for form in [w.to_string(), w.to_uppercase(), {
+                let mut m = w.to_string();
+                if let Some(c) = m.get_mut(0..1) {
+                    c.make_ascii_uppercase();
+                }
+                m
+            }] {
+                let want = lists
+                    .iter()
+                    .filter(|(_, l)| l.contains(&w))
+                    .fold(0, |acc, (bit, _)| acc | bit);
+                assert_eq!(roles(form.as_bytes()), want, "{form}");
+            }
+        }
     }
 
     #[test]
