@@ -593,7 +593,9 @@ mod tests {
             (WITH, &["with"]),
             (
                 STATEMENT,
-                &["select", "insert", "update", "delete", "replace", "table", "values"],
+                &[
+                    "select", "insert", "update", "delete", "replace", "table", "values",
+                ],
             ),
             (OPENS, &["from", "join", "straight_join", "update", "into"]),
             (INTO, &["into"]),
@@ -601,15 +603,27 @@ mod tests {
             (
                 ENDS,
                 &[
-                    "where", "group", "having", "order", "limit", "window", "union", "except",
-                    "intersect", "set", "returning", "for",
+                    "where",
+                    "group",
+                    "having",
+                    "order",
+                    "limit",
+                    "window",
+                    "union",
+                    "except",
+                    "intersect",
+                    "set",
+                    "returning",
+                    "for",
                 ],
             ),
             (DERIVED, &["select", "values", "lateral"]),
             (LATERAL, &["lateral"]),
         ];
         let words = lists.iter().flat_map(|(_, l)| l.iter().copied());
-        let others = ["", "c", "id", "sbtest1", "fromm", "fro", "joins", "tables", "straight"];
+        let others = [
+            "", "c", "id", "sbtest1", "fromm", "fro", "joins", "tables", "straight",
+        ];
         for w in words.chain(others) {
             for form in [w.to_string(), w.to_uppercase(), {
                 let mut m = w.to_string();

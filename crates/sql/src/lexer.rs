@@ -184,14 +184,19 @@ impl LexMode {
     /// The mode of a session with this sql_mode (as the server reports it)
     /// and client character set.
     pub fn of_session(sql_mode: &str, multibyte: Option<Multibyte>) -> LexMode {
-        let has = |m: &str| {
-            sql_mode
-                .split(',')
-                .any(|x| x.trim().eq_ignore_ascii_case(m))
-        };
+        // One pass over the list (a session's statements each ask).
+        let (mut backslash_escapes, mut ansi_quotes) = (true, false);
+        for m in sql_mode.split(',') {
+            let m = m.trim().as_bytes();
+            if m.eq_ignore_ascii_case(b"NO_BACKSLASH_ESCAPES") {
+                backslash_escapes = false;
+            } else if m.eq_ignore_ascii_case(b"ANSI_QUOTES") || m.eq_ignore_ascii_case(b"ANSI") {
+                ansi_quotes = true;
+            }
+        }
         LexMode {
-            backslash_escapes: !has("NO_BACKSLASH_ESCAPES"),
-            ansi_quotes: has("ANSI_QUOTES") || has("ANSI"),
+            backslash_escapes,
+            ansi_quotes,
             multibyte,
             server: None,
         }
@@ -524,6 +529,33 @@ fn find(h: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sessions_mode_from_its_sql_mode() {
+        // (sql_mode, backslash escapes, ANSI quotes)
+        for (m, bs, ansi) in [
+            ("", true, false),
+            ("STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION", true, false),
+            ("NO_BACKSLASH_ESCAPES", false, false),
+            ("ansi_quotes", true, true),
+            (
+                "REAL_AS_FLOAT,PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,ANSI",
+                true,
+                true,
+            ),
+            ("ANSI", true, true),
+            (
+                "STRICT_ALL_TABLES, NO_BACKSLASH_ESCAPES ,ANSI_QUOTES",
+                false,
+                true,
+            ),
+            // Names that only start like one of them.
+            ("ANSI_QUOTESX,NO_BACKSLASH_ESCAPESY,ANSIX", true, false),
+        ] {
+            let l = LexMode::of_session(m, None);
+            assert_eq!((l.backslash_escapes, l.ansi_quotes), (bs, ansi), "{m:?}");
+        }
+    }
 
     fn kinds(s: &str) -> Vec<(TokenKind, String)> {
         Lexer::new(s.as_bytes())
