@@ -99,6 +99,14 @@ impl Drop for OpenBooking<'_> {
     }
 }
 
+/// How many times `pipeline_depth` a read released with others may queue
+/// on a pipe. Reads that followed a wait for a write arrive together when
+/// it ends, dozens for one server at once: at the usual depth most would
+/// overflow the pipes and each take a connection and a round trip of its
+/// own, which costs the server more per read than a pipe's batch. Queued
+/// deeper they run in the pipe's next batches instead.
+pub const BURST_DEPTH: usize = 4;
+
 /// How many of a server's `pool_max` connections pipes may hold: half.
 /// A pipe keeps its connection while reads keep coming, and writes,
 /// transactions, read-your-writes waits and reads that find the pipes full
@@ -212,11 +220,21 @@ impl Server {
     /// are full and no more may open (the read then takes a connection of
     /// its own, waiting like any other). Synchronous: a read that finds a
     /// pipe with room (nearly all of them) builds no future for it.
-    pub fn choose_pipe(&self, user: &str, flavor: Flavor, vars: &SessionVars) -> PipeChoice<'_> {
-        let depth = self.settings.pipeline_depth;
-        if depth == 0 {
-            return PipeChoice::No;
-        }
+    /// `burst`: the read is one of many released together (by the end of
+    /// a wait for a write they followed); it may queue deeper, see
+    /// [`BURST_DEPTH`].
+    pub fn choose_pipe(
+        &self,
+        user: &str,
+        flavor: Flavor,
+        vars: &SessionVars,
+        burst: bool,
+    ) -> PipeChoice<'_> {
+        let depth = match self.settings.pipeline_depth {
+            0 => return PipeChoice::No,
+            d if burst => d * BURST_DEPTH,
+            d => d,
+        };
         let home = crate::thread::thread_slot();
         let pipes = self.pipes.lock();
         let mut same = 0;

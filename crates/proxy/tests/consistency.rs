@@ -25,8 +25,13 @@ impl Delay {
 /// the delayed replicas stay in use and only the consistency rule can keep
 /// stale reads away.
 fn proxy(routing: &str) -> Proxy {
+    proxy_with("", routing)
+}
+
+/// [`proxy`] with more of the group's settings.
+fn proxy_with(group: &str, routing: &str) -> Proxy {
     Setup {
-        group: &format!("max_replica_lag_ms = 0\n[routing]\nhold_ms = 0\n{routing}\n"),
+        group: &format!("max_replica_lag_ms = 0\n{group}\n[routing]\nhold_ms = 0\n{routing}\n"),
         ..Default::default()
     }
     .start()
@@ -249,20 +254,17 @@ fn reads_needing_the_same_write_share_one_wait_per_replica() {
     assert!(waits + followed >= readers as f64, "every read waited");
 }
 
-#[test]
-fn reads_following_a_wait_share_pipelined_connections() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let p = proxy("causal_wait_ms = 5000");
+/// `readers` connections read a new row of `table` together while the
+/// replicas are two seconds behind, so that every read follows a wait and
+/// the followers are released together when it ends.
+fn followers_released_together(p: &Proxy, table_name: &str, readers: usize) -> Released {
     let mut w = p.conn();
-    table(&mut w, "swp_t");
+    table(&mut w, table_name);
     sync_replicas();
     // MASTER_DELAY counts from the write's timestamp, in whole seconds:
     // 2 leaves at least a second in which every read must wait.
     let _delay = Delay::set(2);
     let primary_port = lab().primary as i64;
-    // Enough readers that each worker thread has several mid-statement
-    // (pipes serve reads only then), all needing the same write.
-    let readers = 16;
     // Reads of the new table first, all together: a table the servers'
     // catalogue has not listed yet is no plain read (it might be a view),
     // only plain reads are pipelined, and the replicas' pipes open while
@@ -270,27 +272,82 @@ fn reads_following_a_wait_share_pipelined_connections() {
     let warm: Vec<_> = (0..readers)
         .map(|_| {
             let mut c = p.conn();
+            let sql = format!("SELECT v FROM {table_name} WHERE id = 0");
             std::thread::spawn(move || {
                 for _ in 0..50 {
-                    c.query_drop("SELECT v FROM swp_t WHERE id = 0").unwrap();
+                    c.query_drop(&sql).unwrap();
                 }
                 c
             })
         })
         .collect();
     let conns: Vec<mysql::Conn> = warm.into_iter().map(|t| t.join().unwrap()).collect();
-    let piped_before = stat(&p, "sextant_pipelined_reads_total");
-    w.query_drop("INSERT INTO swp_t VALUES (1, 7)").unwrap();
-    all_read_on_replicas(conns, "swp_t", 7, primary_port);
+    let piped_before = stat(p, "sextant_pipelined_reads_total");
+    let pipes = p.backends_sum("pipes") as f64;
+    w.query_drop(format!("INSERT INTO {table_name} VALUES (1, 7)"))
+        .unwrap();
+    all_read_on_replicas(conns, table_name, 7, primary_port);
+    let waits = stat(p, "sextant_causal_waits_total");
+    let followed = stat(p, "sextant_causal_followed_waits_total");
+    let piped = stat(p, "sextant_pipelined_reads_total") - piped_before;
+    eprintln!(
+        "{readers} reads: {waits} waits sent, {followed} followed, {piped} pipelined on {pipes} pipes"
+    );
+    assert!(waits + followed >= readers as f64, "every read waited");
+    Released {
+        followed,
+        piped,
+        pipes,
+    }
+}
+
+/// What [`followers_released_together`] counted.
+struct Released {
+    /// Reads that followed a wait sent by another.
+    followed: f64,
+    /// Reads that went through pipes.
+    piped: f64,
+    /// Pipes open when the reads were released.
+    pipes: f64,
+}
+
+#[test]
+fn reads_following_a_wait_share_pipelined_connections() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = proxy("causal_wait_ms = 5000");
+    // Enough readers that each worker thread has several mid-statement
+    // (pipes serve reads only then), all needing the same write.
+    let Released {
+        followed, piped, ..
+    } = followers_released_together(&p, "swp_t", 16);
     // The reads that followed a wait went on through the replicas' pipes
     // (a pipe carries no wait, so only the followers can), not each on a
     // connection of its own.
-    let waits = stat(&p, "sextant_causal_waits_total");
-    let followed = stat(&p, "sextant_causal_followed_waits_total");
-    let piped = stat(&p, "sextant_pipelined_reads_total") - piped_before;
-    eprintln!("{readers} reads: {waits} waits sent, {followed} followed, {piped} pipelined");
-    assert!(waits + followed >= readers as f64, "every read waited");
     assert!(piped >= 4.0, "followers pipelined: {piped} of {followed}");
+}
+
+#[test]
+fn followers_released_together_queue_deeper_on_the_pipes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // One pipe per worker thread and replica, one read deep: at that
+    // depth a burst of followers would find the pipes full and each take
+    // a connection of its own; released together they may queue deeper.
+    let p = proxy_with(
+        "pipeline_depth = 1\npipeline_connections = 1",
+        "causal_wait_ms = 5000",
+    );
+    let r = followers_released_together(&p, "swd_t", 16);
+    // (One read per pipe at a time would put as many through them as
+    // there are pipes: measured so before reads released together could
+    // queue deeper.)
+    assert!(r.pipes >= 1.0, "no pipes open after the warm-up");
+    assert!(
+        r.piped >= 2.0 * r.pipes,
+        "followers pipelined: {} of {}, on {} pipes",
+        r.piped,
+        r.followed,
+        r.pipes
+    );
 }
 
 #[test]

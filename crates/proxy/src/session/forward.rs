@@ -235,6 +235,7 @@ impl Session {
             self.release();
         }
         let server = self.pick_reader()?;
+        let mut burst = false;
         if let Some(g) = self
             .stmt
             .need
@@ -245,8 +246,10 @@ impl Session {
             if self.follow_for_pipe(&server, g).await != Followed::Applied {
                 return None;
             }
+            burst = true;
         }
-        let pipe = match server.choose_pipe(&self.user.backend_user, self.flavor, &self.vars) {
+        let pipe = match server.choose_pipe(&self.user.backend_user, self.flavor, &self.vars, burst)
+        {
             sextant_backend::PipeChoice::Use(p) => p,
             sextant_backend::PipeChoice::No => return None,
             // (Boxed: opening a connection is a large future, and rare.)
