@@ -3,35 +3,86 @@
 
 pub const MAX_HINTS: usize = 8;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Hint comments kept per statement; more are dropped.
+pub const MAX_HINT_COMMENTS: usize = 4;
+
+/// A statement's hints, kept as the texts of its hint comments and read
+/// into pairs when asked. Nearly every statement has none, and the
+/// classification that carries them is returned and moved several times
+/// per statement: parsed pairs made it four times the size (a fifth of a
+/// point select's copying).
+#[derive(Clone, Copy, Default)]
 pub struct Hints<'a> {
-    pairs: [(&'a [u8], &'a [u8]); MAX_HINTS],
-    len: usize,
+    texts: [&'a [u8]; MAX_HINT_COMMENTS],
+    len: u8,
 }
 
 impl<'a> Hints<'a> {
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.iter().next().is_none()
     }
 
+    /// The `key=value` pairs in order, at most [`MAX_HINTS`].
     pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + '_ {
-        self.pairs[..self.len].iter().copied()
+        self.texts[..self.len as usize]
+            .iter()
+            .flat_map(|&text| Pairs { text, i: 0 })
+            .take(MAX_HINTS)
     }
 
     /// The value of `key` (case-insensitive); the last one wins.
     pub fn get(&self, key: &str) -> Option<&'a [u8]> {
-        self.pairs[..self.len]
-            .iter()
-            .rev()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key.as_bytes()))
-            .map(|(_, v)| *v)
+        self.iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(key.as_bytes()))
+            .last()
+            .map(|(_, v)| v)
     }
 
-    /// Adds the pairs found in one hint comment's text. Text that is not
-    /// `key=value` is ignored; pairs beyond [`MAX_HINTS`] are dropped.
+    /// Adds one hint comment's text. Text that is not `key=value` is
+    /// ignored; pairs beyond [`MAX_HINTS`] and comments beyond
+    /// [`MAX_HINT_COMMENTS`] are dropped.
     pub fn parse_into(&mut self, text: &'a [u8]) {
-        let mut i = 0;
+        if (self.len as usize) < MAX_HINT_COMMENTS {
+            self.texts[self.len as usize] = text;
+            self.len += 1;
+        }
+    }
+}
+
+impl PartialEq for Hints<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Hints<'_> {}
+
+impl std::fmt::Debug for Hints<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.iter().map(|(k, v)| {
+                (
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )
+            }))
+            .finish()
+    }
+}
+
+/// The pairs of one hint comment's text.
+struct Pairs<'a> {
+    text: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Iterator for Pairs<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let text = self.text;
         let n = text.len();
+        let i = &mut self.i;
         let skip_sep = |i: &mut usize| {
             while *i < n && (text[*i].is_ascii_whitespace() || text[*i] == b',' || text[*i] == b';')
             {
@@ -39,54 +90,54 @@ impl<'a> Hints<'a> {
             }
         };
         loop {
-            skip_sep(&mut i);
-            if i >= n {
-                return;
+            skip_sep(i);
+            if *i >= n {
+                return None;
             }
-            let ks = i;
-            while i < n
-                && (text[i].is_ascii_alphanumeric() || matches!(text[i], b'_' | b'-' | b'.'))
+            let ks = *i;
+            while *i < n
+                && (text[*i].is_ascii_alphanumeric() || matches!(text[*i], b'_' | b'-' | b'.'))
             {
-                i += 1;
+                *i += 1;
             }
-            let key = &text[ks..i];
-            while i < n && text[i] == b' ' {
-                i += 1;
+            let key = &text[ks..*i];
+            while *i < n && text[*i] == b' ' {
+                *i += 1;
             }
-            if key.is_empty() || i >= n || text[i] != b'=' {
+            if key.is_empty() || *i >= n || text[*i] != b'=' {
                 // Not a pair: a bare word is dropped and the scan goes on
                 // from the next word; a stray character is skipped.
                 if key.is_empty() {
-                    i += 1;
+                    *i += 1;
                 }
                 continue;
             }
-            i += 1;
-            while i < n && text[i] == b' ' {
-                i += 1;
+            *i += 1;
+            while *i < n && text[*i] == b' ' {
+                *i += 1;
             }
-            let value = if i < n && (text[i] == b'"' || text[i] == b'\'') {
-                let q = text[i];
-                let vs = i + 1;
-                i = vs;
-                while i < n && text[i] != q {
-                    i += 1;
+            let value = if *i < n && (text[*i] == b'"' || text[*i] == b'\'') {
+                let q = text[*i];
+                let vs = *i + 1;
+                *i = vs;
+                while *i < n && text[*i] != q {
+                    *i += 1;
                 }
-                let v = &text[vs..i];
-                i = (i + 1).min(n);
+                let v = &text[vs..*i];
+                *i = (*i + 1).min(n);
                 v
             } else {
-                let vs = i;
-                while i < n && !text[i].is_ascii_whitespace() && text[i] != b',' && text[i] != b';'
+                let vs = *i;
+                while *i < n
+                    && !text[*i].is_ascii_whitespace()
+                    && text[*i] != b','
+                    && text[*i] != b';'
                 {
-                    i += 1;
+                    *i += 1;
                 }
-                &text[vs..i]
+                &text[vs..*i]
             };
-            if self.len < MAX_HINTS {
-                self.pairs[self.len] = (key, value);
-                self.len += 1;
-            }
+            return Some((key, value));
         }
     }
 }
@@ -141,5 +192,28 @@ mod tests {
         let mut h = Hints::default();
         h.parse_into(b"MODE=ReadWrite");
         assert_eq!(h.get("mode"), Some(&b"ReadWrite"[..]));
+    }
+
+    #[test]
+    fn pairs_across_comments_in_order_the_last_wins() {
+        let mut h = Hints::default();
+        assert!(h.is_empty());
+        h.parse_into(b"just words");
+        assert!(h.is_empty(), "a comment without pairs is no hint");
+        h.parse_into(b"mode=READONLY group=a");
+        h.parse_into(b"mode=READWRITE");
+        assert!(!h.is_empty());
+        assert_eq!(h.get("mode"), Some(&b"READWRITE"[..]));
+        assert_eq!(h.get("group"), Some(&b"a"[..]));
+        assert_eq!(h.get("table"), None);
+        let mut same = Hints::default();
+        same.parse_into(b"mode=READONLY, group=a mode=READWRITE");
+        assert_eq!(h, same, "equal when their pairs are");
+        // Pairs beyond the bound are dropped across comments too.
+        let mut h = Hints::default();
+        h.parse_into(b"a=1 b=2 c=3 d=4 e=5");
+        h.parse_into(b"f=6 g=7 h=8 MODE=x");
+        assert_eq!(h.iter().count(), MAX_HINTS);
+        assert_eq!(h.get("mode"), None);
     }
 }
