@@ -8,6 +8,7 @@
 use sextant_backend::Health;
 use std::cell::RefCell;
 use std::future::Future;
+use std::pin::Pin;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
@@ -107,10 +108,10 @@ async fn tick() {
 
 /// Runs `fut` (a statement's answer being relayed from a server); None
 /// when the monitor found that server down meanwhile and the statement was
-/// abandoned.
-pub async fn watched<F: Future>(health: &Health, fut: F) -> Option<F::Output> {
+/// abandoned. (Pinned by the caller: the relay's future is large, and
+/// moved in here it was copied once more per statement.)
+pub async fn watched<F: Future>(health: &Health, mut fut: Pin<&mut F>) -> Option<F::Output> {
     let epoch = health.down_epoch();
-    let mut fut = std::pin::pin!(fut);
     let mut slot = Slot(None);
     std::future::poll_fn(|cx| {
         if let Poll::Ready(v) = fut.as_mut().poll(cx) {

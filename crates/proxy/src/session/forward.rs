@@ -678,8 +678,11 @@ async fn relay_counted(
     let relayed = match server.settings.query_timeout {
         None => {
             let sends = client.sends;
-            match crate::inflight::watched(&server.health, relay(client, conn, expect, opts)).await
-            {
+            let watched = {
+                let fut = std::pin::pin!(relay(client, conn, expect, opts));
+                crate::inflight::watched(&server.health, fut).await
+            };
+            match watched {
                 Some(r) => r,
                 None => Err(abandoned(
                     client,
