@@ -354,7 +354,7 @@ fn classify_with<'a>(
         observe(&t);
         match t.kind {
             TokenKind::Hint => {
-                hints.parse_into(t.text);
+                hints.add_comment(t.text);
                 continue;
             }
             TokenKind::Punct => match t.text[0] {

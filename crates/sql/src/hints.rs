@@ -41,7 +41,7 @@ impl<'a> Hints<'a> {
     /// Adds one hint comment's text. Text that is not `key=value` is
     /// ignored; pairs beyond [`MAX_HINTS`] and comments beyond
     /// [`MAX_HINT_COMMENTS`] are dropped.
-    pub fn parse_into(&mut self, text: &'a [u8]) {
+    pub fn add_comment(&mut self, text: &'a [u8]) {
         if (self.len as usize) < MAX_HINT_COMMENTS {
             self.texts[self.len as usize] = text;
             self.len += 1;
@@ -148,7 +148,7 @@ mod tests {
 
     fn parse(s: &str) -> Vec<(String, String)> {
         let mut h = Hints::default();
-        h.parse_into(s.as_bytes());
+        h.add_comment(s.as_bytes());
         h.iter()
             .map(|(k, v)| {
                 (
@@ -187,10 +187,10 @@ mod tests {
     fn bounded_and_case_insensitive() {
         let mut h = Hints::default();
         let s = "a=1 b=2 c=3 d=4 e=5 f=6 g=7 h=8 i=9 MODE=x";
-        h.parse_into(s.as_bytes());
+        h.add_comment(s.as_bytes());
         assert_eq!(h.iter().count(), MAX_HINTS);
         let mut h = Hints::default();
-        h.parse_into(b"MODE=ReadWrite");
+        h.add_comment(b"MODE=ReadWrite");
         assert_eq!(h.get("mode"), Some(&b"ReadWrite"[..]));
     }
 
@@ -198,21 +198,21 @@ mod tests {
     fn pairs_across_comments_in_order_the_last_wins() {
         let mut h = Hints::default();
         assert!(h.is_empty());
-        h.parse_into(b"just words");
+        h.add_comment(b"just words");
         assert!(h.is_empty(), "a comment without pairs is no hint");
-        h.parse_into(b"mode=READONLY group=a");
-        h.parse_into(b"mode=READWRITE");
+        h.add_comment(b"mode=READONLY group=a");
+        h.add_comment(b"mode=READWRITE");
         assert!(!h.is_empty());
         assert_eq!(h.get("mode"), Some(&b"READWRITE"[..]));
         assert_eq!(h.get("group"), Some(&b"a"[..]));
         assert_eq!(h.get("table"), None);
         let mut same = Hints::default();
-        same.parse_into(b"mode=READONLY, group=a mode=READWRITE");
+        same.add_comment(b"mode=READONLY, group=a mode=READWRITE");
         assert_eq!(h, same, "equal when their pairs are");
         // Pairs beyond the bound are dropped across comments too.
         let mut h = Hints::default();
-        h.parse_into(b"a=1 b=2 c=3 d=4 e=5");
-        h.parse_into(b"f=6 g=7 h=8 MODE=x");
+        h.add_comment(b"a=1 b=2 c=3 d=4 e=5");
+        h.add_comment(b"f=6 g=7 h=8 MODE=x");
         assert_eq!(h.iter().count(), MAX_HINTS);
         assert_eq!(h.get("mode"), None);
     }
