@@ -31,16 +31,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
-/// Largest request sent through a pipe, and the deepest pipe. The session
-/// that writes the queued requests may be the one whose answer comes
-/// next; it must never wait for the server to read more while the server
-/// waits for it to read that answer. So everything a pipe can have queued
-/// (MAX_DEPTH x MAX_REQUEST = 64 KiB) must fit in the socket buffers
-/// between sextant and the server (loopback TCP starts at 16 KiB to send
-/// plus 128 KiB to receive; Unix sockets at 208 KiB), and a write never
-/// waits.
+/// Largest request sent through a pipe, the deepest pipe, and the most
+/// request bytes a pipe may have in flight. The session that writes the
+/// queued requests may be the one whose answer comes next; it must never
+/// wait for the server to read more while the server waits for it to read
+/// that answer. So everything a pipe can have in flight (MAX_QUEUED, 64
+/// KiB) must fit in the socket buffers between sextant and the server
+/// (loopback TCP starts at 16 KiB to send plus 128 KiB to receive; Unix
+/// sockets at 208 KiB), and a write never waits. The depth bounds a count
+/// (reads released together may queue deeper than `pipeline_depth`); the
+/// bytes are bounded here, whatever the count.
 pub const MAX_REQUEST: usize = 4 * 1024;
 pub const MAX_DEPTH: usize = 16;
+pub const MAX_QUEUED: usize = MAX_DEPTH * MAX_REQUEST;
 
 /// A pipe whose current answer has taken longer than this takes no new
 /// reads until it is done: a long query delays only the reads already
@@ -80,6 +83,10 @@ struct State {
     spare: Vec<u8>,
     /// A session is writing; what others queue meanwhile is its to write.
     writing: bool,
+    /// The length of each request in flight, in the order of the answers,
+    /// and their sum (at most MAX_QUEUED).
+    lengths: VecDeque<usize>,
+    queued: usize,
     /// The connection's server statements, by text.
     stmts: HashMap<Arc<[u8]>, Stmt, crate::FastHash>,
     /// How many more the connection may have before one must be closed
@@ -268,14 +275,17 @@ impl Pipe {
     /// caller then awaits the returned turn, relays the answer and calls
     /// `pass` (or has the pool close the pipe); a turn that ends in an
     /// error means the pipe failed first (call `abandon`). None: the pipe
-    /// is closed and nothing was sent.
+    /// is closed, or has as many request bytes in flight as it may
+    /// ([`MAX_QUEUED`]), and nothing was sent.
     pub async fn submit(&self, request: &[u8]) -> Option<Turn> {
         let (turn, rx) = oneshot::channel();
         let write = {
             let mut st = self.state.lock();
-            if self.is_broken() {
+            if self.is_broken() || st.queued + request.len() > MAX_QUEUED {
                 return None;
             }
+            st.lengths.push_back(request.len());
+            st.queued += request.len();
             match st.conn.take() {
                 // (The receiver is alive: it is in this frame.)
                 Some(c) => {
@@ -363,6 +373,9 @@ impl Pipe {
     pub fn pass(&self, conn: Baton) -> Option<Baton> {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
         let mut st = self.state.lock();
+        // Its request was read by the server: its answer came.
+        let done = st.lengths.pop_front().unwrap_or(0);
+        st.queued -= done;
         if self.is_broken() {
             return Some(conn);
         }
@@ -397,5 +410,55 @@ impl Pipe {
         let c = st.conn.take()?;
         self.broken.store(true, Ordering::Relaxed);
         Some(*c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pipe over a connection to a server that reads nothing yet: what
+    /// is written stays in the socket buffers.
+    async fn pipe_to_silent_server() -> (Pipe, std::net::TcpListener) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let stream = sextant_net::stream::connect(&addr).await.unwrap();
+        let conn = BackendConn::unlogged(stream);
+        let pipe = Pipe::new(conn, 0, Arc::new(PipeCounters::default()))
+            .unwrap_or_else(|e| panic!("pipe: {}", e.1));
+        (pipe, l)
+    }
+
+    #[tokio::test]
+    async fn requests_in_flight_never_pass_what_the_socket_buffers_hold() {
+        let (pipe, _server) = pipe_to_silent_server().await;
+        let request = vec![b'x'; 3000];
+        let fits = MAX_QUEUED / request.len();
+        let mut turns = Vec::new();
+        for i in 0..fits {
+            let turn = pipe.submit(&request).await;
+            turns.push(turn.unwrap_or_else(|| panic!("request {i} of {fits} refused")));
+        }
+        // A read released with many others may queue past the depth; its
+        // bytes still may not pass what the buffers hold.
+        assert!(
+            pipe.submit(&request).await.is_none(),
+            "{} bytes in flight",
+            (fits + 1) * request.len()
+        );
+        assert_eq!(pipe.in_flight(), fits);
+        // Small requests still fit in what is left.
+        let small = vec![b'y'; MAX_QUEUED - fits * request.len()];
+        turns.push(pipe.submit(&small).await.expect("what is left fits"));
+        assert!(pipe.submit(b"z").await.is_none(), "the pipe is full");
+        // Once the first answer is relayed its request is off the wire:
+        // another fits again.
+        let baton = turns.remove(0).await.expect("the first turn");
+        assert!(pipe.pass(baton).is_none());
+        assert!(
+            pipe.submit(&request).await.is_some(),
+            "room after an answer"
+        );
+        assert!(pipe.submit(&request).await.is_none());
     }
 }

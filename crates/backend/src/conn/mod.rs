@@ -265,6 +265,37 @@ impl BackendConn {
         Ok(c)
     }
 
+    /// A connection over `stream` that never logged in: for tests of what
+    /// carries connections (pipes) without a server.
+    #[cfg(test)]
+    pub(crate) fn unlogged(stream: sextant_net::stream::Stream) -> BackendConn {
+        BackendConn {
+            stream,
+            rbuf: Vec::new(),
+            rpos: 0,
+            addr: "test".into(),
+            user: "test".into(),
+            flavor: Flavor::new(0, 0),
+            server_version: String::new(),
+            connection_id: 0,
+            vars: SessionVars::default(),
+            baseline: BTreeMap::new(),
+            tracking_defaults: Tracking::default(),
+            negotiated: 0,
+            min_wait_timeout: None,
+            status: status::AUTOCOMMIT,
+            track: TrackFlags::default(),
+            created: Instant::now(),
+            last_used: Instant::now(),
+            from_pool: false,
+            home: crate::thread::thread_slot(),
+            stmt_epoch: 0,
+            stmts: HashMap::default(),
+            stmt_clock: 0,
+            max_prepared: 256,
+        }
+    }
+
     pub fn is_mariadb(&self) -> bool {
         self.server_version.contains("MariaDB")
     }
