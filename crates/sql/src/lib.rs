@@ -14,6 +14,7 @@ pub mod digest;
 mod hints;
 mod lexer;
 pub mod session_info;
+pub mod shape;
 
 pub use catalogue::{Catalogue, ServerKind};
 pub use classify::{

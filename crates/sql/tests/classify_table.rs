@@ -214,3 +214,87 @@ fn versioned_comments_are_read_the_careful_way() {
     let c = classify_in(b"SELECT * FROM t /*!999999 , 1 */", || maria);
     assert!(c.read_only);
 }
+
+/// `sql` with every number that a shape writes as `#` replaced by `with`.
+fn renumbered(sql: &str, with: &str) -> String {
+    let b = sql.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$';
+    let mut out = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_digit() {
+            let start = i;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            let joined = (start > 0 && ident(b[start - 1])) || (i < b.len() && ident(b[i]));
+            out.push_str(if joined { &sql[start..i] } else { with });
+        } else {
+            out.push(b[i] as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// What remembering classifications by shape rests on: statements of one
+/// shape (numbers aside) classify alike, with or without a catalogue.
+#[test]
+fn statements_of_one_shape_classify_alike() {
+    use sextant_sql::shape::shape;
+    use sextant_sql::{Catalogue, ServerKind};
+    let catalogue = Catalogue::new(
+        Some(ServerKind::MariaDb),
+        ["f1".to_string(), "nextid".to_string()],
+        [("v1".to_string(), "SELECT f1()".to_string())],
+    )
+    .with_tables(["t".to_string(), "t1".to_string(), "sbtest1".to_string()]);
+    let mut extra: Vec<&str> = vec![
+        "SELECT c FROM sbtest1 WHERE id=5000",
+        "SELECT c FROM sbtest1 WHERE id BETWEEN 5 AND 104 ORDER BY c",
+        "SELECT DISTINCT c FROM sbtest1 WHERE id BETWEEN 5 AND 104",
+        "SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN 5 AND 104",
+        "UPDATE sbtest1 SET k=k+1 WHERE id=77",
+        "DELETE FROM sbtest1 WHERE id=3",
+        "SELECT * FROM v1 WHERE a = 2",
+        "SELECT f1(3), nextid(4) FROM t1 LIMIT 10",
+        "SELECT * FROM unknown2 WHERE x=1",
+        "SELECT 1.5 + 2e3, 0x10 FROM t",
+        "KILL 123",
+        "KILL QUERY 9; SELECT 2",
+        "SET autocommit=0",
+        "SET @@session.autocommit = 1",
+        "SELECT @1, @@identity FROM t LIMIT 3",
+        "SELECT LAST_INSERT_ID(5)",
+        "SELECT SLEEP(2) FROM t FOR UPDATE",
+    ];
+    let cases = cases();
+    extra.extend(cases.iter().map(|c| c.0));
+    let mut checked = 0;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for sql in extra {
+        if !shape(sql.as_bytes(), &mut a) {
+            continue;
+        }
+        for with in ["0", "7", "123456789", "18446744073709551616"] {
+            let other = renumbered(sql, with);
+            assert!(shape(other.as_bytes(), &mut b), "{other:?} lost its shape");
+            assert_eq!(a, b, "{sql:?} and {other:?}");
+            for (x, y) in [
+                (classify(sql.as_bytes()), classify(other.as_bytes())),
+                (
+                    catalogue.classify(sql.as_bytes()),
+                    catalogue.classify(other.as_bytes()),
+                ),
+            ] {
+                assert_eq!(
+                    (x.kind, x.flags, x.read_only),
+                    (y.kind, y.flags, y.read_only),
+                    "{sql:?} and {other:?}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 100, "only {checked} statements had a shape");
+}

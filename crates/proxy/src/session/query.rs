@@ -11,7 +11,16 @@ use crate::errors::SessionError;
 use sextant_protocol::consts::cap;
 use sextant_protocol::packets::query_text_offset;
 use sextant_routing::{plan, Command, Ran, Statement};
-use sextant_sql::{Classification, Flags, Kind};
+use sextant_sql::shape::{shape, Remembered, Shapes};
+use sextant_sql::{Catalogue, Classification, Flags, Kind};
+use std::cell::RefCell;
+use std::sync::Arc;
+
+thread_local! {
+    /// Classifications by shape, and the buffer a statement's shape is
+    /// written to, for this worker thread's sessions.
+    static SHAPES: RefCell<(Vec<u8>, Shapes)> = RefCell::new((Vec::with_capacity(256), Shapes::default()));
+}
 
 /// What becomes of a statement after a step before its plan.
 pub(super) enum Next {
@@ -82,15 +91,64 @@ impl Session {
     }
 
     /// The statement's classification, again once the primary has named
-    /// tables the catalogue did not list. `digest`: build the statement's
-    /// digest in the same pass over its tokens, for its digest's count.
+    /// tables the catalogue did not list. `digest`: with the statement's
+    /// digest key (`digest_key`), taken in the same pass over its tokens.
     async fn classify_text<'s>(&mut self, sql: &'s [u8], digest: bool) -> Classification<'s> {
+        let c = self.classify_by_shape(sql, digest);
+        match self.learn_names(&c, sql).await {
+            true => self.group.classify_in(sql, || self.lex_mode()),
+            false => c,
+        }
+    }
+
+    /// A plain statement of a shape this worker thread has classified
+    /// with the group's current catalogue is classified as that was
+    /// (numbers never change a classification: `sextant_sql::shape`);
+    /// any other is read, and remembered by its shape when it has one.
+    fn classify_by_shape<'s>(&mut self, sql: &'s [u8], digest: bool) -> Classification<'s> {
+        let catalogue = self.group.catalogue.load();
+        let catalogue: &Arc<Catalogue> = &catalogue;
+        SHAPES.with(|cell| {
+            let mut remembered = cell.borrow_mut();
+            let (buf, shapes) = &mut *remembered;
+            let plain = shape(sql, buf);
+            if plain {
+                if let Some(r) = shapes
+                    .get(catalogue, buf)
+                    .filter(|r| !digest || r.digest.is_some())
+                {
+                    if digest {
+                        self.digest_key = r.digest;
+                    }
+                    return r.classification();
+                }
+            }
+            let (c, dependent) = self.classify_read(catalogue, sql, digest);
+            // (A reading that depends on the session's lexing mode is
+            // the session's own.)
+            if plain && !dependent {
+                let key = if digest { self.digest_key } else { None };
+                shapes.put(catalogue, buf, Remembered::of(&c, key));
+            }
+            c
+        })
+    }
+
+    /// The statement read by the lexer, the classifier and the catalogue,
+    /// with its digest key when `digest` (set in `digest_key`); also
+    /// whether the reading depends on the session's lexing mode.
+    fn classify_read<'s>(
+        &mut self,
+        catalogue: &Catalogue,
+        sql: &'s [u8],
+        digest: bool,
+    ) -> (Classification<'s>, bool) {
         let fused = digest
             .then(|| {
                 crate::digests::with_scratch(|buf| {
                     buf.clear();
                     let mut d = sextant_sql::digest::Digester::new(sql);
-                    let (c, dependent) = self.group.classify_observing(
+                    let (c, dependent) = catalogue.classify_observing(
                         sql,
                         || self.lex_mode(),
                         |t| {
@@ -102,20 +160,16 @@ impl Session {
                     // the default mode here: the digest is read again in
                     // the session's.
                     let key = (!dependent).then(|| sextant_sql::digest::digest_key(buf));
-                    (c, key)
+                    (c, key, dependent)
                 })
             })
             .flatten();
-        let c = match fused {
-            Some((c, key)) => {
+        match fused {
+            Some((c, key, dependent)) => {
                 self.digest_key = key;
-                c
+                (c, dependent)
             }
-            None => self.group.classify_in(sql, || self.lex_mode()),
-        };
-        match self.learn_names(&c, sql).await {
-            true => self.group.classify_in(sql, || self.lex_mode()),
-            false => c,
+            None => catalogue.classify_observing(sql, || self.lex_mode(), |_| {}),
         }
     }
 
