@@ -229,53 +229,20 @@ impl BackendConn {
         Self::within_timeout(p, Self::open(p)).await
     }
 
-    async fn open(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
-        let stream = sextant_net::stream::connect(p.addr)
-            .await
-            .map_err(|source| BackendError::Connect {
-                addr: p.addr.to_string(),
-                source,
-            })?;
-        let mut c = BackendConn {
+    /// A connection over `stream`, before its login.
+    fn over(
+        stream: sextant_net::stream::Stream,
+        addr: &str,
+        user: &str,
+        flavor: Flavor,
+    ) -> BackendConn {
+        BackendConn {
             stream,
             rbuf: Vec::with_capacity(8 * 1024),
             rpos: 0,
-            addr: p.addr.into(),
-            user: p.user.into(),
-            flavor: p.flavor,
-            server_version: String::new(),
-            connection_id: 0,
-            vars: SessionVars::default(),
-            baseline: BTreeMap::new(),
-            tracking_defaults: Tracking::default(),
-            negotiated: 0,
-            min_wait_timeout: None,
-            status: status::AUTOCOMMIT,
-            track: TrackFlags::default(),
-            created: Instant::now(),
-            last_used: Instant::now(),
-            from_pool: false,
-            home: crate::thread::thread_slot(),
-            stmt_epoch: 0,
-            stmts: HashMap::default(),
-            stmt_clock: 0,
-            max_prepared: 256,
-        };
-        c.login(p).await?;
-        Ok(c)
-    }
-
-    /// A connection over `stream` that never logged in: for tests of what
-    /// carries connections (pipes) without a server.
-    #[cfg(test)]
-    pub(crate) fn unlogged(stream: sextant_net::stream::Stream) -> BackendConn {
-        BackendConn {
-            stream,
-            rbuf: Vec::new(),
-            rpos: 0,
-            addr: "test".into(),
-            user: "test".into(),
-            flavor: Flavor::new(0, 0),
+            addr: addr.into(),
+            user: user.into(),
+            flavor,
             server_version: String::new(),
             connection_id: 0,
             vars: SessionVars::default(),
@@ -294,6 +261,25 @@ impl BackendConn {
             stmt_clock: 0,
             max_prepared: 256,
         }
+    }
+
+    async fn open(p: &ConnectParams<'_>) -> Result<BackendConn, BackendError> {
+        let stream = sextant_net::stream::connect(p.addr)
+            .await
+            .map_err(|source| BackendError::Connect {
+                addr: p.addr.to_string(),
+                source,
+            })?;
+        let mut c = Self::over(stream, p.addr, p.user, p.flavor);
+        c.login(p).await?;
+        Ok(c)
+    }
+
+    /// A connection over `stream` that never logged in: for tests of what
+    /// carries connections (pipes) without a server.
+    #[cfg(test)]
+    pub(crate) fn unlogged(stream: sextant_net::stream::Stream) -> BackendConn {
+        Self::over(stream, "test", "test", Flavor::new(0, 0))
     }
 
     pub fn is_mariadb(&self) -> bool {
