@@ -121,19 +121,6 @@ impl GroupServers {
         self.catalogue.load().classify_in(sql, session)
     }
 
-    /// [`Group::classify_in`], showing the default mode's tokens to
-    /// `observe` too ([`sextant_sql::Catalogue::classify_observing`]).
-    pub fn classify_observing<'a, F: FnOnce() -> sextant_sql::LexMode>(
-        &self,
-        sql: &'a [u8],
-        session: F,
-        observe: impl FnMut(&sextant_sql::Token<'a>),
-    ) -> (sextant_sql::Classification<'a>, bool) {
-        self.catalogue
-            .load()
-            .classify_observing(sql, session, observe)
-    }
-
     /// What planning a statement needs to know of this group.
     pub fn plan_facts(&self) -> sextant_routing::GroupFacts {
         sextant_routing::GroupFacts {
