@@ -393,7 +393,7 @@ impl<'a> Lexer<'a> {
 }
 
 /// ASCII bytes that continue a word: letters, digits, `_` and `$`.
-static WORD_ASCII: [bool; 256] = {
+pub(crate) static WORD_ASCII: [bool; 256] = {
     let mut t = [false; 256];
     let mut c = 0;
     while c < 128 {

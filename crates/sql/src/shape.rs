@@ -24,8 +24,10 @@ pub const MAX_SHAPE: usize = 512;
 /// Slots in a [`Shapes`] (a power of two).
 const SLOTS: usize = 256;
 
+/// Whether a digit next to `c` is part of a word, as the lexer reads it
+/// (the same table: a shape must never join what the lexer splits).
 fn ident(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_' || c == b'$'
+    crate::lexer::WORD_ASCII[c as usize]
 }
 
 /// What a byte is to [`shape`]: copied as it is, a digit, a byte that
