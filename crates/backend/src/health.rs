@@ -268,7 +268,9 @@ impl Health {
         self.reachable() && !self.in_maintenance() && !self.lagging() && self.member_ok()
     }
 
-    /// Load figures for balancing; None when the server is not usable.
+    /// Load figures for balancing: statements in flight, and reads queued
+    /// behind a read-your-writes wait here (the one that sent it and those
+    /// following it). None when the server is not usable.
     #[inline]
     pub fn load(&self) -> Option<sextant_routing::Load> {
         if !self.usable() {
@@ -276,7 +278,8 @@ impl Health {
         }
         Some(sextant_routing::Load {
             outstanding: self.outstanding.load(Ordering::Relaxed)
-                + self.following.load(Ordering::Relaxed),
+                + self.following.load(Ordering::Relaxed)
+                + self.shared_wait.in_flight() as u32,
             latency_us: self.latency_us.load(Ordering::Relaxed),
         })
     }
@@ -424,6 +427,7 @@ impl Health {
 mod tests {
     use super::*;
     use crate::gtid::Gtid;
+    use crate::shared_wait::Claim;
 
     fn g(domain: u32, seq: u64) -> u64 {
         Gtid {
@@ -450,6 +454,26 @@ mod tests {
         // The in-flight figure shown to operators stays the statements'.
         let _c = h.following();
         assert_eq!(h.outstanding(), 0);
+    }
+
+    #[test]
+    fn the_read_that_sent_a_wait_counts_as_load_until_the_wait_ends() {
+        // Before its wait ends, the read that sent it has started no
+        // statement and follows nothing; yet it will run here after the
+        // replica's apply delay, like the reads following it.
+        let h = Health::new(Role::Replica);
+        assert_eq!(h.load().map(|l| l.outstanding), Some(0));
+        let w = g(0, 7);
+        assert_eq!(h.shared_wait.claim(w, 1_000_000), Claim::Own);
+        assert_eq!(h.load().map(|l| l.outstanding), Some(1));
+        let _f = h.following();
+        assert_eq!(h.load().map(|l| l.outstanding), Some(2));
+        h.shared_wait.ended(w);
+        assert_eq!(h.load().map(|l| l.outstanding), Some(1));
+        // A wait past its budget whose end was never reported (its session
+        // vanished) stops counting.
+        assert_eq!(h.shared_wait.claim(g(0, 8), 0), Claim::Own);
+        assert_eq!(h.load().map(|l| l.outstanding), Some(1));
     }
 
     #[test]

@@ -80,6 +80,15 @@ impl SharedWait {
         self.changed.notify_waiters();
     }
 
+    /// Whether a live wait is in flight. The read that sent it runs here
+    /// once it ends, as every read following it does: balancing counts it
+    /// as queued here like them.
+    #[inline]
+    pub fn in_flight(&self) -> bool {
+        // The clock is read only while a wait is in flight.
+        self.target.load(Ordering::Acquire) != 0 && self.until_us.load(Ordering::Acquire) > now_us()
+    }
+
     /// Whether a live wait in flight covers `g`.
     pub fn covers(&self, g: Packed) -> bool {
         let cur = self.target.load(Ordering::Acquire);

@@ -21,7 +21,10 @@ pub use addr::Addr;
 pub use admin::Admin;
 pub use cluster::{valid_id, Cluster};
 pub use error::ConfigError;
-pub use groups::{Balance, Group, Replica, Topology, DEFAULT_PIPELINE_DEPTH, MAX_GROUP_SERVERS};
+pub use groups::{
+    Balance, Group, Replica, Topology, DEFAULT_PIPELINE_CONNECTIONS, DEFAULT_PIPELINE_DEPTH,
+    MAX_GROUP_SERVERS,
+};
 pub use log::{Log, LogFormat};
 pub use monitor::Monitor;
 pub use proxy::{parse_network, AuthPlugin, FullAuth, Proxy};
@@ -340,12 +343,20 @@ replicas = ["127.0.0.1:3308", "127.0.0.1:3309"]   # an entry may also be { addr 
             let g = &c.groups["main"];
             (g.pipeline(), g.pipeline_connections())
         };
-        assert_eq!(with(""), (DEFAULT_PIPELINE_DEPTH, 2));
-        assert_eq!(with("pipeline_depth = 0\n"), (0, 2));
-        assert_eq!(with("pipeline_depth = 4\n"), (4, 2));
+        let n = DEFAULT_PIPELINE_CONNECTIONS;
+        assert_eq!(with(""), (DEFAULT_PIPELINE_DEPTH, n));
+        assert_eq!(with("pipeline_depth = 0\n"), (0, n));
+        assert_eq!(with("pipeline_depth = 4\n"), (4, n));
+        assert_eq!(
+            with("pipeline_connections = 3\n"),
+            (DEFAULT_PIPELINE_DEPTH, 3)
+        );
         assert_eq!(with("tls = true\n").0, 0);
-        // A pool of one connection has one to pipeline on.
+        // A pool of one connection has one to pipeline on; a small pool
+        // set with a depth is no error while the connections are the
+        // default.
         assert_eq!(with("pool_max = 1\n"), (DEFAULT_PIPELINE_DEPTH, 1));
+        assert_eq!(with("pool_max = 4\npipeline_depth = 8\n"), (8, 4));
     }
 
     #[test]
