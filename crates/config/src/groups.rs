@@ -197,8 +197,8 @@ pub const DEFAULT_PIPELINE_DEPTH: usize = 16;
 
 /// Pipelined connections per server and worker thread when the config
 /// names none. Against 2, with 256 sysbench threads on one worker thread
-/// under a 0.25-core quota, it did about 1.6x the point selects and 1.7x
-/// the read-only statements (docs/performance.md).
+/// under a 0.25-core quota, it did 1.61x the point selects and 1.56x the
+/// read-only statements (docs/performance.md).
 pub const DEFAULT_PIPELINE_CONNECTIONS: usize = 8;
 
 pub(crate) fn default_pool_max() -> usize {
