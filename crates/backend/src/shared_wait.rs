@@ -44,7 +44,7 @@ impl SharedWait {
         let now = now_us();
         let mut cur = self.target.load(Ordering::Acquire);
         loop {
-            let live = cur != 0 && self.until_us.load(Ordering::Acquire) > now;
+            let live = self.live(cur, now);
             if live && gtid::domain(cur) == gtid::domain(g) && gtid::seq(cur) >= gtid::seq(g) {
                 return Claim::Follow;
             }
@@ -85,15 +85,23 @@ impl SharedWait {
     /// as queued here like them.
     #[inline]
     pub fn in_flight(&self) -> bool {
+        let cur = self.target.load(Ordering::Acquire);
         // The clock is read only while a wait is in flight.
-        self.target.load(Ordering::Acquire) != 0 && self.until_us.load(Ordering::Acquire) > now_us()
+        cur != 0 && self.live(cur, now_us())
+    }
+
+    /// Whether `cur`, the wait last seen in flight, is a wait (not 0) and
+    /// within its budget at `now`: a wait whose session vanished without
+    /// saying so stops counting.
+    fn live(&self, cur: Packed, now: i64) -> bool {
+        cur != 0 && self.until_us.load(Ordering::Acquire) > now
     }
 
     /// Whether a live wait in flight covers `g`.
     pub fn covers(&self, g: Packed) -> bool {
         let cur = self.target.load(Ordering::Acquire);
         cur != 0
-            && self.until_us.load(Ordering::Acquire) > now_us()
+            && self.live(cur, now_us())
             && gtid::domain(cur) == gtid::domain(g)
             && gtid::seq(cur) >= gtid::seq(g)
     }
