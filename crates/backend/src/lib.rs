@@ -16,6 +16,7 @@ pub mod shared_wait;
 mod state;
 pub mod stats;
 mod thread;
+pub mod turn;
 
 pub use binding::{Binding, Lease};
 pub use conn::{

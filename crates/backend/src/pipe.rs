@@ -24,12 +24,12 @@
 
 use crate::conn::{BackendConn, Flavor};
 use crate::state::SessionVars;
+use crate::turn::{Handover, Turn, TurnSlot};
 use parking_lot::Mutex;
 use sextant_net::stream::Stream;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::sync::oneshot;
 
 /// Largest request sent through a pipe, the deepest pipe, and the most
 /// request bytes a pipe may have in flight. The session that writes the
@@ -57,9 +57,6 @@ const STALLED_MS: u64 = 10;
 /// reads).
 pub type Baton = Box<BackendConn>;
 
-/// The turn of the session whose answer comes next: the connection.
-pub type Turn = oneshot::Receiver<Baton>;
-
 /// What a server's pipes did, for SHOW BACKENDS: reads sent through
 /// pipes, and the sends that carried them (reads / sends = how many went
 /// together).
@@ -74,8 +71,9 @@ struct State {
     /// The connection, while no session is relaying from it.
     conn: Option<Baton>,
     /// Sessions whose requests are written or about to be, in order,
-    /// waiting for the connection.
-    queue: VecDeque<oneshot::Sender<Baton>>,
+    /// waiting for the connection (cleared when the pipe fails: their
+    /// turns end without it, and they retry elsewhere).
+    queue: VecDeque<Handover>,
     /// Requests not written yet.
     pending: Vec<u8>,
     /// The writer's other buffer (swapped with `pending`, so neither is
@@ -271,14 +269,15 @@ impl Pipe {
         }
     }
 
-    /// Sends one request (whole packets, at most MAX_REQUEST bytes). The
-    /// caller then awaits the returned turn, relays the answer and calls
+    /// Sends one request (whole packets, at most MAX_REQUEST bytes); the
+    /// caller's turn waits in `slot`. The caller then awaits the returned
+    /// turn, relays the answer and calls
     /// `pass` (or has the pool close the pipe); a turn that ends in an
     /// error means the pipe failed first (call `abandon`). None: the pipe
     /// is closed, or has as many request bytes in flight as it may
     /// ([`MAX_QUEUED`]), and nothing was sent.
-    pub async fn submit(&self, request: &[u8]) -> Option<Turn> {
-        let (turn, rx) = oneshot::channel();
+    pub async fn submit(&self, request: &[u8], slot: &TurnSlot) -> Option<Turn> {
+        let (turn, handover) = slot.wait();
         let write = {
             let mut st = self.state.lock();
             if self.is_broken() || st.queued + request.len() > MAX_QUEUED {
@@ -287,12 +286,12 @@ impl Pipe {
             st.lengths.push_back(request.len());
             st.queued += request.len();
             match st.conn.take() {
-                // (The receiver is alive: it is in this frame.)
+                // (The turn is alive: it is in this frame.)
                 Some(c) => {
                     self.head_since_ms.store(self.now_ms(), Ordering::Relaxed);
-                    drop(turn.send(c))
+                    drop(handover.give(c))
                 }
-                None => st.queue.push_back(turn),
+                None => st.queue.push_back(handover),
             }
             st.pending.extend_from_slice(request);
             self.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -303,7 +302,7 @@ impl Pipe {
         if write {
             self.write_pending().await;
         }
-        Some(rx)
+        Some(turn)
     }
 
     /// Writes what is queued until nothing is. Failures close the pipe
@@ -382,7 +381,7 @@ impl Pipe {
         match st.queue.pop_front() {
             Some(next) => {
                 self.head_since_ms.store(self.now_ms(), Ordering::Relaxed);
-                next.send(conn).err()
+                next.give(conn).err()
             }
             None => {
                 st.conn = Some(conn);
@@ -436,29 +435,36 @@ mod tests {
         let fits = MAX_QUEUED / request.len();
         let mut turns = Vec::new();
         for i in 0..fits {
-            let turn = pipe.submit(&request).await;
+            let turn = pipe.submit(&request, &TurnSlot::default()).await;
             turns.push(turn.unwrap_or_else(|| panic!("request {i} of {fits} refused")));
         }
         // A read released with many others may queue past the depth; its
         // bytes still may not pass what the buffers hold.
         assert!(
-            pipe.submit(&request).await.is_none(),
+            pipe.submit(&request, &TurnSlot::default()).await.is_none(),
             "{} bytes in flight",
             (fits + 1) * request.len()
         );
         assert_eq!(pipe.in_flight(), fits);
         // Small requests still fit in what is left.
         let small = vec![b'y'; MAX_QUEUED - fits * request.len()];
-        turns.push(pipe.submit(&small).await.expect("what is left fits"));
-        assert!(pipe.submit(b"z").await.is_none(), "the pipe is full");
+        turns.push(
+            pipe.submit(&small, &TurnSlot::default())
+                .await
+                .expect("what is left fits"),
+        );
+        assert!(
+            pipe.submit(b"z", &TurnSlot::default()).await.is_none(),
+            "the pipe is full"
+        );
         // Once the first answer is relayed its request is off the wire:
         // another fits again.
         let baton = turns.remove(0).await.expect("the first turn");
         assert!(pipe.pass(baton).is_none());
         assert!(
-            pipe.submit(&request).await.is_some(),
+            pipe.submit(&request, &TurnSlot::default()).await.is_some(),
             "room after an answer"
         );
-        assert!(pipe.submit(&request).await.is_none());
+        assert!(pipe.submit(&request, &TurnSlot::default()).await.is_none());
     }
 }

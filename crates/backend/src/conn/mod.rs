@@ -501,7 +501,7 @@ impl BackendConn {
             while self.unread().len() < HEADER_LEN {
                 self.fill().await?;
             }
-            let h = parse_header(self.unread()).ok_or(BackendError::Closed {
+            let h = parse_header(self.unread()).ok_or_else(|| BackendError::Closed {
                 addr: self.addr.to_string(),
             })?;
             while self.unread().len() < HEADER_LEN + h.len {

@@ -123,7 +123,7 @@ impl BackendConn {
         if let Some(e) = err {
             return Err(self.server_error("preparing a statement", &e));
         }
-        let (id, columns, params) = result.ok_or(BackendError::Protocol {
+        let (id, columns, params) = result.ok_or_else(|| BackendError::Protocol {
             addr: self.addr.to_string(),
             source: sextant_protocol::ProtoError::Malformed("prepare response"),
         })?;

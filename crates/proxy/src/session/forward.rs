@@ -278,7 +278,7 @@ impl Session {
         expect: Expect,
         stmt: Option<(&Arc<[u8]>, bool)>,
     ) -> Result<Option<Outcome>, SessionError> {
-        let Some(turn) = pipe.submit(&self.scratch).await else {
+        let Some(turn) = pipe.submit(&self.scratch, &self.turn).await else {
             return Ok(None);
         };
         let Ok(mut conn) = turn.await else {

@@ -138,6 +138,9 @@ pub struct Session {
     rng: u64,
     payload: Vec<u8>,
     scratch: Vec<u8>,
+    /// Where this session's pipelined reads wait for their turn (one for
+    /// all of them: no allocation per read).
+    turn: sextant_backend::turn::TurnSlot,
     /// Status flags for answers sextant makes itself.
     status: u16,
     /// The last id this session's writes generated, and the server
@@ -358,6 +361,7 @@ impl Session {
             rng: rand::random::<u64>() | 1,
             payload: Vec::with_capacity(256),
             scratch: Vec::new(),
+            turn: Default::default(),
             status: status::AUTOCOMMIT,
             last_insert_id: 0,
             last_insert_conn: None,

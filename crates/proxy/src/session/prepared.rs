@@ -548,7 +548,7 @@ impl Session {
             .push(sextant_protocol::consts::com::STMT_PREPARE);
         self.scratch.extend_from_slice(sql);
         sextant_protocol::codec::finish_packet(&mut self.scratch, at, 0);
-        let Some(turn) = pipe.submit(&self.scratch).await else {
+        let Some(turn) = pipe.submit(&self.scratch, &self.turn).await else {
             pipe.stmt_prepared(sql, None);
             return None;
         };
