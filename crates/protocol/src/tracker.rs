@@ -153,9 +153,11 @@ impl Tracker {
         if self.state != State::Rows || self.continuation {
             return (0, 0, 0);
         }
-        while buf.len() - at > HEADER {
-            let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], 0]) as usize;
-            let first = buf[at + HEADER];
+        // One bounds check per frame (a header and a first byte): this loop
+        // runs once per row relayed.
+        while let Some(h) = buf.get(at..at + HEADER + 1) {
+            let len = u32::from_le_bytes([h[0], h[1], h[2], 0]) as usize;
+            let first = h[HEADER];
             if len == 0
                 || len >= MAX_PAYLOAD
                 || first == 0xff
@@ -164,7 +166,7 @@ impl Tracker {
             {
                 break;
             }
-            seq = buf[at + 3];
+            seq = h[3];
             at += HEADER + len;
             rows += 1;
         }
