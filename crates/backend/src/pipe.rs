@@ -24,6 +24,7 @@
 
 use crate::conn::{BackendConn, Flavor};
 use crate::state::SessionVars;
+pub use crate::turn::Baton;
 use crate::turn::{Handover, Turn, TurnSlot};
 use parking_lot::Mutex;
 use sextant_net::stream::Stream;
@@ -49,13 +50,6 @@ pub const MAX_QUEUED: usize = MAX_DEPTH * MAX_REQUEST;
 /// reads until it is done: a long query delays only the reads already
 /// queued behind it, not every read that comes after.
 const STALLED_MS: u64 = 10;
-
-/// The connection, handed to the session whose answer comes next. Boxed
-/// once, when the pipe opens: handing it on then moves a pointer, not the
-/// connection (its buffers and state, several hundred bytes copied at each
-/// send, receive and pass: 2-3% of sextant's instructions on pipelined
-/// reads).
-pub type Baton = Box<BackendConn>;
 
 /// What a server's pipes did, for SHOW BACKENDS: reads sent through
 /// pipes, and the sends that carried them (reads / sends = how many went
