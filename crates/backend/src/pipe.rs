@@ -265,11 +265,10 @@ impl Pipe {
 
     /// Sends one request (whole packets, at most MAX_REQUEST bytes); the
     /// caller's turn waits in `slot`. The caller then awaits the returned
-    /// turn, relays the answer and calls
-    /// `pass` (or has the pool close the pipe); a turn that ends in an
-    /// error means the pipe failed first (call `abandon`). None: the pipe
-    /// is closed, or has as many request bytes in flight as it may
-    /// ([`MAX_QUEUED`]), and nothing was sent.
+    /// turn, relays the answer and calls `pass` (or has the pool close the
+    /// pipe); a turn that ends in an error means the pipe failed first
+    /// (call `abandon`). None: the pipe is closed, or has as many request
+    /// bytes in flight as it may ([`MAX_QUEUED`]), and nothing was sent.
     pub async fn submit(&self, request: &[u8], slot: &TurnSlot) -> Option<Turn> {
         let (turn, handover) = slot.wait();
         let write = {
