@@ -412,10 +412,7 @@ mod tests {
     /// A pipe over a connection to a server that reads nothing yet: what
     /// is written stays in the socket buffers.
     async fn pipe_to_silent_server() -> (Pipe, std::net::TcpListener) {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        let stream = sextant_net::stream::connect(&addr).await.unwrap();
-        let conn = BackendConn::unlogged(stream);
+        let (conn, l) = BackendConn::to_silent_server().await;
         let pipe = Pipe::new(conn, 0, Arc::new(PipeCounters::default()))
             .unwrap_or_else(|e| panic!("pipe: {}", e.1));
         (pipe, l)

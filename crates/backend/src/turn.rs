@@ -156,10 +156,8 @@ mod tests {
     use super::*;
 
     async fn baton() -> (Baton, std::net::TcpListener) {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        let stream = sextant_net::stream::connect(&addr).await.unwrap();
-        (Box::new(BackendConn::unlogged(stream)), l)
+        let (conn, l) = BackendConn::to_silent_server().await;
+        (Box::new(conn), l)
     }
 
     #[tokio::test]

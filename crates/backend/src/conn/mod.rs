@@ -282,6 +282,16 @@ impl BackendConn {
         Self::over(stream, "test", "test", Flavor::new(0, 0))
     }
 
+    /// An unlogged connection to a listener that reads nothing yet (what
+    /// is written stays in the socket buffers), and the listener.
+    #[cfg(test)]
+    pub(crate) async fn to_silent_server() -> (BackendConn, std::net::TcpListener) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let stream = sextant_net::stream::connect(&addr).await.unwrap();
+        (Self::unlogged(stream), l)
+    }
+
     pub fn is_mariadb(&self) -> bool {
         self.server_version.contains("MariaDB")
     }
