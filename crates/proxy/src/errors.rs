@@ -51,6 +51,8 @@ pub const ER_USER_LIMIT_REACHED: u16 = 1226;
 pub const ER_CLIENT_INTERACTION_TIMEOUT: u16 = 4031;
 pub const ER_XA_RBROLLBACK: u16 = 1402;
 pub const ER_ERROR_DURING_COMMIT: u16 = 1180;
+pub const ER_DBACCESS_DENIED_ERROR: u16 = 1044;
+pub const ER_XAER_NOTA: u16 = 1397;
 
 #[derive(Debug, Error)]
 pub enum SessionError {
@@ -97,6 +99,21 @@ pub enum SessionError {
     /// statements of one packet: its text cannot be checked for a KILL.
     #[error("sextant: PREPARE ... FROM or EXECUTE IMMEDIATE of a variable or expression runs only as a statement of its own (sextant reads its text first: it must not be a KILL, which a server would run with its own thread ids); nothing was run")]
     DynamicSqlNotAlone,
+    /// A statement naming sextant's own schema.
+    #[error("Access denied for user '{0}' to database 'sextant' (sextant: that schema holds sextant's own tables, which no client reads or writes)")]
+    OwnSchema(String),
+    /// A KILL inside a stored program or compound statement.
+    #[error("sextant: KILL inside a stored program or compound statement: a server would run it with its own thread ids, not sextant's; nothing was run; send KILL [CONNECTION | QUERY] <connection id> as a statement")]
+    KillInside,
+    /// An XA statement sextant cannot see as a statement of its own.
+    #[error("sextant: XA statements run only as statements of their own, not among several statements of one packet, inside a stored program or compound statement, or as dynamic SQL (a server lets any account finish any prepared transaction: sextant keeps other sessions' out of reach); nothing was run")]
+    XaHidden,
+    /// XA RECOVER, which would list other sessions' transactions.
+    #[error("sextant: XA RECOVER is not run through sextant: a server lists every account's prepared transactions to any of them; a session finishes the XA transactions it started itself")]
+    XaRecover,
+    /// XA COMMIT / ROLLBACK of a transaction the session did not start.
+    #[error("XAER_NOTA: Unknown XID (sextant: this session did not start XA transaction {0}; a session finishes only the XA transactions it started)")]
+    XaNotOwn(String),
     /// Sharding: a statement sextant will not run on the layout, and why.
     #[error("sextant (sharding): {0}")]
     ShardUnsupported(String),
@@ -185,9 +202,10 @@ impl SessionError {
             HostBlocked(_) => (ER_HOST_IS_BLOCKED, "HY000", msg),
             NoSuchThread(_) => (ER_NO_SUCH_THREAD, "HY000", msg),
             KillDenied(_) => (ER_KILL_DENIED_ERROR, "HY000", msg),
-            KillUnsupported | KillNotAlone | DynamicSqlNotAlone | ShardUnsupported(_) => {
-                (ER_NOT_SUPPORTED_YET, "42000", msg)
-            }
+            KillUnsupported | KillNotAlone | DynamicSqlNotAlone | ShardUnsupported(_)
+            | KillInside | XaHidden | XaRecover => (ER_NOT_SUPPORTED_YET, "42000", msg),
+            OwnSchema(_) => (ER_DBACCESS_DENIED_ERROR, "42000", msg),
+            XaNotOwn(_) => (ER_XAER_NOTA, "XAE04", msg),
             ShardPartial(_) => (ER_SEXTANT_SHARD_PARTIAL, "HY000", msg),
             XaRolledBack(_) => (ER_XA_RBROLLBACK, "XA100", msg),
             XaUnknown(_) => (ER_ERROR_DURING_COMMIT, "HY000", msg),

@@ -318,6 +318,82 @@ fn admin_lists_and_resolves_in_doubt_branches() {
     assert_eq!(code(e), 1064);
 }
 
+/// A transaction stopped with one branch prepared (sextant killed at
+/// its failpoint), and a client of another instance that knows the
+/// branch's id (a server lists it to any account) tries to commit it in
+/// every form dynamic SQL and multi-statement packets offer: each is
+/// refused, and recovery rolls the whole transaction back (before,
+/// the client's commit made a partial one).
+#[test]
+fn no_client_finishes_a_branch_sextant_prepared() {
+    let mut b = bank(8, &[("SEXTANT_XA_FAILPOINT", "after_prepare:1")]);
+    let r = transfer(&mut b.conn(), 7, 1, 2, 10);
+    assert!(r.is_err(), "the COMMIT must not be answered");
+    assert!(
+        b.proxy.exited_within(Duration::from_secs(5)),
+        "no failpoint stop"
+    );
+    let mut found = None;
+    for (k, (port, _)) in lab().shards.iter().enumerate() {
+        let rows: Vec<(i64, i64, i64, Vec<u8>)> = direct(*port).query("XA RECOVER").unwrap();
+        if let Some((f, g, _, data)) = rows.into_iter().next() {
+            let hex = |x: &[u8]| x.iter().map(|b| format!("{b:02x}")).collect::<String>();
+            let (gt, bq) = data.split_at(g as usize);
+            found = Some((k + 1, format!("X'{}',X'{}',{f}", hex(gt), hex(bq))));
+        }
+    }
+    let (group, xid) = found.expect("a branch prepared");
+    let before = prepared_everywhere();
+    let other = Setup {
+        proxy: "default_group = \"data1\"",
+        groups: Some(layout(&xa_table(
+            &xa_dir(),
+            600_000,
+            "instance_id = \"xa-other\"\n",
+        ))),
+        ..Default::default()
+    }
+    .start();
+    let mut c = connect(&other);
+    let hint = format!("/*# group=data{group} */ ");
+    let attempts = [
+        format!("{hint}EXECUTE IMMEDIATE \"XA COMMIT {xid}\""),
+        format!("{hint}EXECUTE IMMEDIATE CONCAT('XA COM', \"MIT {xid}\")"),
+        format!("{hint}PREPARE s FROM \"XA COMMIT {xid}\""),
+        format!("{hint}DO 1; XA COMMIT {xid}"),
+        format!("{hint}SELECT 1; XA COMMIT {xid}"),
+        format!("{hint}EXECUTE IMMEDIATE 'XA RECOVER'"),
+        format!("{hint}XA COMMIT {xid}"),
+        format!("{hint}BEGIN NOT ATOMIC XA COMMIT {xid}; END"),
+        format!("{hint}CREATE PROCEDURE finish_it() BEGIN XA COMMIT {xid}; END"),
+        format!("{hint}CREATE PROCEDURE finish_later() BEGIN PREPARE s FROM @x; EXECUTE s; END"),
+    ];
+    for sql in &attempts {
+        let e = c.query_drop(sql).expect_err(sql);
+        assert_eq!(code(e), 1235, "{sql}");
+    }
+    // Text held by the server connection is read before it runs.
+    c.query_drop(format!("{hint}SET @x = CONCAT('XA COM', \"MIT {xid}\")"))
+        .unwrap();
+    for sql in ["PREPARE s FROM @x", "EXECUTE IMMEDIATE @x"] {
+        let e = c.query_drop(format!("{hint}{sql}")).expect_err(sql);
+        assert_eq!(code(e), 1235, "{sql}");
+    }
+    assert_eq!(
+        prepared_everywhere(),
+        before,
+        "the branches are still prepared"
+    );
+    drop(c);
+    drop(other);
+    b.proxy.restart(&[]);
+    until_no_prepared(Duration::from_secs(10));
+    let bal = b.balances();
+    assert_eq!((bal[0].1, bal[1].1), (1000, 1000), "none of it committed");
+    assert!(!b.transfers().contains_key(&7));
+    assert_eq!(b.total(), 8000);
+}
+
 /// How a client's transfer ended, as the client saw it.
 /// What happens to the bank while its clients run.
 enum Trouble {

@@ -1,6 +1,7 @@
 //! Statement classification: what a statement is, whether a replica may run
 //! it, and what it does to session state that the proxy must respect.
 
+use crate::blocks::{Blocks, Seen};
 use crate::hints::Hints;
 use crate::lexer::{LexMode, Lexer, Token, TokenKind};
 
@@ -104,6 +105,27 @@ bitflags::bitflags! {
         /// definition calls a function that writes (set by a
         /// [`crate::Catalogue`] that lists tables).
         const UNKNOWN_TABLE = 1 << 24;
+        /// An XA statement that is not the packet's only statement: among
+        /// several, inside a compound statement or a stored program's
+        /// body, or as the text of dynamic SQL. Sextant coordinates XA
+        /// itself on a sharded layout, and a server lets any account
+        /// finish any prepared branch: such a statement is refused.
+        const XA = 1 << 25;
+        /// A KILL inside a compound statement or a stored program's
+        /// body: the server would run it with its own thread ids.
+        const INNER_KILL = 1 << 26;
+        /// Names sextant's own schema (`sextant`): its tables are
+        /// sextant's machinery, never a client's to read or write.
+        const OWN_SCHEMA = 1 << 27;
+        /// Holds a compound statement (BEGIN ... END, IF, CASE, LOOP,
+        /// WHILE, REPEAT) or creates a stored program: its semicolons are
+        /// its own.
+        const COMPOUND = 1 << 28;
+        /// Dynamic SQL whose text is not spelt out (PREPARE ... FROM @v,
+        /// EXECUTE IMMEDIATE CONCAT(...)) inside a compound statement or
+        /// a stored program's body: what it runs is known only when it
+        /// runs.
+        const INNER_DYNAMIC = 1 << 29;
         /// Calls a function that may write, whichever server runs it
         /// (until the server's flavor is known, both of the above count).
         const MAY_WRITE_FUNCTION = Self::STORED_FUNCTION.bits()
@@ -342,6 +364,9 @@ fn classify_with<'a>(
         if seg.kind == Kind::Kill {
             flags.insert(Flags::KILL);
         }
+        if seg.kind == Kind::Xa {
+            flags.insert(Flags::XA);
+        }
         let read = seg.kind == Kind::Select
             && seg.read_only
             && !flags.intersects(Flags::LOCKING_READ | Flags::INTO_FILE | Flags::SEQUENCE);
@@ -349,14 +374,30 @@ fn classify_with<'a>(
         true
     };
 
+    let mut blocks = Blocks::new();
+    // The kind of the statement inside a block being read.
+    let mut inner = Kind::Empty;
     let mut lexer = Lexer::with_mode(sql, mode);
     for t in lexer.by_ref() {
         observe(&t);
-        match t.kind {
-            TokenKind::Hint => {
-                hints.add_comment(t.text);
-                continue;
+        if t.kind == TokenKind::Hint {
+            hints.add_comment(t.text);
+            continue;
+        }
+        let outside = blocks.outside();
+        let within = blocks.within();
+        if blocks.token(&t) == Seen::Inner {
+            inner = first_kind(&t);
+            match inner {
+                Kind::Kill => flags.insert(Flags::INNER_KILL),
+                Kind::Xa => flags.insert(Flags::XA),
+                _ => {}
             }
+        }
+        if within {
+            inner_token(&t, inner, p1, &mut flags);
+        }
+        match t.kind {
             TokenKind::Punct => match t.text[0] {
                 b'(' => {
                     if let Some(p) =
@@ -381,7 +422,8 @@ fn classify_with<'a>(
                     seg.depth += 1;
                 }
                 b')' => seg.depth = seg.depth.saturating_sub(1),
-                b';' if seg.depth == 0 => {
+                b'.' if p1.is_some_and(|p| own_schema(&p)) => flags.insert(Flags::OWN_SCHEMA),
+                b';' if seg.depth == 0 && outside => {
                     if finish(&seg, &mut flags) {
                         segments += 1;
                     }
@@ -392,10 +434,11 @@ fn classify_with<'a>(
                 }
                 _ => {}
             },
-            TokenKind::Str
-                if matches!(seg.kind, Kind::Prepare | Kind::Execute) && dynamic_kill(t.text) =>
-            {
-                flags.insert(Flags::DYNAMIC_KILL);
+            TokenKind::Str if matches!(seg.kind, Kind::Prepare | Kind::Execute) => {
+                flags.insert(dynamic_reach(t.text));
+            }
+            TokenKind::QuotedIdent if names_schema(p1, seg.kind) && own_schema(&t) => {
+                flags.insert(Flags::OWN_SCHEMA)
             }
             TokenKind::UserVar => {
                 flags.insert(Flags::USER_VAR);
@@ -420,6 +463,9 @@ fn classify_with<'a>(
             }
             TokenKind::Word => {
                 seg.words = seg.words.saturating_add(1);
+                if t.text.len() == 7 && names_schema(p1, seg.kind) && own_schema(&t) {
+                    flags.insert(Flags::OWN_SCHEMA);
+                }
                 if t.text.len() > 14 && t.text[..14].eq_ignore_ascii_case(b"session_track_") {
                     flags.insert(Flags::TRACKING);
                 }
@@ -453,6 +499,12 @@ fn classify_with<'a>(
     } else if first_kind_seen == Kind::Kill {
         // A KILL alone is the proxy's to carry out (by its kind).
         flags.remove(Flags::KILL);
+    } else if first_kind_seen == Kind::Xa {
+        // An XA statement alone is known by its kind.
+        flags.remove(Flags::XA);
+    }
+    if blocks.compound {
+        flags.insert(Flags::COMPOUND);
     }
     let c = Classification {
         kind: first_kind_seen,
@@ -471,12 +523,15 @@ pub fn statement_spans(sql: &[u8], mode: LexMode) -> Vec<std::ops::Range<usize>>
     let mut depth = 0i32;
     let mut open: Option<usize> = None;
     let mut last_end = 0usize;
+    let mut blocks = Blocks::new();
     for t in Lexer::with_mode(sql, mode) {
         if t.kind == TokenKind::Hint {
             continue;
         }
         let start = t.text.as_ptr() as usize - base;
-        if t.is_punct(b';') && depth == 0 {
+        let outside = blocks.outside();
+        blocks.token(&t);
+        if t.is_punct(b';') && depth == 0 && outside {
             if let Some(s) = open.take() {
                 out.push(s..last_end);
             }
@@ -510,14 +565,88 @@ pub fn kill_spans(sql: &[u8], mode: LexMode) -> Vec<std::ops::Range<usize>> {
         .collect()
 }
 
-/// Whether a string literal, as the text of dynamic SQL, is a KILL
-/// (after any blanks and comments; read the way the server would).
-fn dynamic_kill(quoted: &[u8]) -> bool {
+/// What a string literal, as the text of dynamic SQL, reaches: a KILL
+/// (DYNAMIC_KILL), XA, sextant's schema. The text is read the way the
+/// server would, its escapes and doubled quotes undone.
+fn dynamic_reach(quoted: &[u8]) -> Flags {
+    let text = unquote(quoted);
+    reach_of(&text)
+}
+
+/// What a statement's text, run as dynamic SQL, reaches (see
+/// [`dynamic_reach`]); for text read from a server too.
+pub fn reach_of(text: &[u8]) -> Flags {
+    let c = classify(text);
+    let mut out = c.flags & (Flags::XA | Flags::OWN_SCHEMA | Flags::INNER_KILL);
+    if c.kind == Kind::Kill || c.flags.intersects(Flags::KILL | Flags::DYNAMIC_KILL) {
+        out |= Flags::DYNAMIC_KILL;
+    }
+    if c.kind == Kind::Xa {
+        out |= Flags::XA;
+    }
+    out
+}
+
+/// A string literal's value: quotes taken off, doubled quotes and
+/// backslash escapes undone (an escape that stands for a control
+/// character becomes a blank: it separates words as one would).
+fn unquote(quoted: &[u8]) -> Vec<u8> {
+    let q = quoted.first().copied().unwrap_or(b'\'');
     let inner = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or(&[]);
-    // Escapes and doubled quotes cannot hide the word itself: its letters
-    // are plain; an escaped blank before it is still a blank.
-    let text: Vec<u8> = inner.iter().copied().filter(|c| *c != b'\\').collect();
-    is_kill(&text)
+    let mut out = Vec::with_capacity(inner.len());
+    let mut i = 0;
+    while i < inner.len() {
+        let c = inner[i];
+        if c == b'\\' && i + 1 < inner.len() {
+            let e = inner[i + 1];
+            out.push(match e {
+                b'n' | b't' | b'r' | b'0' | b'b' | b'Z' => b' ',
+                _ => e,
+            });
+            i += 2;
+        } else if c == q && inner.get(i + 1) == Some(&q) {
+            out.push(q);
+            i += 2;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Whether a name token is sextant's own schema.
+fn own_schema(t: &Token<'_>) -> bool {
+    matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent)
+        && t.text.eq_ignore_ascii_case(b"sextant")
+}
+
+/// Whether the name after `p1` is a schema's (not a table's or a
+/// column's): `USE x`, `DATABASE x`, `SCHEMA x`, and `SHOW ... FROM x`.
+fn names_schema(p1: Option<Token<'_>>, kind: Kind) -> bool {
+    let Some(p) = p1.filter(|p| p.kind == TokenKind::Word) else {
+        return false;
+    };
+    p.is_word("USE")
+        || p.is_word("DATABASE")
+        || p.is_word("SCHEMA")
+        || (kind == Kind::Show && (p.is_word("FROM") || p.is_word("IN")))
+}
+
+/// A token of a statement inside a block: dynamic SQL there.
+fn inner_token(t: &Token<'_>, inner: Kind, p1: Option<Token<'_>>, flags: &mut Flags) {
+    let source = match inner {
+        Kind::Prepare => p1.is_some_and(|p| p.is_word("FROM")),
+        Kind::Execute => p1.is_some_and(|p| p.is_word("IMMEDIATE")),
+        _ => false,
+    };
+    if !source {
+        return;
+    }
+    match t.kind {
+        TokenKind::Str => flags.insert(dynamic_reach(t.text)),
+        _ => flags.insert(Flags::INNER_DYNAMIC),
+    }
 }
 
 /// Whether `text`, run as a statement, is a KILL.

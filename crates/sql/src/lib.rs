@@ -7,6 +7,7 @@
 //! statement text. A [`Catalogue`] (built off the hot path) adds what the
 //! server knows: its flavor, its stored functions and views.
 
+mod blocks;
 pub mod builtin;
 mod catalogue;
 mod classify;
@@ -15,11 +16,12 @@ mod hints;
 mod lexer;
 pub mod session_info;
 pub mod shape;
+pub mod xa;
 
 pub use catalogue::{Catalogue, ServerKind};
 pub use classify::{
-    classify, classify_in, dynamic_source, is_kill, kill_spans, statement_spans, Classification,
-    Flags, Kind,
+    classify, classify_in, dynamic_source, is_kill, kill_spans, reach_of, statement_spans,
+    Classification, Flags, Kind,
 };
 pub use hints::{Hints, MAX_HINTS};
 pub use lexer::{LexMode, Lexer, Multibyte, ServerVersion, Token, TokenKind};

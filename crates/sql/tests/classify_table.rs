@@ -92,6 +92,36 @@ fn cases() -> Vec<(&'static str, Kind, bool, Flags)> {
         ("SELECT COUNT(*), MAX(a), IFNULL(b, 0), CAST(c AS CHAR(10)) FROM t WHERE d IN (1) AND EXISTS (SELECT 1)", Kind::Select, true, NONE),
         ("SELECT a FROM t JOIN u USING (id) WHERE (a, b) = ROW(1, 2)", Kind::Select, true, NONE),
         ("SELECT ROW_NUMBER() OVER (PARTITION BY a ORDER BY b) FROM t", Kind::Select, true, NONE),
+        // Compound statements are one statement, whatever they hold; what
+        // they hold that reaches other sessions or sextant is marked.
+        ("CREATE PROCEDURE p() BEGIN SELECT 1; KILL 5; END", Kind::Ddl, false, Flags::COMPOUND.union(Flags::INNER_KILL)),
+        ("CREATE PROCEDURE p() BEGIN SET @s = 'SELECT 1'; PREPARE st FROM @s; EXECUTE st; END", Kind::Ddl, false, Flags::COMPOUND.union(Flags::INNER_DYNAMIC).union(Flags::USER_VAR)),
+        ("CREATE PROCEDURE p() BEGIN EXECUTE IMMEDIATE 'SELECT 1'; END", Kind::Ddl, false, Flags::COMPOUND),
+        ("CREATE PROCEDURE p() BEGIN EXECUTE IMMEDIATE 'XA RECOVER'; END", Kind::Ddl, false, Flags::COMPOUND.union(Flags::XA)),
+        ("CREATE FUNCTION f() RETURNS INT BEGIN XA RECOVER; RETURN 1; END", Kind::Ddl, false, Flags::COMPOUND.union(Flags::XA).union(Flags::CATALOGUE)),
+        ("CREATE PROCEDURE p() SELECT 1; KILL 5", Kind::Ddl, false, Flags::MULTI.union(Flags::KILL)),
+        ("BEGIN NOT ATOMIC SELECT 1; SELECT 2; END", Kind::Begin, false, Flags::COMPOUND),
+        ("IF 1 THEN XA RECOVER; END IF", Kind::Other, false, Flags::COMPOUND.union(Flags::XA)),
+        ("BEGIN; SELECT 1", Kind::Begin, false, Flags::MULTI),
+        ("SELECT CASE WHEN a THEN 1 END FROM t; SELECT 2", Kind::Select, true, Flags::MULTI),
+        // XA anywhere but alone.
+        ("XA RECOVER", Kind::Xa, false, NONE),
+        ("SELECT 1; XA RECOVER", Kind::Select, false, Flags::MULTI.union(Flags::XA)),
+        ("DO 1; XA ROLLBACK 'x'", Kind::Do, false, Flags::MULTI.union(Flags::XA)),
+        ("EXECUTE IMMEDIATE \"XA COMMIT X'01',X'02',21336\"", Kind::Execute, false, Flags::SQL_PREPARE.union(Flags::XA)),
+        ("PREPARE s FROM ' /* c */ xa recover'", Kind::Prepare, false, Flags::SQL_PREPARE.union(Flags::XA)),
+        // Sextant's own schema, however it is named.
+        ("DELETE FROM sextant.xa_decision", Kind::Delete, false, Flags::OWN_SCHEMA),
+        ("INSERT INTO `SEXTANT` . `xa_decision` VALUES (1)", Kind::Insert, false, Flags::OWN_SCHEMA),
+        ("USE sextant", Kind::Use, false, Flags::OWN_SCHEMA),
+        ("USE `sextant`", Kind::Use, false, Flags::OWN_SCHEMA),
+        ("DROP DATABASE sextant", Kind::Ddl, false, Flags::OWN_SCHEMA.union(Flags::CATALOGUE)),
+        ("SHOW TABLES FROM sextant", Kind::Show, false, Flags::OWN_SCHEMA),
+        ("CREATE TRIGGER t BEFORE INSERT ON sextant.heartbeat FOR EACH ROW SET NEW.ts_us = 0", Kind::Ddl, false, Flags::OWN_SCHEMA),
+        ("PREPARE s FROM 'DELETE FROM sextant . heartbeat'", Kind::Prepare, false, Flags::SQL_PREPARE.union(Flags::OWN_SCHEMA)),
+        ("EXECUTE IMMEDIATE 'SELECT ''x'', `sextant`.f()'", Kind::Execute, false, Flags::SQL_PREPARE.union(Flags::OWN_SCHEMA)),
+        ("SELECT sextant FROM sextant", Kind::Select, true, NONE),
+        ("SELECT 'sextant.x'", Kind::Select, true, NONE),
     ]
 }
 

@@ -320,6 +320,11 @@ impl Session {
                 Box::pin(self.kill(crate::kill::KillStatement::Connection(id))).await?
             }
             com::INIT_DB | com::FIELD_LIST | com::STATISTICS => {
+                if cmd == com::INIT_DB {
+                    if let Some(e) = self.schema_refusal(&p[1..]) {
+                        return self.reply_error(e).await.map(|_| Flow::Continue);
+                    }
+                }
                 let expect = match cmd {
                     com::FIELD_LIST => Expect::FieldList,
                     _ => Expect::Single,

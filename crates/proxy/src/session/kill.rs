@@ -42,9 +42,10 @@ impl Session {
     }
 
     /// `PREPARE s FROM @v` or `EXECUTE IMMEDIATE @v` whose text, read from
-    /// the server, is a KILL: refused, as a KILL must be alone to be
-    /// carried out with sextant's ids.
-    pub(super) async fn dynamic_kill_refused(
+    /// the server, is a KILL (refused, as a KILL must be alone to be
+    /// carried out with sextant's ids), or reaches what no client may
+    /// (`guard.rs`).
+    pub(super) async fn dynamic_text_refused(
         &mut self,
         c: &Classification<'_>,
         target: Target,
@@ -54,10 +55,12 @@ impl Session {
             return None;
         }
         let src = sextant_sql::dynamic_source(sql, self.lex_mode())?;
-        if Box::pin(self.dynamic_text_is_kill(target, src)).await {
-            return Some(self.reply_error(SessionError::KillNotAlone).await);
-        }
-        None
+        let reach = Box::pin(self.dynamic_text_reach(target, src)).await;
+        let refusal = match reach.contains(Flags::DYNAMIC_KILL) {
+            true => Some(SessionError::KillNotAlone),
+            false => self.held_refusal(reach),
+        }?;
+        Some(self.reply_error(refusal).await)
     }
 
     /// `KILL [QUERY] <id>` (and COM_PROCESS_KILL): `id` is one of sextant's
@@ -109,21 +112,23 @@ impl Session {
         Ok(())
     }
 
-    /// Whether dynamic SQL whose text lives on the server connection (a
-    /// user variable, an expression of them) is a KILL: its text is read
-    /// there first. (MariaDB allows no subquery or stored function in such
-    /// an expression: reading it changes nothing.) Unknown: false, and the
-    /// statement runs as it would have.
-    pub(super) async fn dynamic_text_is_kill(
+    /// What dynamic SQL whose text lives on the server connection (a
+    /// user variable, an expression of them) reaches
+    /// (`sextant_sql::reach_of`): its text is read there first.
+    /// (MariaDB allows no subquery or stored function in such an
+    /// expression: reading it changes nothing.) Unknown: nothing, and the
+    /// statement runs as it would have (a server that cannot read the
+    /// text cannot run it either).
+    pub(super) async fn dynamic_text_reach(
         &mut self,
         target: sextant_routing::Target,
         src: &[u8],
-    ) -> bool {
+    ) -> Flags {
         if self.attach(target).await.is_err() {
-            return false;
+            return Flags::empty();
         }
         let Some(a) = self.binding.direct_mut() else {
-            return false;
+            return Flags::empty();
         };
         let q = format!("SELECT {}", String::from_utf8_lossy(src));
         match a.conn_mut().query_internal(&q).await {
@@ -131,11 +136,11 @@ impl Session {
                 .first()
                 .and_then(|r| r.first())
                 .and_then(|v| v.as_deref())
-                .is_some_and(|t| sextant_sql::is_kill(t.as_bytes())),
-            Err(sextant_backend::BackendError::Server { .. }) => false,
+                .map_or(Flags::empty(), |t| sextant_sql::reach_of(t.as_bytes())),
+            Err(sextant_backend::BackendError::Server { .. }) => Flags::empty(),
             Err(_) => {
                 self.detach_discard();
-                false
+                Flags::empty()
             }
         }
     }

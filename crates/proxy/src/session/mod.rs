@@ -47,6 +47,7 @@ mod command;
 mod consistency;
 mod effects;
 mod forward;
+mod guard;
 mod info;
 mod kill;
 mod merge;
@@ -90,6 +91,8 @@ pub struct Session {
     /// Sharding: a BEGIN not yet sent, waiting for the transaction's first
     /// statement to say which group it runs in.
     pending_begin: Option<Vec<u8>>,
+    /// XA transactions this session started (a plain layout's client XA).
+    own_xids: guard::OwnXids,
     /// Variables a SET that also changed session tracking assigned, read
     /// back from the server after it (see `tracking_set`).
     tracking_readback: Vec<String>,
@@ -283,6 +286,10 @@ impl Session {
         s.slow = (slow_ms > 0).then(|| Duration::from_millis(slow_ms));
         s.digests = digests;
         if let Some(db) = login.database.clone() {
+            if let Some(e) = s.schema_refusal(db.as_bytes()) {
+                let _ = s.client.send_error(login.seq, &e).await;
+                return;
+            }
             s.vars.schema = Some(db.into());
             // Check the database now, as a server would at login.
             if let Err(e) = s.attach(Target::Primary).await {
@@ -337,6 +344,7 @@ impl Session {
             group: user.group.clone(),
             sharding: None,
             pending_begin: None,
+            own_xids: Vec::new(),
             tracking_readback: Vec::new(),
             dist: None,
             shard_writes: Vec::new(),

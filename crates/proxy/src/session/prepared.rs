@@ -212,6 +212,9 @@ impl Session {
             {
                 return self.reply_error(SessionError::KillNotAlone).await;
             }
+            if let Some(e) = self.prepared_refusal(&c) {
+                return self.reply_error(e).await;
+            }
         }
         if let Some(sh) = self.sharding.clone() {
             // An INSERT that names no columns is prepared as if it did.

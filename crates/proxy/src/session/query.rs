@@ -72,6 +72,9 @@ impl Session {
         p: &[u8],
         at: usize,
     ) -> Result<Next, SessionError> {
+        if let Some(next) = self.guard(c, &p[at..]).await {
+            return next;
+        }
         if let Some(next) = self.intercept_kill(c, p, at).await {
             return next;
         }
@@ -216,7 +219,7 @@ impl Session {
             true => self.tracking_set(&p[at..]),
             false => None,
         };
-        if let Some(done) = self.dynamic_kill_refused(c, plan.target, &p[at..]).await {
+        if let Some(done) = self.dynamic_text_refused(c, plan.target, &p[at..]).await {
             return done;
         }
         // Run, then apply what it changed.

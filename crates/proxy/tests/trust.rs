@@ -1,0 +1,212 @@
+//! Trust boundaries, tried as an application account would try them
+//! through sextant against real MariaDB: a stored program's body is one
+//! statement whatever it holds (and what it holds that reaches other
+//! sessions is refused), a session finishes only the XA transactions it
+//! started, and sextant's own schema is out of every client's reach.
+
+mod common;
+use common::*;
+use mysql::prelude::Queryable;
+
+/// The error a statement gets (all its results read), or None.
+fn error(c: &mut mysql::Conn, sql: &str) -> Option<(u16, String)> {
+    let r = c.query_iter(sql).and_then(|mut r| {
+        while let Some(set) = r.iter() {
+            for row in set {
+                row?;
+            }
+        }
+        Ok(())
+    });
+    match r {
+        Ok(()) => None,
+        Err(mysql::Error::MySqlError(e)) => Some((e.code, e.message)),
+        Err(other) => panic!("{sql}: not a server error: {other}"),
+    }
+}
+
+fn routine_body(name: &str) -> Option<String> {
+    direct(lab().primary)
+        .query_first(format!(
+            "SELECT ROUTINE_DEFINITION FROM information_schema.ROUTINES \
+             WHERE ROUTINE_SCHEMA = 'sextant_test' AND ROUTINE_NAME = '{name}'"
+        ))
+        .unwrap()
+}
+
+#[test]
+fn a_compound_statements_semicolons_are_its_own() {
+    let p = Setup::default().start();
+    let mut c = p.conn();
+    let mut victim = p.conn();
+    let vid: u32 = victim
+        .query_first("SELECT CONNECTION_ID()")
+        .unwrap()
+        .unwrap();
+    for name in ["trust_two", "trust_kill", "trust_dyn"] {
+        c.query_drop(format!("DROP PROCEDURE IF EXISTS {name}"))
+            .unwrap();
+    }
+
+    // Stored as written, and it runs as written.
+    c.query_drop("CREATE PROCEDURE trust_two() BEGIN SELECT 1; SELECT 2; END")
+        .unwrap();
+    assert_eq!(
+        routine_body("trust_two").as_deref(),
+        Some("BEGIN SELECT 1; SELECT 2; END")
+    );
+    let mut sets = Vec::new();
+    let mut r = c.query_iter("CALL trust_two()").unwrap();
+    while let Some(set) = r.iter() {
+        let rows: Vec<i64> = set.map(|row| mysql::from_row(row.unwrap())).collect();
+        sets.push(rows);
+    }
+    drop(r);
+    assert_eq!(sets, [vec![1], vec![2], vec![]]);
+
+    // A KILL inside a body is neither carried out nor stored.
+    let (code, msg) = error(
+        &mut c,
+        &format!("CREATE PROCEDURE trust_kill() BEGIN SELECT 1; KILL {vid}; END"),
+    )
+    .expect("a KILL in a body is refused");
+    assert_eq!(code, 1235, "{msg}");
+    assert!(msg.contains("inside a stored program"), "{msg}");
+    assert_eq!(routine_body("trust_kill"), None);
+    let alive: Option<i64> = victim.query_first("SELECT 7").unwrap();
+    assert_eq!(alive, Some(7), "the session named in the body is alive");
+    for sql in [
+        format!("BEGIN NOT ATOMIC SELECT 1; KILL {vid}; END"),
+        format!("IF 1 THEN KILL QUERY {vid}; END IF"),
+    ] {
+        assert_eq!(error(&mut c, &sql).map(|e| e.0), Some(1235), "{sql}");
+    }
+    assert_eq!(victim.query_first::<i64, _>("SELECT 8").unwrap(), Some(8));
+
+    // Dynamic SQL inside a body (as Connector/J's own tests create it).
+    c.query_drop(
+        "CREATE PROCEDURE trust_dyn() BEGIN SET @s = 'SELECT 41 + 1'; PREPARE st FROM @s; EXECUTE st; END",
+    )
+    .unwrap();
+    let got: Option<i64> = c.query_first("CALL trust_dyn()").unwrap();
+    assert_eq!(got, Some(42));
+
+    // MariaDB's compound statements outside stored programs: one
+    // statement, several results.
+    let mut r = c
+        .query_iter("IF 1 THEN SELECT 3; SELECT 4; END IF")
+        .unwrap();
+    let mut seen = Vec::new();
+    while let Some(set) = r.iter() {
+        seen.extend(set.map(|row| mysql::from_row::<i64>(row.unwrap())));
+    }
+    drop(r);
+    assert_eq!(seen, [3, 4]);
+
+    // A KILL after a compound statement in one packet is sextant's.
+    assert_eq!(
+        error(
+            &mut c,
+            &format!("BEGIN NOT ATOMIC SELECT 1; SELECT 2; END; KILL {vid}")
+        ),
+        None
+    );
+    assert!(victim.query_drop("SELECT 1").is_err(), "killed by sextant");
+}
+
+#[test]
+fn a_session_finishes_only_its_own_xa_transactions() {
+    let p = Setup::default().start();
+    let mut a = p.conn();
+    let mut b = p.conn();
+    a.query_drop("CREATE TABLE IF NOT EXISTS trust_xa (id INT PRIMARY KEY) ENGINE=InnoDB")
+        .unwrap();
+    a.query_drop("DELETE FROM trust_xa").unwrap();
+    a.query_drop("XA START 'trust-mine'").unwrap();
+    a.query_drop("INSERT INTO trust_xa VALUES (1)").unwrap();
+    a.query_drop("XA END 'trust-mine'").unwrap();
+    a.query_drop("XA PREPARE 'trust-mine'").unwrap();
+
+    // Another session neither lists it nor finishes it, however it
+    // spells the statement.
+    let attempts: [(&str, u16); 8] = [
+        ("XA RECOVER", 1235),
+        ("XA COMMIT 'trust-mine'", 1397),
+        ("XA ROLLBACK X'74727573742d6d696e65'", 1397),
+        ("EXECUTE IMMEDIATE \"XA ROLLBACK 'trust-mine'\"", 1235),
+        ("EXECUTE IMMEDIATE 'XA RECOVER'", 1235),
+        ("PREPARE s FROM \"XA COMMIT 'trust-mine'\"", 1235),
+        ("DO 1; XA ROLLBACK 'trust-mine'", 1235),
+        ("SELECT 1; XA RECOVER", 1235),
+    ];
+    for (sql, want) in attempts {
+        let got = error(&mut b, sql).map(|e| e.0);
+        assert_eq!(got, Some(want), "{sql}");
+    }
+    b.query_drop("SET @x = CONCAT('XA ROLL', 'BACK ''trust-mine''')")
+        .unwrap();
+    for sql in ["PREPARE s FROM @x", "EXECUTE IMMEDIATE @x"] {
+        assert_eq!(error(&mut b, sql).map(|e| e.0), Some(1235), "{sql}");
+    }
+    assert_eq!(
+        error(
+            &mut b,
+            "CREATE PROCEDURE trust_xa_p() BEGIN XA RECOVER; END"
+        )
+        .map(|e| e.0),
+        Some(1235)
+    );
+    match b.prep("XA COMMIT 'trust-mine'") {
+        Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1235, "{}", e.message),
+        other => panic!("XA prepared: {other:?}"),
+    }
+    let rows: Vec<(i64, i64, i64, Vec<u8>)> = direct(lab().primary).query("XA RECOVER").unwrap();
+    assert!(
+        rows.iter().any(|r| r.3 == b"trust-mine"),
+        "still prepared: {rows:?}"
+    );
+
+    // Its own session commits it (by any spelling of its id).
+    a.query_drop("XA COMMIT X'74727573742d6d696e65'").unwrap();
+    let n: Option<i64> = b.query_first("SELECT COUNT(*) FROM trust_xa").unwrap();
+    assert_eq!(n, Some(1));
+}
+
+#[test]
+fn sextants_own_schema_is_out_of_reach() {
+    let p = Setup::default().start();
+    let mut c = p.conn();
+    for sql in [
+        "SELECT * FROM sextant.heartbeat",
+        "DELETE FROM `sextant`.`heartbeat`",
+        "INSERT INTO SEXTANT.xa_decision (gtrid, decision, owner) VALUES (X'01', 'R', 'x')",
+        "DROP TABLE sextant.xa_decision",
+        "CREATE TRIGGER trust_t BEFORE UPDATE ON sextant.heartbeat FOR EACH ROW SET NEW.ts_us = 0",
+        "USE sextant",
+        "SHOW TABLES FROM sextant",
+        "DROP DATABASE sextant",
+        "EXECUTE IMMEDIATE 'DELETE FROM sextant.heartbeat'",
+        "SELECT 1; DELETE FROM sextant.heartbeat",
+    ] {
+        let e = error(&mut c, sql);
+        assert_eq!(e.as_ref().map(|e| e.0), Some(1044), "{sql}: {e:?}");
+    }
+    c.query_drop("SET @t = 'DELETE FROM sextant.heartbeat'")
+        .unwrap();
+    assert_eq!(error(&mut c, "PREPARE s FROM @t").map(|e| e.0), Some(1044));
+    // COM_INIT_DB, and a login naming it.
+    let mut r = Raw::login(p.port, "app", "apppass", None);
+    r.send(0, b"\x02sextant");
+    assert_eq!(err_of(&r.read_response()[0]).0, 1044);
+    let url = p.url("app", "apppass", "sextant");
+    match mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()) {
+        Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1044, "{}", e.message),
+        other => panic!("login into sextant's schema: {:?}", other.map(|_| ())),
+    }
+    // The heartbeat still beats: nothing above reached it.
+    let rows: Option<i64> = direct(lab().primary)
+        .query_first("SELECT COUNT(*) FROM sextant.heartbeat")
+        .unwrap();
+    assert!(rows.unwrap_or(0) >= 1);
+}
+
