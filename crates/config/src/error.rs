@@ -7,7 +7,7 @@ pub enum ConfigError {
     #[error("{path}: cannot read: {source}")]
     Read {
         path: String,
-        source: std::io::Error,
+        source: crate::files::FileError,
     },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },

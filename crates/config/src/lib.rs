@@ -7,6 +7,7 @@ mod admin;
 mod check;
 mod cluster;
 mod error;
+pub mod files;
 mod groups;
 mod log;
 mod monitor;
@@ -91,12 +92,55 @@ pub fn file_name(v: &dyn std::fmt::Debug) -> String {
     out
 }
 
+/// A TOML error as its line, column, key and message; quoted text in the
+/// message that is not a key name (lower-case words) is left out, and so
+/// is the line itself, which toml's own text shows: a file that is not a
+/// config (a private key, /etc/shadow) must not be shown back.
+fn without_content(text: &str, e: &toml::de::Error) -> String {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 40
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b))
+    };
+    let mut out = String::from("TOML parse error");
+    if let Some(sp) = e.span() {
+        let before = &text[..sp.start.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        out += &format!(" at line {line}, column {column}");
+        let key = text
+            .lines()
+            .nth(line - 1)
+            .and_then(|l| l.split_once('='))
+            .map(|(k, _)| k.trim().trim_matches('"'));
+        if let Some(k) = key.filter(|k| plain(k)) {
+            out += &format!(", key `{k}`");
+        }
+    }
+    out += ": ";
+    for (i, part) in e.message().trim_end().split('`').enumerate() {
+        match i % 2 {
+            0 => out.push_str(part),
+            _ if plain(part) => {
+                out.push('`');
+                out.push_str(part);
+                out.push('`');
+            }
+            _ => out.push_str("(text not shown)"),
+        }
+    }
+    out.replace('\n', "; ")
+}
+
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: p.clone(),
-            source,
+        let text = files::read_bounded(path, files::MAX_CONFIG_BYTES).map_err(|source| {
+            ConfigError::Read {
+                path: p.clone(),
+                source,
+            }
         })?;
         Config::parse(&text, &p)
     }
@@ -136,9 +180,11 @@ impl Config {
     /// leaving out what it says of the replaced values. Stops where that
     /// cannot help (a broken table header, a value over several lines).
     fn every_parse_error(text: &str, path: &str, first: toml::de::Error) -> ConfigError {
+        // toml's own text shows the line it could not read: a file that
+        // is not a config (a key, /etc/shadow) must not be shown back.
         let parse_error = |e: &toml::de::Error| ConfigError::Parse {
             path: path.to_string(),
-            message: e.to_string().trim_end().to_string(),
+            message: without_content(text, e),
         };
         // The line (0-based) an error points at, in the text it came from.
         let line_of = |e: &toml::de::Error, t: &str| {

@@ -39,7 +39,10 @@ pub(crate) fn secret<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error
         Form::Ref(Reference {
             env: None,
             file: Some(path),
-        }) => match std::fs::read_to_string(&path) {
+        }) => match crate::files::read_bounded(
+            std::path::Path::new(&path),
+            crate::files::MAX_SECRET_BYTES,
+        ) {
             Ok(s) => Ok(s
                 .strip_suffix('\n')
                 .unwrap_or(&s)

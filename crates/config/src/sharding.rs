@@ -120,10 +120,12 @@ impl Sharding {
                     .filter(|_| Path::new(file).is_relative())
                     .unwrap_or_else(|| Path::new(file).to_path_buf());
                 let shown = p.display().to_string();
-                let json = std::fs::read_to_string(&p).map_err(|source| ConfigError::Read {
-                    path: shown.clone(),
-                    source,
-                })?;
+                let json = crate::files::read_bounded(&p, crate::files::MAX_CONFIG_BYTES).map_err(
+                    |source| ConfigError::Read {
+                        path: shown.clone(),
+                        source,
+                    },
+                )?;
                 cetus::parse(&json, &shown, unlisted).map_err(|e| to_config(e, ""))
             }
             (None, _) => {

@@ -185,7 +185,25 @@ pub(crate) async fn push(
             )
         })?,
     };
-    let text = read_valid(&path).map_err(SessionError::PushRefused)?;
+    // Off the worker threads, and bounded in time: the file (and the
+    // password files it names) may be anywhere the admin login points.
+    let shown = path.display().to_string();
+    let read = tokio::time::timeout(
+        PUSH_READ_TIMEOUT,
+        tokio::task::spawn_blocking(move || read_valid(&path)),
+    )
+    .await;
+    let text = match read {
+        Ok(Ok(r)) => r.map_err(SessionError::PushRefused)?,
+        Ok(Err(e)) => return Err(SessionError::PushRefused(format!("{shown}: {e}"))),
+        Err(_) => {
+            return Err(SessionError::PushRefused(format!(
+                "{shown}: not read within {} s",
+                PUSH_READ_TIMEOUT.as_secs()
+            )))
+        }
+    };
+    let path = std::path::PathBuf::from(&shown);
     let base = base.unwrap_or_else(|| fleet.intent(&Intent::Config).map_or(0, |(_, r)| r));
     let rev = fleet
         .push_config(&PushedConfig::new(text), base)
@@ -200,10 +218,18 @@ pub(crate) async fn push(
     ))
 }
 
-/// A config file's text if it is valid, else check-config's explanation.
+/// How long PUSH CONFIG waits for its file (and the secrets it names).
+const PUSH_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A config file's text if it is valid, else check-config's explanation
+/// (which names file, line and key, never the file's content). Read once:
+/// what is validated is what is pushed.
 fn read_valid(path: &std::path::Path) -> Result<String, String> {
-    sextant_config::Config::load(path).map_err(|e| e.to_string())?;
-    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+    use sextant_config::files::{read_bounded, MAX_CONFIG_BYTES};
+    let shown = path.display().to_string();
+    let text = read_bounded(path, MAX_CONFIG_BYTES).map_err(|e| format!("{shown}: {e}"))?;
+    sextant_config::Config::parse(&text, &shown).map_err(|e| e.to_string())?;
+    Ok(text)
 }
 
 /// The fleet a local config's `[cluster]` names, from outside (for the

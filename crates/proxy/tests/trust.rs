@@ -210,3 +210,115 @@ fn sextants_own_schema_is_out_of_reach() {
     assert!(rows.unwrap_or(0) >= 1);
 }
 
+/// The admin port's PUSH CONFIG FROM reads only a regular file of at most
+/// 1 MiB, off the worker threads, and its errors name file, line and key
+/// but show none of the file: not a private key, /etc/shadow's lines or
+/// the process's environment; a FIFO or /dev/zero freeze nothing.
+#[test]
+fn push_config_reads_only_regular_files_and_shows_none_of_them() {
+    use std::time::{Duration, Instant};
+    let etcd = Etcd::start();
+    let cluster = etcd.cluster("trust", "t1");
+    let p = Setup {
+        group: &cluster,
+        http: true,
+        env: vec![("SEXTANT_TRUST_SECRET", "env-secret-4711".into())],
+        ..Default::default()
+    }
+    .start();
+    let dir = etcd.dir.join("trust-files");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("key.pem");
+    std::fs::write(
+        &key,
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSj\nkeyline = \"hunter2-key\"\nAAoIBAQC7=\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let shadow = dir.join("shadow");
+    std::fs::write(
+        &shadow,
+        "root:$y$j9T$saltsecret$hashsecret:19000:0:99999:7:::\n",
+    )
+    .unwrap();
+    let fifo = dir.join("fifo");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let big = dir.join("big.toml");
+    std::fs::write(&big, "#".repeat(2 << 20)).unwrap();
+    // A config naming the FIFO as its admin password file.
+    let own = std::fs::read_to_string(&p.config).unwrap();
+    assert!(own.contains("password = \"adminpass\""));
+    let secret_fifo = dir.join("fifo-secret.toml");
+    std::fs::write(
+        &secret_fifo,
+        own.replacen(
+            "password = \"adminpass\"",
+            &format!("password = {{ file = \"{}\" }}", fifo.display()),
+            1,
+        ),
+    )
+    .unwrap();
+    let admin = || {
+        mysql::Conn::new(
+            mysql::OptsBuilder::new()
+                .ip_or_hostname(Some("127.0.0.1"))
+                .tcp_port(p.admin_port)
+                .user(Some("admin"))
+                .pass(Some("adminpass"))
+                .read_timeout(Some(Duration::from_secs(8)))
+                .prefer_socket(false),
+        )
+        .expect("the admin port answers")
+    };
+    let secrets = [
+        "MIIE",
+        "hunter2",
+        "AAoIBAQC7",
+        "saltsecret",
+        "hashsecret",
+        "env-secret-4711",
+    ];
+    let paths = [
+        key.clone(),
+        shadow.clone(),
+        "/proc/self/environ".into(),
+        fifo.clone(),
+        "/dev/zero".into(),
+        dir.clone(),
+        big.clone(),
+        secret_fifo.clone(),
+    ];
+    for path in &paths {
+        let t = Instant::now();
+        let e = admin()
+            .query_drop(format!("PUSH CONFIG FROM '{}'", path.display()))
+            .expect_err("refused");
+        let took = t.elapsed();
+        let (code, msg) = match e {
+            mysql::Error::MySqlError(e) => (e.code, e.message),
+            other => panic!("{}: {other}", path.display()),
+        };
+        assert_eq!(code, 9006, "{}: {msg}", path.display());
+        assert!(
+            msg.contains(&path.display().to_string()),
+            "names the file: {msg}"
+        );
+        for s in secrets {
+            assert!(!msg.contains(s), "{}: shows {s:?}: {msg}", path.display());
+        }
+        assert!(
+            took < Duration::from_secs(3),
+            "{}: {took:?}",
+            path.display()
+        );
+    }
+    // The instance serves on: clients, the admin port, its HTTP port.
+    assert_eq!(p.conn().query_first::<i64, _>("SELECT 1").unwrap(), Some(1));
+    let rows: Vec<mysql::Row> = admin().query("SHOW BACKENDS").unwrap();
+    assert!(!rows.is_empty());
+    assert_eq!(p.http_get("/healthz").0, 200);
+}
