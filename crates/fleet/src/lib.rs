@@ -142,7 +142,21 @@ pub struct Fleet {
     members_asked: parking_lot::Mutex<Option<std::time::Instant>>,
     /// Set by [`Fleet::leave`]: the record is not renewed again.
     left: std::sync::atomic::AtomicBool,
+    /// etcd refused the client's auth token (expired, or etcd restarted
+    /// and forgot it): the next call connects again, which logs in anew.
+    reauth: std::sync::atomic::AtomicBool,
     started_ms: u64,
+}
+
+/// Whether etcd's answer says the client's auth token is no longer valid
+/// (simple tokens are forgotten when etcd restarts; JWTs expire), which a
+/// new login cures.
+fn token_refused(reason: &str) -> bool {
+    let r = reason.to_ascii_lowercase();
+    r.contains("invalid auth token")
+        || r.contains("token is expired")
+        || r.contains("token expired")
+        || r.contains("auth token is not")
 }
 
 pub fn now_ms() -> u64 {
@@ -178,6 +192,7 @@ impl Fleet {
             keys: Keys::new(&settings.name),
             settings,
             client: tokio::sync::Mutex::new(None),
+            reauth: std::sync::atomic::AtomicBool::new(false),
             state: parking_lot::Mutex::new(State {
                 members: Vec::new(),
                 store: StoreState {
@@ -509,6 +524,9 @@ impl Fleet {
     }
 
     fn unreachable(&self, reason: String) -> FleetError {
+        if token_refused(&reason) {
+            self.reauth.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         let mut st = self.state.lock();
         if st.store.reachable || st.store.error.as_deref() != Some(reason.as_str()) {
             if st.store.reachable {
@@ -540,6 +558,9 @@ impl Fleet {
     /// itself, the streams over it are started again by their loops).
     async fn client(&self) -> Result<Client, FleetError> {
         let mut c = self.client.lock().await;
+        if self.reauth.swap(false, std::sync::atomic::Ordering::SeqCst) && c.take().is_some() {
+            tracing::info!(endpoints = %self.endpoints(), "the fleet store refused this instance's auth token: logging in again");
+        }
         if let Some(c) = &*c {
             return Ok(c.clone());
         }
