@@ -23,6 +23,16 @@ pub struct Xa {
     /// (also at start, and at once after a branch's commit failed).
     #[serde(default = "default_recover_interval_ms")]
     pub recover_interval_ms: u64,
+    /// The account sextant's coordinator and recovery log in to the
+    /// groups' primaries with: it writes and reads the decision rows
+    /// (CREATE, INSERT, SELECT, DELETE on the `sextant` schema) and
+    /// settles prepared branches. No application account needs any
+    /// privilege on `sextant`. Default: `[monitor] user`, else the first
+    /// user's server account.
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default, deserialize_with = "crate::secrets::optional_secret")]
+    pub password: Option<String>,
 }
 
 impl Default for Xa {
@@ -31,6 +41,8 @@ impl Default for Xa {
             log_dir: default_xa_log_dir(),
             instance_id: None,
             recover_interval_ms: default_recover_interval_ms(),
+            user: None,
+            password: None,
         }
     }
 }
@@ -54,6 +66,20 @@ impl Xa {
                 );
             }
         }
+        if self.user.is_some() != self.password.is_some() {
+            c.err(
+                "xa",
+                "user",
+                "give both user and password (sextant's own account for decisions and recovery), or neither".into(),
+            );
+        }
+        if self.password.as_deref().is_some_and(crate::is_native_hash) {
+            c.err(
+                "xa",
+                "password",
+                "sextant logs in to the servers with it: give the password, not a hash".into(),
+            );
+        }
         if self.recover_interval_ms == 0 {
             c.err(
                 "xa",
@@ -61,5 +87,24 @@ impl Xa {
                 "must be at least 1 (recovery must run)".into(),
             );
         }
+    }
+}
+
+impl crate::Config {
+    /// The account sextant's transaction coordinator and recovery use
+    /// (user, password): `[xa] user`, else `[monitor] user`, else the
+    /// first user's server account.
+    pub fn xa_account(&self) -> Option<(String, String)> {
+        if let (Some(u), Some(p)) = (&self.xa.user, &self.xa.password) {
+            return Some((u.clone(), p.clone()));
+        }
+        if let (Some(u), Some(p)) = (&self.monitor.user, &self.monitor.password) {
+            return Some((u.clone(), p.clone()));
+        }
+        let u = self.users.first()?;
+        Some((
+            u.backend_user().to_string(),
+            u.backend_password().to_string(),
+        ))
     }
 }

@@ -354,8 +354,10 @@ pub async fn ensure_decision_table(
     Ok(())
 }
 
-/// A connection to `server` with the recovery account (the first user's).
-async fn recovery_lease(
+/// A connection to `server` with sextant's own account for transactions
+/// (`[xa] user`, see `Config::xa_account`): recovery's, and the one a
+/// session records its decision with.
+pub(crate) async fn recovery_lease(
     rt: &Runtime,
     server: &Arc<sextant_backend::Server>,
 ) -> Result<Lease, String> {
@@ -504,11 +506,7 @@ async fn prepared_in(
 
 /// The server account recovery uses: the first user's.
 fn account(rt: &Runtime) -> Option<(String, String)> {
-    let u = rt.config.users.first()?;
-    Some((
-        u.backend_user().to_string(),
-        u.backend_password().to_string(),
-    ))
+    rt.config.xa_account()
 }
 
 /// Resolves one transaction by hand (the admin port's `XA COMMIT` /

@@ -394,6 +394,58 @@ fn no_client_finishes_a_branch_sextant_prepared() {
     assert_eq!(b.total(), 8000);
 }
 
+/// An application account with privileges on its own schemas only (none
+/// on `sextant`) commits transactions over several groups: the decision
+/// row is written by sextant's own account (`[xa] user`), and that
+/// account alone needs the sextant schema. (Before, the row was written
+/// in the client's own branch and its account needed INSERT there.)
+#[test]
+fn an_application_account_needs_nothing_on_sextants_schema() {
+    let b = bank(8, &[]);
+    for (p, _) in &lab().shards {
+        let mut d = direct(*p);
+        for sql in [
+            "CREATE USER IF NOT EXISTS 'xa_own'@'%' IDENTIFIED BY 'ownpass'".to_string(),
+            format!("GRANT ALL ON {DB}.* TO 'xa_own'@'%'"),
+            format!("GRANT ALL ON {GLOBAL}.* TO 'xa_own'@'%'"),
+        ] {
+            d.query_drop(sql).unwrap();
+        }
+        let grants: Vec<String> = d.query("SHOW GRANTS FOR 'xa_own'@'%'").unwrap();
+        assert!(
+            grants
+                .iter()
+                .all(|g| !g.contains("*.*") || g.starts_with("GRANT USAGE")),
+            "{grants:?}"
+        );
+    }
+    let p = Setup {
+        proxy: "default_group = \"data1\"",
+        users: "\n[[users]]\nname = \"xa_own\"\npassword = \"ownpass\"\n",
+        groups: Some(layout(&xa_table(
+            &xa_dir(),
+            500,
+            "instance_id = \"xa-own\"\nuser = \"app\"\npassword = \"apppass\"\n",
+        ))),
+        ..Default::default()
+    }
+    .start();
+    drop(b.proxy);
+    let mut c = mysql::Conn::new(mysql::Opts::from_url(&p.url("xa_own", "ownpass", DB)).unwrap())
+        .expect("connect through sextant");
+    transfer(&mut c, 7, 1, 2, 10).expect("a transfer over three groups commits");
+    let denied = c
+        .query_drop(
+            "INSERT INTO sextant.xa_decision (gtrid, decision, owner) VALUES (X'01', 'R', 'x')",
+        )
+        .unwrap_err();
+    assert_eq!(code(denied), 1044);
+    let bal = balances();
+    assert_eq!((bal[0].1, bal[1].1), (990, 1010));
+    assert!(transfers().contains_key(&7));
+    assert!(prepared_everywhere().is_empty());
+}
+
 /// How a client's transfer ended, as the client saw it.
 /// What happens to the bank while its clients run.
 enum Trouble {

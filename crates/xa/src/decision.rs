@@ -1,16 +1,15 @@
 //! Decisions kept with the data: a distributed transaction's commit
-//! decision is a row of `sextant.xa_decision` written inside one
-//! participant's own branch (the decider), so that it commits atomically
-//! with that branch's one-phase commit, survives the loss of the instance
-//! that made it, and is replicated with the group's data. The other
-//! branches are prepared before it and committed after.
+//! decision is a row of `sextant.xa_decision` in one participant group
+//! (the decider), written by sextant's own account once every branch is
+//! prepared, so that it survives the loss of the instance that made it
+//! and is replicated with the group's data. Every branch commits after
+//! it. No application account needs any privilege on the table.
 //!
 //! Whoever finds a branch prepared (its owner's recovery, or any live
 //! instance once the owner's lease expired) settles the transaction on
 //! the decider: a committed `C` row means commit. Without one it inserts
 //! an `R` row; the primary key makes that race the owner's own insert, so
-//! exactly one of "commit" and "roll back" wins: an owner still deciding
-//! holds its uncommitted row's lock, and the insert waits for it.
+//! exactly one of "commit" and "roll back" wins.
 //!
 //! Building the statements and reading their answers is pure; the proxy
 //! sends them.

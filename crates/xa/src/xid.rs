@@ -152,8 +152,9 @@ pub struct GroupRef<'a> {
 /// The branch of `gtrid` in `group` when `decider` holds the
 /// transaction's decision: `<group>@<decider>` (by index, `g3@g0`, when
 /// the names do not fit), so that whoever finds the branch prepared knows
-/// where its decision is. The decider's own branch is [`branch`]: it is
-/// never prepared, it commits in one phase with the decision.
+/// where its decision is. The decider's own branch names itself
+/// (`data1@data1`). ([`branch`], naming no decider, is how earlier
+/// versions named the decider's branch, which was never prepared.)
 pub fn branch_deciding(gtrid: &str, group: GroupRef<'_>, decider: GroupRef<'_>) -> Xid {
     let named = format!("{}@{}", group.name, decider.name);
     let bqual = match named.len() <= MAX_PART {

@@ -2,9 +2,9 @@
 //! span groups: each group's branch starts (`XA START`) on the group's
 //! primary when the transaction first touches the group; at COMMIT one
 //! branch commits in one phase, several by two-phase commit: every branch
-//! but the first one's is prepared, the first (the decider) commits in one
-//! phase together with the decision row (`sextant_xa::decision`), then the
-//! others commit. ROLLBACK, a failure before the decision, or a client
+//! is prepared, then the decision row (`sextant_xa::decision`) is written
+//! in the first group started (the decider) with sextant's own account,
+//! then every branch commits. ROLLBACK, a failure before the decision, or a client
 //! that leaves rolls every branch back.
 //!
 //! While the transaction runs, the session's binding is the branch of its
@@ -65,7 +65,9 @@ impl Dist {
                     index: first,
                 },
             ),
-            _ => xid::branch(gtrid, own.name, group),
+            // The decider's own branch is prepared like the others: it
+            // names itself as the decider.
+            _ => xid::branch_deciding(gtrid, own, own),
         }
     }
 }
@@ -466,40 +468,33 @@ impl Session {
         let Some(decider) = d.started.first().copied() else {
             return Ok(());
         };
-        let Some(dk) = branches.iter().position(|b| b.group == decider) else {
-            return Ok(());
-        };
         let decider_name = sh.router.group_name(decider).to_string();
-        if let Some(server) = branches[dk].lease.as_ref().map(|l| l.server.clone()) {
+        let server = branches
+            .iter()
+            .find(|b| b.group == decider)
+            .and_then(|b| b.lease.as_ref())
+            .map(|l| l.server.clone());
+        let rt = self.shared.runtime.load_full();
+        if let Some(server) = &server {
             if !coord.has_table(server.addr.as_ref()) {
-                let rt = self.shared.runtime.load_full();
-                if let Err(e) =
-                    crate::xa_recovery::ensure_decision_table(&rt, &server, &coord).await
+                if let Err(e) = crate::xa_recovery::ensure_decision_table(&rt, server, &coord).await
                 {
                     tracing::warn!(parent: &self.span, group = %decider_name, "cannot create the decision table: {e}");
                 }
             }
         }
-        let insert = decision::insert_sql(gtrid.as_bytes(), Verdict::Commit, &coord.instance);
-        // Every other branch's END and PREPARE, and the decision row in
-        // the decider's branch (not committed yet: it holds its key's lock
-        // until the decider commits or rolls back), go out before any
-        // answer is read: one round trip for all.
+        // Every branch's END and PREPARE go out before any answer is
+        // read: one round trip for all.
         let mut failure: Option<String> = None;
         let mut sent = vec![false; branches.len()];
         for (k, b) in branches.iter_mut().enumerate() {
             let Some(l) = b.lease.as_mut() else { continue };
             let conn = l.conn_mut();
-            let r = match k == dk {
-                true => conn.send_internal(&insert).await,
-                false => {
-                    async {
-                        conn.send_internal(&format!("XA END {}", b.xid)).await?;
-                        conn.send_internal(&format!("XA PREPARE {}", b.xid)).await
-                    }
-                    .await
-                }
-            };
+            let r = async {
+                conn.send_internal(&format!("XA END {}", b.xid)).await?;
+                conn.send_internal(&format!("XA PREPARE {}", b.xid)).await
+            }
+            .await;
             match r {
                 Ok(()) => sent[k] = true,
                 Err(e) => {
@@ -519,40 +514,23 @@ impl Session {
             }
             let Some(l) = b.lease.as_mut() else { continue };
             let conn = l.conn_mut();
-            let answer = match k == dk {
-                true => conn.read_internal("decision").await,
-                false => {
-                    let end = conn.read_internal("XA END").await;
-                    let lost = matches!(&end, Err(e) if !matches!(e, BackendError::Server { .. }));
-                    let prep = match lost {
-                        true => Ok(()),
-                        false => conn.read_internal("XA PREPARE").await,
-                    };
-                    end.and(prep)
-                }
+            let end = conn.read_internal("XA END").await;
+            let lost = matches!(&end, Err(e) if !matches!(e, BackendError::Server { .. }));
+            let prep = match lost {
+                true => Ok(()),
+                false => conn.read_internal("XA PREPARE").await,
             };
-            match answer {
-                Ok(()) if k == dk => {}
+            match end.and(prep) {
                 Ok(()) => {
                     prepared += 1;
                     coord.failpoint.hit(Step::AfterPrepare(prepared));
                 }
                 Err(why) => {
-                    failure.get_or_insert_with(|| match (k == dk, &why) {
-                        (true, BackendError::Server { code: 1062, .. }) => {
-                            "another sextant instance found its branches prepared and, taking this instance for gone, rolled it back".to_string()
-                        }
-                        (true, BackendError::Server { code: 1146, .. }) => format!(
-                            "group {decider_name} has no {} table to record the decision in: sextant creates it with the first user's account at start; create it or grant that account CREATE on the sextant schema (see docs/sharding.md)",
-                            decision::TABLE
-                        ),
-                        (true, _) => format!(
-                            "the decision could not be recorded in group {decider_name}: {why}"
-                        ),
-                        (false, _) => format!(
+                    failure.get_or_insert_with(|| {
+                        format!(
                             "group {} could not prepare: {why}",
                             sh.router.group_name(b.group)
-                        ),
+                        )
                     });
                     if !matches!(why, BackendError::Server { .. }) {
                         if let Some(l) = b.lease.take() {
@@ -563,28 +541,29 @@ impl Session {
             }
         }
         if failure.is_none() {
-            if let Some(why) = self.may_not_decide() {
-                failure = Some(why);
+            failure = self.may_not_decide();
+        }
+        let server = match (failure, server) {
+            (None, Some(s)) => s,
+            (why, _) => {
+                let why = why.unwrap_or_else(|| {
+                    format!("the connection holding its branch in group {decider_name} was lost")
+                });
+                d.flying.set_stage(Stage::RollingBack);
+                rollback(branches, false).await;
+                return Err(SessionError::XaRolledBack(why));
             }
-        }
-        if let Some(why) = failure {
-            d.flying.set_stage(Stage::RollingBack);
-            let (decider_branch, others) = split_decider(branches, dk);
-            rollback(std::slice::from_mut(decider_branch), true).await;
-            rollback(others, false).await;
-            return Err(SessionError::XaRolledBack(why));
-        }
-        // The decision: the decider's branch commits in one phase, with
-        // its row.
-        match self.commit_decider(&mut branches[dk]).await {
+        };
+        // The decision: a row written by sextant's own account (no
+        // application account needs any privilege on the sextant schema),
+        // committed on its own. Once it is, the transaction is committed.
+        let insert = decision::insert_sql(gtrid.as_bytes(), Verdict::Commit, &coord.instance);
+        match record_decision(&rt, &server, &insert, &decider_name).await {
             Ok(()) => {}
             Err(Decided::No(why)) => {
                 d.flying.set_stage(Stage::RollingBack);
-                let (_, others) = split_decider(branches, dk);
-                rollback(others, false).await;
-                return Err(SessionError::XaRolledBack(format!(
-                    "group {decider_name}: {why}"
-                )));
+                rollback(branches, false).await;
+                return Err(SessionError::XaRolledBack(why));
             }
             Err(Decided::Unknown(why)) => {
                 // Recovery reads the decider's row (or its absence) and
@@ -596,18 +575,14 @@ impl Session {
                 }
                 coord.wake.notify_one();
                 return Err(SessionError::XaUnknown(format!(
-                    "the connection to group {decider_name}'s primary was lost while it committed the decision: {why}"
+                    "the connection to group {decider_name}'s primary was lost while it recorded the decision: {why}"
                 )));
             }
         }
         coord.failpoint.hit(Step::AfterLog);
         d.flying.set_stage(Stage::Committing);
-        self.note_branch_write(sh, &mut branches[dk]);
         let mut unfinished = false;
-        for (k, b) in branches.iter_mut().enumerate() {
-            if k == dk {
-                continue;
-            }
+        for b in branches.iter_mut() {
             let Some(l) = b.lease.as_mut() else {
                 unfinished = true;
                 continue;
@@ -624,10 +599,7 @@ impl Session {
             }
         }
         let mut committed = 0u32;
-        for (k, b) in branches.iter_mut().enumerate() {
-            if k == dk {
-                continue;
-            }
+        for b in branches.iter_mut() {
             let Some(l) = b.lease.as_mut() else { continue };
             match l.conn_mut().read_internal("XA COMMIT").await {
                 Ok(()) => {
@@ -661,48 +633,6 @@ impl Session {
         (!fleet.holds_lease()).then(|| {
             "this sextant instance could not renew its fleet lease in time, so it may not decide a commit (another instance may be settling its transactions)".to_string()
         })
-    }
-
-    /// Commits the decider's branch (and with it the decision row) in one
-    /// phase.
-    async fn commit_decider(&mut self, b: &mut Branch) -> Result<(), Decided> {
-        let Some(l) = b.lease.as_mut() else {
-            return Err(Decided::No("its connection was lost".into()));
-        };
-        let conn = l.conn_mut();
-        let end = format!("XA END {}", b.xid);
-        let commit = format!("XA COMMIT {} ONE PHASE", b.xid);
-        let sent = async {
-            conn.send_internal(&end).await?;
-            conn.send_internal(&commit).await
-        }
-        .await;
-        if let Err(e) = sent {
-            // Nothing reached the server, or part of it: the branch was
-            // never prepared, so the server rolls it back when the
-            // connection closes, unless the commit got through whole.
-            if let Some(l) = b.lease.take() {
-                l.discard();
-            }
-            return Err(Decided::Unknown(e.to_string()));
-        }
-        let end = conn.read_internal("XA END").await;
-        let commit = conn.read_internal("XA COMMIT ONE PHASE").await;
-        match (end, commit) {
-            (_, Ok(())) => Ok(()),
-            (end, Err(e @ BackendError::Server { .. })) => {
-                if let Some(l) = b.lease.take() {
-                    l.discard();
-                }
-                Err(Decided::No(end.err().unwrap_or(e).to_string()))
-            }
-            (_, Err(e)) => {
-                if let Some(l) = b.lease.take() {
-                    l.discard();
-                }
-                Err(Decided::Unknown(e.to_string()))
-            }
-        }
     }
 
     /// A committed branch's write, for read-your-writes in its group.
@@ -745,11 +675,41 @@ enum Decided {
     Unknown(String),
 }
 
-/// The decider's branch and the others.
-fn split_decider(branches: &mut [Branch], dk: usize) -> (&mut Branch, &mut [Branch]) {
-    branches.swap(0, dk);
-    let (first, rest) = branches.split_at_mut(1);
-    (&mut first[0], rest)
+/// Records the commit decision of a transaction whose branches are all
+/// prepared, on `server` (the decider group's primary) with sextant's own
+/// account, in a transaction of its own. The primary key makes it race a
+/// rollback row another instance's recovery may write: one of the two
+/// wins.
+async fn record_decision(
+    rt: &crate::runtime::Runtime,
+    server: &Arc<sextant_backend::Server>,
+    insert: &str,
+    decider: &str,
+) -> Result<(), Decided> {
+    let mut lease = crate::xa_recovery::recovery_lease(rt, server)
+        .await
+        .map_err(|e| {
+            Decided::No(format!(
+                "group {decider}'s primary did not take sextant's own login ([xa] user) to record the decision: {e}"
+            ))
+        })?;
+    match lease.conn_mut().exec_internal(insert).await {
+        Ok(()) => Ok(()),
+        Err(BackendError::Server { code: 1062, .. }) => Err(Decided::No(
+            "another sextant instance found its branches prepared and, taking this instance for gone, rolled it back".into(),
+        )),
+        Err(BackendError::Server { code: 1146, .. }) => Err(Decided::No(format!(
+            "group {decider} has no {} table to record the decision in: sextant creates it with its own account ([xa] user) at start; create it or grant that account CREATE on the sextant schema (see docs/transactions.md)",
+            decision::TABLE
+        ))),
+        Err(e @ BackendError::Server { .. }) => Err(Decided::No(format!(
+            "the decision could not be recorded in group {decider}: {e}"
+        ))),
+        Err(e) => {
+            lease.discard();
+            Err(Decided::Unknown(e.to_string()))
+        }
+    }
 }
 
 /// Rolls every branch back; a connection that does not answer OK is
