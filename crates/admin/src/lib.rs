@@ -40,6 +40,9 @@ pub enum Answer {
     /// `SHOW XA`: for the proxy to list its coordinator's transactions in
     /// doubt.
     ShowXa,
+    /// `SHOW ACCOUNTS`: for the proxy to read each user's server account's
+    /// grants and say what it reaches beyond its own schemas.
+    ShowAccounts,
     /// `XA COMMIT | ROLLBACK 'gtrid'`: for the proxy to resolve one
     /// distributed transaction's prepared branches by hand.
     XaResolve {

@@ -101,6 +101,11 @@ async fn session(
                         let t = shard_schema(shared, &db, &table, &groups).await;
                         write_table(&mut client.out, &t, deprecate_eof);
                     }
+                    Answer::ShowAccounts => write_table(
+                        &mut client.out,
+                        &crate::accounts::table(shared).await,
+                        deprecate_eof,
+                    ),
                     Answer::ShowXa => {
                         write_table(&mut client.out, &xa_table(shared), deprecate_eof)
                     }

@@ -7,6 +7,7 @@
 //! binds a server connection (`session/binding.rs`), and `relay` passes the
 //! answer back as bytes.
 
+mod accounts;
 mod admin;
 mod admin_context;
 #[cfg(feature = "count-allocations")]

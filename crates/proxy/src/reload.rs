@@ -69,6 +69,14 @@ pub async fn reload(shared: &Shared) -> Result<Reloaded, String> {
     }
     crate::shutdown::notify_systemd(&reloading);
     let r = apply(shared).await;
+    if r.is_ok() {
+        // Bounded: a primary that does not answer delays no reload.
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            crate::accounts::warn(shared),
+        )
+        .await;
+    }
     crate::shutdown::notify_systemd(&[
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status(match r {

@@ -197,6 +197,10 @@ pub async fn run(
     shared.monitors.follow(&shared.runtime(), false);
     {
         let shared = shared.clone();
+        tokio::spawn(async move { crate::accounts::warn(&shared).await });
+    }
+    {
+        let shared = shared.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {

@@ -322,3 +322,64 @@ fn push_config_reads_only_regular_files_and_shows_none_of_them() {
     assert!(!rows.is_empty());
     assert_eq!(p.http_get("/healthz").0, 200);
 }
+
+/// SHOW ACCOUNTS reads each user's server account's grants and says what
+/// reaches beyond its own schemas; the log warns of each at start. (The
+/// lab's `app` holds ALL ON *.* and is the monitor's account too.)
+#[test]
+fn an_over_privileged_account_is_reported() {
+    let mut d = direct(lab().primary);
+    for sql in [
+        "CREATE USER IF NOT EXISTS 'trust_narrow'@'%' IDENTIFIED BY 'narrowpass'",
+        "GRANT ALL ON sextant_test.* TO 'trust_narrow'@'%'",
+        "CREATE USER IF NOT EXISTS 'trust_decider'@'%' IDENTIFIED BY 'deciderpass'",
+        "GRANT SELECT ON sextant_test.* TO 'trust_decider'@'%'",
+        "GRANT INSERT ON sextant.* TO 'trust_decider'@'%'",
+    ] {
+        d.query_drop(sql).unwrap();
+    }
+    let p = Setup {
+        users: "\n[[users]]\nname = \"narrow\"\npassword = \"np\"\nbackend_user = \"trust_narrow\"\nbackend_password = \"narrowpass\"\n\n[[users]]\nname = \"decider\"\npassword = \"dp\"\nbackend_user = \"trust_decider\"\nbackend_password = \"deciderpass\"\n",
+        ..Default::default()
+    }
+    .start();
+    let rows: Vec<(String, String, String, String)> = p.admin().query("SHOW ACCOUNTS").unwrap();
+    let of = |u: &str| {
+        rows.iter()
+            .find(|r| r.0 == u)
+            .unwrap_or_else(|| panic!("{u} missing: {rows:?}"))
+            .clone()
+    };
+    let app = of("app");
+    assert_eq!(app.1, "app");
+    assert!(app.2.contains("monitor"), "{app:?}");
+    for want in [
+        "can write sextant's own tables (ALL PRIVILEGES ON *.*)",
+        "can end or outlast other sessions",
+        "is also sextant's own account",
+    ] {
+        assert!(app.3.contains(want), "{want}: {app:?}");
+    }
+    assert_eq!(of("narrow").3, "its own schemas only");
+    assert!(
+        of("decider")
+            .3
+            .contains("can write sextant's own tables (INSERT ON `sextant`)"),
+        "{:?}",
+        of("decider")
+    );
+    // The log says it too, at start.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !p.logs().contains("reaches beyond its own schemas") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no warning: {}",
+            p.logs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(!p
+        .logs()
+        .lines()
+        .any(|l| l.contains("beyond its own schemas") && l.contains("\"narrow\"")));
+}

@@ -80,6 +80,7 @@ pub static COMMANDS: &[&dyn AdminCommand] = &[
     &explain_route::ExplainRoute,
     &shard_schema::ShardSchemaDiff,
     &xa::ShowXa,
+    &xa::ShowAccounts,
     &xa::XaResolve,
     &fleet::ShowFleet,
     &fleet::ShowFleetSessions,

@@ -18,6 +18,20 @@ impl AdminCommand for ShowXa {
     }
 }
 
+pub struct ShowAccounts;
+
+impl AdminCommand for ShowAccounts {
+    fn syntax(&self) -> &'static str {
+        "SHOW ACCOUNTS"
+    }
+    fn help(&self) -> &'static str {
+        "each user's server account and what its grants reach beyond its own schemas (sextant's tables, other sessions)"
+    }
+    fn run(&self, q: &Query<'_>, _: &Context<'_>) -> Option<Answer> {
+        q.is(&["SHOW", "ACCOUNTS"]).then_some(Answer::ShowAccounts)
+    }
+}
+
 pub struct XaResolve;
 
 impl AdminCommand for XaResolve {
