@@ -56,6 +56,10 @@ pub struct Health {
     /// The server's max_prepared_stmt_count as the monitor last read it
     /// (0: not known yet).
     stmt_limit: AtomicU32,
+    /// The server's max_allowed_packet as the monitor last read it (0:
+    /// not known yet): a client statement larger than this is refused by
+    /// sextant, as the server would refuse it, rather than sent on.
+    packet_limit: AtomicU32,
     /// Statements in flight (least_outstanding balancing).
     outstanding: AtomicU32,
     /// Reads waiting here for a write another read's wait is for
@@ -109,6 +113,7 @@ impl Health {
             lag_ms: AtomicI64::new(-1),
             down_epoch: AtomicU32::new(0),
             stmt_limit: AtomicU32::new(0),
+            packet_limit: AtomicU32::new(0),
             outstanding: AtomicU32::new(0),
             following: AtomicU32::new(0),
             latency_us: AtomicU64::new(0),
@@ -155,6 +160,16 @@ impl Health {
 
     pub fn set_stmt_limit(&self, n: u32) {
         self.stmt_limit.store(n, Ordering::Relaxed);
+    }
+
+    /// The server's max_allowed_packet (0: not known yet).
+    #[inline]
+    pub fn packet_limit(&self) -> u32 {
+        self.packet_limit.load(Ordering::Relaxed)
+    }
+
+    pub fn set_packet_limit(&self, n: u32) {
+        self.packet_limit.store(n, Ordering::Relaxed);
     }
 
     /// Counts a failed monitor check (see [`Health::down_epoch`]).

@@ -133,17 +133,23 @@ async fn check(
     if !matches!(limits_at, Some(t) if t.elapsed() < LIMITS_EVERY) {
         // sextant's connections keep their prepared statements within a
         // share of it (see Server::stmt_cap).
+        // And the largest statement it takes: sextant refuses a larger
+        // one itself (1153) rather than send it to be dropped.
         let rows = c
-            .query_internal("SELECT @@global.max_prepared_stmt_count")
+            .query_internal("SELECT @@global.max_prepared_stmt_count, @@global.max_allowed_packet")
             .await?;
-        if let Some(n) = rows
-            .first()
-            .and_then(|r| r.first())
-            .cloned()
-            .flatten()
-            .and_then(|v| v.parse().ok())
-        {
+        let value = |i: usize| {
+            rows.first()
+                .and_then(|r| r.get(i))
+                .cloned()
+                .flatten()
+                .and_then(|v| v.parse::<u32>().ok())
+        };
+        if let Some(n) = value(0) {
             server.health.set_stmt_limit(n);
+        }
+        if let Some(n) = value(1) {
+            server.health.set_packet_limit(n);
         }
         *limits_at = Some(Instant::now());
     }

@@ -27,6 +27,10 @@ pub struct Client {
     pub out: Vec<u8>,
     pub peer: SocketAddr,
     pub max_packet: usize,
+    /// The smallest max_allowed_packet of the servers, as the monitor
+    /// read it (0: not known): a larger statement is refused here, as the
+    /// servers would refuse it, never sent on to be dropped.
+    pub servers_packet: usize,
     /// `[proxy] statement_memory_mb` in bytes: what all sessions' large
     /// statements being read may hold together.
     pub statement_memory: usize,
@@ -73,6 +77,7 @@ impl Client {
             statement_memory: usize::MAX,
             held: crate::memory::Held::default(),
             last_seq: 0,
+            servers_packet: 0,
             sends: 0,
             tracking: None,
             write_timeout: None,
@@ -261,11 +266,18 @@ impl Client {
                 });
             }
             let total = payload.len() + h.len;
-            if total > self.max_packet {
-                return Err(SessionError::PacketTooLarge {
-                    size: total,
-                    max: self.max_packet,
-                });
+            let max = match self.servers_packet {
+                0 => self.max_packet,
+                s => self.max_packet.min(s),
+            };
+            if total > max {
+                // The client sends the rest whatever happens: read past
+                // it, so that the error follows its last frame's sequence
+                // id, as the server's would.
+                if self.compress.is_none() {
+                    self.skip_frames(h.len, h.seq).await?;
+                }
+                return Err(SessionError::PacketTooLarge { size: total, max });
             }
             if total > crate::memory::COUNTED_FROM {
                 // Taken before the packet is read: past the budget,
@@ -294,6 +306,37 @@ impl Client {
             if h.len < MAX_PAYLOAD {
                 return Ok(first_seq.unwrap_or(0));
             }
+        }
+    }
+
+    /// Discards a refused statement's frames, from the one whose header
+    /// was read (`len` bytes, sequence `seq`) to its last, without holding
+    /// them, within the client's read timeout; `last_seq` is the last
+    /// frame's.
+    async fn skip_frames(&mut self, mut len: usize, mut seq: u8) -> Result<(), SessionError> {
+        self.rbuf.drain(..HEADER_LEN);
+        loop {
+            let mut left = len;
+            while left > 0 {
+                if self.rbuf.is_empty() {
+                    self.fill_to(1).await?;
+                }
+                let n = left.min(self.rbuf.len());
+                self.rbuf.drain(..n);
+                left -= n;
+            }
+            self.last_seq = seq;
+            if len < MAX_PAYLOAD {
+                return Ok(());
+            }
+            while self.rbuf.len() < HEADER_LEN {
+                let want = self.rbuf.len() + 1;
+                self.fill_to(want).await?;
+            }
+            let h = parse_header(&self.rbuf).ok_or(SessionError::ClientClosed)?;
+            self.rbuf.drain(..HEADER_LEN);
+            len = h.len;
+            seq = h.seq;
         }
     }
 

@@ -51,6 +51,9 @@ pub struct Shared {
     /// Live instances of the fleet as last seen (1 alone): a user's
     /// max_connections is shared out over them.
     pub fleet_instances: std::sync::atomic::AtomicUsize,
+    /// The smallest max_allowed_packet of the servers (0: not known yet),
+    /// kept by the upkeep task from what the monitors read.
+    pub servers_packet: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {

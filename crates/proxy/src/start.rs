@@ -171,6 +171,7 @@ pub async fn run(
         fleet: Default::default(),
         fleet_config: Default::default(),
         fleet_instances: std::sync::atomic::AtomicUsize::new(1),
+        servers_packet: Default::default(),
     });
     crate::fleet::join(&shared).await?;
     if let Some((l, users)) = admin {
@@ -218,6 +219,16 @@ pub async fn run(
                     }
                 };
                 rt.pool.servers().for_each(upkeep);
+                let smallest = rt
+                    .pool
+                    .servers()
+                    .map(|s| s.health.packet_limit() as usize)
+                    .filter(|&n| n > 0)
+                    .min()
+                    .unwrap_or(0);
+                shared
+                    .servers_packet
+                    .store(smallest, std::sync::atomic::Ordering::Relaxed);
                 shared
                     .monitors
                     .upkeep_retired(|g| g.members.iter().for_each(upkeep));

@@ -186,6 +186,7 @@ impl Session {
                 }
             }
             let mut payload = std::mem::take(&mut self.payload);
+            self.client.servers_packet = self.shared.servers_packet.load(Ordering::Relaxed);
             let r = self.client.read_packet(&mut payload).await;
             if matches!(r, Ok(0)) {
                 self.direct_statement_id(&mut payload);
@@ -253,7 +254,13 @@ impl Session {
                     .fetch_add(1, Ordering::Relaxed);
             }
         }
-        let _ = self.client.send_error(1, &e).await;
+        // A refused statement of several frames is answered after its
+        // last (read past by the client), as a server would.
+        let seq = match e {
+            SessionError::PacketTooLarge { .. } => self.client.last_seq.wrapping_add(1),
+            _ => 1,
+        };
+        let _ = self.client.send_error(seq, &e).await;
         if matches!(
             e,
             SessionError::PacketTooLarge { .. }
