@@ -106,27 +106,37 @@ pub async fn read(stream: &mut TcpStream) -> Result<Option<SocketAddr>, HeaderEr
 }
 
 /// The rest of a v1 line after "PROXY ", CRLF included, read without
-/// taking a byte past it: peeked, then read as far as the CRLF.
+/// taking a byte past it: peeked, then read as far as the CRLF. What has
+/// arrived without a CRLF is all the line's, so it is taken, and the next
+/// peek waits for more (peeking again at bytes already there would return
+/// at once, a busy loop for as long as a client sends half a line).
 async fn read_v1_line(stream: &mut TcpStream) -> Result<Vec<u8>, HeaderError> {
     let mut buf = [0u8; V1_MAX];
+    let mut line = Vec::with_capacity(V1_MAX);
     loop {
         let n = stream.peek(&mut buf).await?;
         if n == 0 {
             return Err(HeaderError::Closed);
         }
-        if let Some(i) = buf[..n].windows(2).position(|w| w == b"\r\n") {
-            let mut line = vec![0u8; i + 2];
-            stream.read_exact(&mut line).await.map_err(closed)?;
-            return Ok(line);
-        }
-        if n + 6 >= V1_MAX {
+        let end = match line.last() == Some(&b'\r') && buf[0] == b'\n' {
+            true => Some(1),
+            false => buf[..n]
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .map(|i| i + 2),
+        };
+        let take = end.unwrap_or(n);
+        if line.len() + take + 6 > V1_MAX {
             return Err(HeaderError::Malformed(
                 "a v1 line longer than 107 bytes".into(),
             ));
         }
-        // The rest of the line has not arrived: peek returns at once while
-        // anything is buffered, so wait a moment before looking again.
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        let from = line.len();
+        line.resize(from + take, 0);
+        stream.read_exact(&mut line[from..]).await.map_err(closed)?;
+        if end.is_some() {
+            return Ok(line);
+        }
     }
 }
 

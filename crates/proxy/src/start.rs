@@ -443,7 +443,15 @@ async fn serve_client(
             rt.config.proxy.handshake_timeout_ms,
         )
     };
-    if from_balancer {
+    // Counted from accept, a balancer's header still to come included:
+    // connections that never finish their handshake take places too.
+    let n = shared
+        .counters
+        .client_connections
+        .fetch_add(1, Ordering::Relaxed)
+        + 1;
+    let _counted = Counted(&shared);
+    if from_balancer && n <= shared.max_connections {
         let limit = std::time::Duration::from_millis(handshake_ms);
         let read = tokio::time::timeout(limit, crate::proxy_header::read(&mut stream)).await;
         let refused = match read {
@@ -473,7 +481,6 @@ async fn serve_client(
         }
     }
     let c = &shared.counters;
-    let n = c.client_connections.fetch_add(1, Ordering::Relaxed) + 1;
     c.client_connections_total.fetch_add(1, Ordering::Relaxed);
     let id = shared.new_conn_id();
     let max_connections = shared.max_connections;
@@ -485,10 +492,19 @@ async fn serve_client(
     } else {
         session::Session::run(shared.clone(), client, id).await;
     }
-    shared
-        .counters
-        .client_connections
-        .fetch_sub(1, Ordering::Relaxed);
+}
+
+/// A client connection's place in `client_connections`, given back
+/// however its task ends.
+struct Counted<'a>(&'a Shared);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0
+            .counters
+            .client_connections
+            .fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The client listener, with a deep accept queue: when thousands of

@@ -224,3 +224,52 @@ fn haproxy_from_the_example_config_passes_the_client_on() {
     }
     drop(haproxy);
 }
+
+/// CPU time (user + system, in clock ticks) of process `pid` so far.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command's closing parenthesis; utime and stime are
+    // the 14th and 15th of the line.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Connections from a balancer that send half a v1 line and stop: sextant
+/// waits for the rest without polling (before, it looked again every 2 ms
+/// until the handshake timeout), and they take places in max_connections
+/// while they wait, as every connection in its handshake does.
+#[test]
+fn half_a_header_is_waited_for_without_polling_and_counts_as_a_connection() {
+    let p = Setup {
+        proxy: "proxy_protocol_from = [\"127.0.0.1\"]\nmax_connections = 150\nhandshake_timeout_ms = 8000",
+        ..Default::default()
+    }
+    .start();
+    let mut half = Vec::new();
+    for _ in 0..150 {
+        let mut s = TcpStream::connect(("127.0.0.1", p.port)).unwrap();
+        s.write_all(b"PROXY TCP4 203.0.113.9 127.0.0.1 ").unwrap();
+        half.push(s);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let ticks = cpu_ticks(p.pid());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let spent = cpu_ticks(p.pid()) - ticks;
+    // 2 s at 100 ticks a second: polling 150 connections every 2 ms took
+    // tens of ticks; waiting takes next to none.
+    assert!(spent <= 10, "{spent} ticks of CPU in 2 s");
+    // Every place is taken: a whole client is refused with 1040.
+    let full = balancer(p.port, v1("203.0.113.10", 6000));
+    assert_eq!(code(login(full, "app", "apppass")).0, 1040);
+    // The rest of a line that arrives is read, and the client served.
+    drop(half.split_off(1));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut s = half.pop().unwrap();
+    s.write_all(b"127.0.0.1 5000 6033\r\n").unwrap();
+    let mut greeting = [0u8; 4];
+    s.read_exact(&mut greeting).unwrap();
+    assert!(u32::from_le_bytes([greeting[0], greeting[1], greeting[2], 0]) > 10);
+    let mut c = login(full, "app", "apppass").expect("a place is free again");
+    assert_eq!(c.query_first::<i64, _>("SELECT 2").unwrap(), Some(2));
+}
