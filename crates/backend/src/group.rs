@@ -299,6 +299,7 @@ mod tests {
             pipeline_connections: 0,
             query_timeout: None,
             tls: None,
+            server_key: None,
         }
     }
 

@@ -24,6 +24,8 @@ pub struct PoolSettings {
     pub wait: Duration,
     pub max_prepared: usize,
     pub tls: Option<TlsTarget>,
+    /// The servers' RSA public key (PEM), pinned in config.
+    pub server_key: Option<Arc<str>>,
     /// Reads in flight per pipelined connection (0: no pipelining).
     pub pipeline_depth: usize,
     /// Pipelined connections per server.
@@ -482,6 +484,7 @@ impl Server {
             timeout: self.settings.connect_timeout,
             tls: self.settings.tls.as_ref(),
             min_wait_timeout: Some(self.settings.idle_timeout * 2 + Duration::from_secs(60)),
+            server_key: self.settings.server_key.as_deref(),
         };
         // Boxed: connecting is rare, and its large future would otherwise
         // be part of every session's state machine.

@@ -39,6 +39,16 @@ async fn read(s: &mut TcpStream) -> (u8, Vec<u8>) {
     (h.seq, p)
 }
 
+/// The client's next packet, or None when it closed instead.
+async fn read_or_closed(s: &mut TcpStream) -> Option<(u8, Vec<u8>)> {
+    let mut h = [0u8; 4];
+    s.read_exact(&mut h).await.ok()?;
+    let h = parse_header(&h)?;
+    let mut p = vec![0; h.len];
+    s.read_exact(&mut p).await.ok()?;
+    Some((h.seq, p))
+}
+
 async fn fail(s: &mut TcpStream, seq: u8) {
     let mut e = Vec::new();
     write_err(&mut e, seq, 1045, "28000", "Access denied for user 'app'");
@@ -108,15 +118,14 @@ async fn fake_mysql8(
             let mut sw = Vec::new();
             encode_auth_switch(&mut sw, "sha256_password", nonce2);
             send(&mut s, seq, &sw).await;
-            let (s2, p) = read(&mut s).await;
-            if p != [0x01] {
-                return Err(format!("expected a public key request, got {p:?}"));
+            // A client that will not send the password closes; one with
+            // the key pinned sends it encrypted at once.
+            let Some((s3, ct)) = read_or_closed(&mut s).await else {
+                return Ok(());
+            };
+            if ct == [0x01] {
+                return Err("the client asked for the server's key, to encrypt its password to whatever key it is sent".into());
             }
-            // Plugin data after the first packet comes as AuthMoreData.
-            let mut key = vec![0x01];
-            key.extend_from_slice(keys.public_pem.as_bytes());
-            send(&mut s, s2 + 1, &key).await;
-            let (s3, ct) = read(&mut s).await;
             let got = keys.decrypt_password(&ct, nonce2).ok_or("undecryptable")?;
             if got != password.as_bytes() {
                 fail(&mut s, s3 + 1).await;
@@ -148,14 +157,12 @@ async fn fake_mysql8(
         Script::FullAuthRsa => {
             // Cache miss: the scramble cannot be checked; ask for the password.
             send(&mut s, seq, &[0x01, 0x04]).await;
-            let (s2, p) = read(&mut s).await;
-            if p != [0x02] {
-                return Err(format!("expected a public key request, got {p:?}"));
+            let Some((s3, ct)) = read_or_closed(&mut s).await else {
+                return Ok(());
+            };
+            if ct == [0x02] {
+                return Err("the client asked for the server's key, to encrypt its password to whatever key it is sent".into());
             }
-            let mut key = vec![0x01];
-            key.extend_from_slice(keys.public_pem.as_bytes());
-            send(&mut s, s2 + 1, &key).await;
-            let (s3, ct) = read(&mut s).await;
             let got = keys.decrypt_password(&ct, NONCE).ok_or("undecryptable")?;
             if got != password.as_bytes() {
                 fail(&mut s, s3 + 1).await;
@@ -225,9 +232,20 @@ async fn run(
     server_pw: &'static str,
     client_pw: &str,
 ) -> (Result<BackendConn, BackendError>, Result<(), String>) {
+    run_pinned(script, server_pw, client_pw, false).await
+}
+
+/// As [`run`]; `pinned`: the server's public key is pinned in config.
+async fn run_pinned(
+    script: Script,
+    server_pw: &'static str,
+    client_pw: &str,
+    pinned: bool,
+) -> (Result<BackendConn, BackendError>, Result<(), String>) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap().to_string();
     let server = tokio::spawn(fake_mysql8(l, script, server_pw, false));
+    let key = RsaKeys::from_pem(KEY).unwrap().public_pem;
     let p = ConnectParams {
         addr: &addr,
         user: "app",
@@ -236,6 +254,7 @@ async fn run(
         timeout: Duration::from_secs(5),
         tls: None,
         min_wait_timeout: None,
+        server_key: pinned.then_some(key.as_str()),
     };
     let c = BackendConn::connect(&p).await;
     let s = tokio::time::timeout(Duration::from_secs(5), server)
@@ -258,6 +277,7 @@ async fn simulator_mysql8_write_reports_its_gtid() {
         timeout: Duration::from_secs(5),
         tls: None,
         min_wait_timeout: None,
+        server_key: None,
     };
     let mut c = BackendConn::connect(&p).await.unwrap();
     assert!(!c.is_mariadb());
@@ -288,16 +308,39 @@ async fn simulator_mysql8_fast_path() {
 }
 
 #[tokio::test]
-async fn simulator_mysql8_full_auth_with_rsa_key_exchange() {
-    let (c, s) = run(Script::FullAuthRsa, "pw8", "pw8").await;
+async fn simulator_mysql8_full_auth_with_a_pinned_key() {
+    let (c, s) = run_pinned(Script::FullAuthRsa, "pw8", "pw8", true).await;
     s.unwrap();
     c.unwrap();
-    let (c, s) = run(Script::FullAuthRsa, "pw8", "wrong").await;
+    let (c, s) = run_pinned(Script::FullAuthRsa, "pw8", "wrong", true).await;
     assert!(s.is_err());
     match c {
         Err(BackendError::Auth { code: 1045, .. }) => {}
         Err(e) => panic!("expected 1045, got {e}"),
         Ok(_) => panic!("login with a wrong password succeeded"),
+    }
+}
+
+/// Whoever answers at a server's address (a rogue listener, a fleet
+/// member that is not one) may ask for full authentication and offer a
+/// key of its own: without verified TLS or a pinned key, sextant sends
+/// nothing and says why (before, it asked for the key and encrypted the
+/// password to it).
+#[tokio::test]
+async fn simulator_full_auth_never_sends_the_password_to_a_key_the_server_offers() {
+    for script in [Script::FullAuthRsa, Script::SwitchToSha256] {
+        let (c, s) = run(script, "pw8", "pw8").await;
+        s.unwrap();
+        match c {
+            Err(e @ BackendError::Auth { code: 2061, .. }) => {
+                assert!(
+                    e.to_string().contains("never to a key the server offers"),
+                    "{e}"
+                )
+            }
+            Err(e) => panic!("expected 2061, got {e}"),
+            Ok(_) => panic!("logged in by sending the password"),
+        }
     }
 }
 
@@ -310,10 +353,10 @@ async fn simulator_mysql8_auth_switch_to_caching_sha2() {
 
 #[tokio::test]
 async fn simulator_mysql8_sha256_password() {
-    let (c, s) = run(Script::SwitchToSha256, "pw8", "pw8").await;
+    let (c, s) = run_pinned(Script::SwitchToSha256, "pw8", "pw8", true).await;
     s.unwrap();
     c.unwrap();
-    let (c, s) = run(Script::SwitchToSha256, "pw8", "wrong").await;
+    let (c, s) = run_pinned(Script::SwitchToSha256, "pw8", "wrong", true).await;
     assert!(s.is_err());
     assert!(matches!(c, Err(BackendError::Auth { code: 1045, .. })));
 }

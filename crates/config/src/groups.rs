@@ -88,6 +88,12 @@ pub struct Group {
     /// (MySQL's ssl-mode=REQUIRED).
     #[serde(default)]
     pub tls_ca: Option<String>,
+    /// The servers' RSA public key (PEM file), for accounts whose login
+    /// needs the password itself (caching_sha2_password's full
+    /// authentication, sha256_password) without TLS verified by tls_ca:
+    /// sextant encrypts it to this key only, never to one a server offers.
+    #[serde(default)]
+    pub server_public_key: Option<String>,
 }
 
 impl Group {

@@ -119,6 +119,7 @@ async fn check(
             timeout: server.settings.connect_timeout,
             tls: server.settings.tls.as_ref(),
             min_wait_timeout: None,
+            server_key: server.settings.server_key.as_deref(),
         };
         let c = BackendConn::connect(&p).await?;
         // What executable comments mean to it (the pool notes it too).

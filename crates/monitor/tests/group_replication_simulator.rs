@@ -149,6 +149,7 @@ async fn cluster(initial: [Option<View>; 3]) -> Cluster {
         pipeline_connections: 0,
         query_timeout: None,
         tls: None,
+        server_key: None,
     };
     let queries = Arc::new(Mutex::new(Vec::new()));
     let mut servers = Vec::new();

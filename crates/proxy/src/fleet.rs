@@ -438,6 +438,8 @@ fn peer_params<'a>(
         timeout: Duration::from_secs(2),
         tls: None,
         min_wait_timeout: None,
+        // A peer is never sent the password to a key it offers itself.
+        server_key: None,
     }
 }
 

@@ -335,6 +335,7 @@ fn build_group(name: &str, g: &sextant_config::Group) -> Result<Group, StartErro
     let target = |addr: &str| -> Result<Option<sextant_backend::TlsTarget>, StartError> {
         match &tls {
             Some(config) => Ok(Some(sextant_backend::TlsTarget {
+                verified: g.tls_ca.is_some(),
                 config: config.clone(),
                 name: sextant_net::tls::server_name(addr).map_err(|e| StartError::Tls {
                     what: format!("groups.{name}"),
@@ -354,6 +355,23 @@ fn build_group(name: &str, g: &sextant_config::Group) -> Result<Group, StartErro
         wait: Duration::from_millis(g.pool_wait_ms),
         max_prepared: g.max_prepared_per_connection,
         tls: None,
+        server_key: match &g.server_public_key {
+            Some(path) => Some(
+                sextant_config::files::read_bounded(
+                    std::path::Path::new(path),
+                    sextant_config::files::MAX_SECRET_BYTES,
+                )
+                .map_err(|e| StartError::Tls {
+                    what: format!("groups.{name}.server_public_key"),
+                    source: sextant_net::NetError::Pem {
+                        path: path.clone(),
+                        what: e.to_string(),
+                    },
+                })?
+                .into(),
+            ),
+            None => None,
+        },
         pipeline_depth: g.pipeline(),
         pipeline_connections: g.pipeline_connections(),
         query_timeout: (g.query_timeout_ms > 0).then(|| Duration::from_millis(g.query_timeout_ms)),

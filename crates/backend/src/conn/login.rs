@@ -1,5 +1,10 @@
 //! Logging in to a server: the handshake, TLS, the auth plugins
-//! (native, caching_sha2 with RSA or TLS, ed25519) and auth switches.
+//! (native, caching_sha2 with RSA or TLS, ed25519) and auth switches. The
+//! password itself (not a scramble of it) goes only to a server whose TLS
+//! certificate was verified, or encrypted to a public key pinned in
+//! config: never in clear, never to a key the server offers (whoever
+//! answers at the address could offer its own and read the password, as
+//! libmysqlclient's --get-server-public-key warns).
 
 use super::{BackendConn, ConnectParams, BASE_CAPS};
 use crate::error::BackendError;
@@ -79,6 +84,9 @@ impl BackendConn {
         let mut payload = Vec::with_capacity(128);
         resp.encode(&mut payload);
         self.send(seq, &payload).await?;
+        // Only a server whose certificate was verified is known to be the
+        // server: only it may be sent the password itself.
+        let secure = self.stream.is_tls() && p.tls.is_some_and(|t| t.verified);
         let mut plugin = plugin.to_string();
         let mut nonce = hs.nonce;
         loop {
@@ -114,13 +122,17 @@ impl BackendConn {
                         ED25519 => {
                             auth::ed25519_sign(p.password.as_bytes(), &raw[..raw.len().min(32)])
                         }
-                        SHA256_PASSWORD if self.stream.is_tls() || p.password.is_empty() => {
+                        SHA256_PASSWORD if secure || p.password.is_empty() => {
                             nul_terminated(p.password)
                         }
-                        // Without TLS: the server's public key, then the
-                        // password encrypted with it.
-                        SHA256_PASSWORD => vec![0x01],
-                        CLEAR_PASSWORD if self.stream.is_tls() => nul_terminated(p.password),
+                        // Without verified TLS: the password encrypted
+                        // with the key pinned in config, never one the
+                        // server offers.
+                        SHA256_PASSWORD => match p.server_key {
+                            Some(pem) => self.rsa_password(pem.as_bytes(), p.password, &data)?,
+                            None => return Err(self.needs_secure(p, "sha256_password")),
+                        },
+                        CLEAR_PASSWORD if secure => nul_terminated(p.password),
                         CLEAR_PASSWORD => {
                             return Err(BackendError::Auth {
                                 addr: self.addr.to_string(),
@@ -128,7 +140,8 @@ impl BackendConn {
                                 code: 2059,
                                 message: "the server asks for the password in clear \
                                           (mysql_clear_password), which sextant sends only \
-                                          over TLS: set tls for this server"
+                                          over TLS whose certificate it verifies: set tls and \
+                                          tls_ca for this server"
                                     .into(),
                             })
                         }
@@ -144,7 +157,11 @@ impl BackendConn {
                     self.send(seq, &answer).await?;
                 }
                 Some(0x01) if plugin == SHA256_PASSWORD => {
-                    let ct = self.rsa_password(&pkt[1..], p.password, &nonce)?;
+                    // A key sent unasked is not used: only a pinned one.
+                    let Some(pem) = p.server_key else {
+                        return Err(self.needs_secure(p, "sha256_password"));
+                    };
+                    let ct = self.rsa_password(pem.as_bytes(), p.password, &nonce)?;
                     self.send(seq, &ct).await?;
                 }
                 Some(0x01) if plugin == CACHING_SHA2_PASSWORD => match pkt.get(1) {
@@ -153,18 +170,15 @@ impl BackendConn {
                     // Full authentication: the server has no cached entry
                     // for the account and wants the password itself.
                     Some(4) => {
-                        if self.stream.is_tls() {
+                        if secure {
                             let mut pw = p.password.as_bytes().to_vec();
                             pw.push(0);
                             self.send(seq, &pw).await?;
+                        } else if let Some(pem) = p.server_key {
+                            let ct = self.rsa_password(pem.as_bytes(), p.password, &nonce)?;
+                            self.send(seq, &ct).await?;
                         } else {
-                            self.send(seq, &[0x02]).await?;
-                            let (s2, key) = self.read_packet().await?;
-                            if key.first() != Some(&0x01) {
-                                return Err(self.server_error("the RSA public key request", &key));
-                            }
-                            let ct = self.rsa_password(&key[1..], p.password, &nonce)?;
-                            self.send(s2.wrapping_add(1), &ct).await?;
+                            return Err(self.needs_secure(p, "caching_sha2_password"));
                         }
                     }
                     _ => {
@@ -183,6 +197,23 @@ impl BackendConn {
                     })
                 }
             }
+        }
+    }
+
+    /// A login that needs the password itself where sextant will not
+    /// send it: neither TLS with a verified certificate nor a pinned key
+    /// (whoever answers at the address could offer a key of its own).
+    fn needs_secure(&self, p: &ConnectParams<'_>, plugin: &str) -> BackendError {
+        BackendError::Auth {
+            addr: self.addr.to_string(),
+            user: p.user.to_string(),
+            code: 2061,
+            message: format!(
+                "Authentication requires secure connection: the server asks for the password \
+                 itself ({plugin}), which sextant sends only over TLS whose certificate it \
+                 verifies (tls and tls_ca) or encrypted with the server's public key pinned \
+                 in config (server_public_key), never to a key the server offers"
+            ),
         }
     }
 

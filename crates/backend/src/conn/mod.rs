@@ -94,6 +94,10 @@ pub struct ConnectParams<'a> {
     /// least this (well above the pool's idle timeout), so that the server
     /// does not close it while it waits in the pool.
     pub min_wait_timeout: Option<Duration>,
+    /// The server's RSA public key (PEM) as pinned in config: the only key
+    /// a password is encrypted to without TLS (a key the server offers
+    /// could be anyone's).
+    pub server_key: Option<&'a str>,
 }
 
 /// How to reach a server over TLS.
@@ -101,6 +105,9 @@ pub struct ConnectParams<'a> {
 pub struct TlsTarget {
     pub config: Arc<rustls::ClientConfig>,
     pub name: rustls::pki_types::ServerName<'static>,
+    /// The server's certificate is checked against a CA: only then is the
+    /// server known, and may be sent a password itself.
+    pub verified: bool,
 }
 
 /// What session-state reports said besides variable values.
