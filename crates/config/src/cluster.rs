@@ -15,6 +15,14 @@ pub struct Cluster {
     /// are one fleet; its keys live under `/sextant/<name>/`.
     #[serde(default = "default_name")]
     pub name: String,
+    /// The fleet's shared secret: every member record and intent carries
+    /// an HMAC under it, and peers log in to each other with a credential
+    /// derived from it. Whoever can write to etcd without it can add no
+    /// member and change no setting. At least 16 characters (e.g. `openssl
+    /// rand -hex 32`); the same on every instance; a string, `{ env = ...
+    /// }` or `{ file = ... }`.
+    #[serde(deserialize_with = "crate::secrets::secret")]
+    pub secret: String,
     /// etcd authentication, when etcd has it switched on.
     #[serde(default)]
     pub user: Option<String>,
@@ -68,6 +76,13 @@ pub fn valid_id(id: &str) -> bool {
 
 impl Cluster {
     pub(crate) fn check(&self, c: &mut Checker) {
+        if self.secret.len() < 16 {
+            c.err(
+                "cluster",
+                "secret",
+                "the fleet's shared secret needs at least 16 characters (e.g. the output of openssl rand -hex 32), the same on every instance".into(),
+            );
+        }
         if self.etcd.is_empty() {
             c.err(
                 "cluster",

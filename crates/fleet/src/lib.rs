@@ -18,11 +18,13 @@ pub mod id;
 pub mod keys;
 mod membership;
 pub mod pushed;
+pub mod seal;
 mod watch;
 
 pub use error::FleetError;
 pub use keys::{Intent, Keys};
 pub use pushed::PushedConfig;
+pub use seal::Seal;
 
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, Txn, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
@@ -40,6 +42,9 @@ pub struct Settings {
     pub ca_file: Option<String>,
     pub cert_and_key: Option<(String, String)>,
     pub lease_ttl: Duration,
+    /// The fleet's secret: what members seal their records and intents
+    /// with.
+    pub seal: Seal,
 }
 
 impl Settings {
@@ -53,6 +58,7 @@ impl Settings {
             ca_file: c.ca_file.clone(),
             cert_and_key: c.cert_file.clone().zip(c.key_file.clone()),
             lease_ttl: Duration::from_millis(c.lease_ttl_ms),
+            seal: Seal::new(&c.secret),
         }
     }
 }
@@ -126,6 +132,8 @@ struct State {
     config_revision: i64,
     needs_restart: Vec<String>,
     slot: u8,
+    /// Keys of member records and intents found without a valid seal.
+    ignored: Vec<String>,
 }
 
 pub struct Fleet {
@@ -206,6 +214,7 @@ impl Fleet {
                 config_revision: 0,
                 needs_restart: Vec::new(),
                 slot: 0,
+                ignored: Vec::new(),
             }),
             applied: tokio::sync::watch::channel(0).0,
             lease: parking_lot::Mutex::new(None),
@@ -222,6 +231,33 @@ impl Fleet {
 
     pub fn name(&self) -> &str {
         &self.settings.name
+    }
+
+    /// Keys of etcd values under the fleet's prefix that no member sealed
+    /// (written by someone without the fleet's secret): ignored.
+    pub fn ignored(&self) -> Vec<String> {
+        self.state.lock().ignored.clone()
+    }
+
+    /// Notes a value found without a valid seal (logged once per key).
+    pub(crate) fn note_ignored(&self, key: &str, present: bool) {
+        let mut st = self.state.lock();
+        let known = st.ignored.iter().any(|k| k == key);
+        match (present, known) {
+            (true, false) => {
+                tracing::warn!(key, "a value in the fleet's etcd prefix is not sealed with the fleet's secret: ignored (whoever wrote it does not hold [cluster] secret)");
+                st.ignored.push(key.to_string());
+            }
+            (false, true) => st.ignored.retain(|k| k != key),
+            _ => {}
+        }
+    }
+
+    /// The credential peers log in to each other's admin port with,
+    /// derived from the fleet's secret (the `[admin]` login is never sent
+    /// to a peer).
+    pub fn peer_password(&self) -> String {
+        self.settings.seal.derive("peer admin login")
     }
 
     /// The instances whose leases are alive, by id (this one included once
@@ -300,9 +336,10 @@ impl Fleet {
             Some(b) => b,
             None => self.intent(intent).map_or(0, |(_, r)| r),
         };
+        let sealed = self.settings.seal.seal(&key, value);
         let txn = Txn::new()
             .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, seen)])
-            .and_then([TxnOp::put(key.as_str(), value, None)])
+            .and_then([TxnOp::put(key.as_str(), sealed, None)])
             .or_else([TxnOp::get(key.as_str(), None)]);
         self.cas(txn, intent, seen).await
     }
@@ -338,16 +375,16 @@ impl Fleet {
     /// instance last saw it).
     pub async fn get(&self, intent: &Intent) -> Result<Option<(String, i64)>, FleetError> {
         let mut client = self.client().await?;
+        let key = self.keys.intent(intent);
         let resp = client
-            .get(self.keys.intent(intent), None)
+            .get(key.as_str(), None)
             .await
             .map_err(|e| self.unreachable(e.to_string()))?;
         self.reachable();
-        Ok(resp.kvs().first().map(|kv| {
-            (
-                String::from_utf8_lossy(kv.value()).into_owned(),
-                kv.mod_revision(),
-            )
+        Ok(resp.kvs().first().and_then(|kv| {
+            let value = self.settings.seal.open(&key, kv.value());
+            self.note_ignored(&key, value.is_none());
+            value.map(|v| (v.to_string(), kv.mod_revision()))
         }))
     }
 
@@ -361,7 +398,11 @@ impl Fleet {
         let txn = Txn::new()
             .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, base)])
             .and_then([
-                TxnOp::put(key.as_str(), config.encode(), None),
+                TxnOp::put(
+                    key.as_str(),
+                    self.settings.seal.seal(&key, &config.encode()),
+                    None,
+                ),
                 TxnOp::delete(
                     routing.as_str(),
                     Some(etcd_client::DeleteOptions::new().with_prefix()),

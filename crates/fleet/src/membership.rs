@@ -117,13 +117,11 @@ async fn renew(
         );
     }
     let record = serde_json::to_string(me).map_err(|e| e.to_string())?;
-    c.put(
-        fleet.keys.member(&me.id),
-        record,
-        Some(PutOptions::new().with_lease(lease)),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    let key = fleet.keys.member(&me.id);
+    let sealed = fleet.settings.seal.seal(&key, &record);
+    c.put(key, sealed, Some(PutOptions::new().with_lease(lease)))
+        .await
+        .map_err(|e| e.to_string())?;
     // The lease lives (renewed, or granted) as of `sent` at the latest,
     // and the record is there: others see this instance.
     fleet.lease_confirmed(sent);
@@ -132,11 +130,21 @@ async fn renew(
         .get(fleet.keys.members(), Some(GetOptions::new().with_prefix()))
         .await
         .map_err(|e| e.to_string())?;
-    let mut members: Vec<Member> = resp
-        .kvs()
-        .iter()
-        .filter_map(|kv| serde_json::from_slice(kv.value()).ok())
-        .collect();
+    // Only records a member sealed, each under a lease and under its own
+    // id's key.
+    let mut members: Vec<Member> = Vec::new();
+    for kv in resp.kvs() {
+        let key = String::from_utf8_lossy(kv.key()).into_owned();
+        let m = fleet
+            .settings
+            .seal
+            .open(&key, kv.value())
+            .filter(|_| kv.lease() != 0)
+            .and_then(|v| serde_json::from_str::<Member>(v).ok())
+            .filter(|m| key == fleet.keys.member(&m.id));
+        fleet.note_ignored(&key, m.is_none());
+        members.extend(m);
+    }
     members.sort_by(|a, b| a.id.cmp(&b.id));
     fleet.state.lock().members = members;
     fleet.members_asked(asked);

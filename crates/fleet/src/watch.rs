@@ -39,10 +39,14 @@ async fn follow(
             .map_err(|e| e.to_string())?;
         let mut present = Vec::new();
         for kv in resp.kvs() {
-            let Some(intent) = fleet.keys.intent_of(&String::from_utf8_lossy(kv.key())) else {
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            let Some(intent) = fleet.keys.intent_of(&key) else {
                 continue;
             };
-            let value = String::from_utf8_lossy(kv.value()).into_owned();
+            // A value no member sealed counts as none.
+            let Some(value) = opened(fleet, &key, kv.value()) else {
+                continue;
+            };
             present.push(intent.clone());
             deliver(fleet, tx, intent, Some(value), kv.mod_revision());
         }
@@ -85,17 +89,28 @@ async fn follow(
         }
         for ev in resp.events() {
             let Some(kv) = ev.kv() else { continue };
-            let Some(intent) = fleet.keys.intent_of(&String::from_utf8_lossy(kv.key())) else {
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            let Some(intent) = fleet.keys.intent_of(&key) else {
                 continue;
             };
             let value = match ev.event_type() {
-                EventType::Put => Some(String::from_utf8_lossy(kv.value()).into_owned()),
-                EventType::Delete => None,
+                EventType::Put => opened(fleet, &key, kv.value()),
+                EventType::Delete => {
+                    fleet.note_ignored(&key, false);
+                    None
+                }
             };
             deliver(fleet, tx, intent, value, kv.mod_revision());
             *revision = (*revision).max(kv.mod_revision());
         }
     }
+}
+
+/// An intent's value, if a member sealed it (else noted as ignored).
+fn opened(fleet: &Fleet, key: &str, stored: &[u8]) -> Option<String> {
+    let v = fleet.settings.seal.open(key, stored).map(str::to_string);
+    fleet.note_ignored(key, v.is_none());
+    v
 }
 
 /// Hands an intent to the instance, unless it already has that revision.

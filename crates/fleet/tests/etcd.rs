@@ -73,6 +73,7 @@ fn join_as(
             ca_file: None,
             cert_and_key: None,
             lease_ttl: Duration::from_secs(2),
+            seal: sextant_fleet::Seal::new("etcd-test-secret-0123"),
         },
         Arc::new(Report::default),
     )

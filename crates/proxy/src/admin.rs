@@ -76,6 +76,17 @@ async fn session(
             Some(&com::QUERY) => {
                 let sql = String::from_utf8_lossy(&payload[1..]);
                 let first = sql.split_whitespace().next().unwrap_or("");
+                if login.user == crate::shared::PEER_USER && !peer_may(&sql) {
+                    write_err(
+                        &mut client.out,
+                        1,
+                        1227,
+                        "42000",
+                        "Access denied; a fleet peer's login may only forward KILL and run SHOW SESSIONS",
+                    );
+                    client.flush().await?;
+                    continue;
+                }
                 let reads = ["SHOW", "SELECT", "SET", "EXPLAIN", "HELP"];
                 let upper = sql.to_ascii_uppercase();
                 // (SET is mostly client libraries' noise; a routing SET is
@@ -374,4 +385,15 @@ fn write_table(out: &mut Vec<u8>, t: &sextant_admin::Table, deprecate_eof: bool)
         .map(|c| (c.as_str(), coltype::VAR_STRING))
         .collect();
     write_text_resultset(out, 1, &cols, &t.rows, deprecate_eof, status::AUTOCOMMIT);
+}
+
+/// What a fleet peer's login may run on this admin port.
+fn peer_may(sql: &str) -> bool {
+    let w: Vec<String> = sql
+        .split(|c: char| c.is_whitespace() || c == ';')
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_ascii_uppercase())
+        .collect();
+    matches!(w.first().map(String::as_str), Some("KILL"))
+        || (w.len() == 2 && w[0] == "SHOW" && w[1] == "SESSIONS")
 }

@@ -384,24 +384,12 @@ pub(crate) async fn remote_kill(
     let Some(owner) = fleet.member_of_slot(slot) else {
         return Some(Err(SessionError::NoSuchThread(id as u64)));
     };
-    let Some((user, password)) = shared
-        .runtime()
-        .config
-        .admin
-        .as_ref()
-        .map(|a| (a.user.clone(), a.password.clone()))
-    else {
-        return Some(Err(SessionError::Fleet(format!(
-            "session {id} is on instance {} of the fleet, and this instance has no [admin] login to ask it with",
-            owner.id
-        ))));
-    };
     let sql = format!(
         "KILL {}{id}{}",
         if query_only { "QUERY " } else { "" },
         as_user.map(|u| format!(" AS '{u}'")).unwrap_or_default()
     );
-    let login = (user, password);
+    let login = peer_login(fleet);
     let r = match sextant_backend::BackendConn::connect_peer(&peer_params(&owner.admin, &login))
         .await
     {
@@ -424,8 +412,13 @@ pub(crate) async fn remote_kill(
     })
 }
 
-/// How this instance logs in to another's admin port: with its own
-/// `[admin]` login (a fleet's instances share one).
+/// The login a fleet's instances use with each other's admin ports: a
+/// credential derived from the fleet's secret, never the `[admin]` login.
+fn peer_login(fleet: &sextant_fleet::Fleet) -> (String, String) {
+    (crate::shared::PEER_USER.to_string(), fleet.peer_password())
+}
+
+/// How this instance logs in to another's admin port (see [`peer_login`]).
 fn peer_params<'a>(
     addr: &'a str,
     login: &'a (String, String),
@@ -468,26 +461,18 @@ pub(crate) async fn sessions(shared: &Shared) -> Result<sextant_admin::Table, St
                 .collect()
         })
         .collect();
-    let login = shared
-        .runtime()
-        .config
-        .admin
-        .as_ref()
-        .map(|a| (a.user.clone(), a.password.clone()));
+    let login = peer_login(fleet);
     for m in fleet.members().into_iter().filter(|m| m.id != fleet.id()) {
-        let answer = match &login {
-            None => Err("this instance has no [admin] login to ask it with".to_string()),
-            Some(login) => {
-                match sextant_backend::BackendConn::connect_peer(&peer_params(&m.admin, login))
-                    .await
-                {
-                    Ok(mut c) => c
-                        .query_internal("SHOW SESSIONS")
-                        .await
-                        .map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
+        let answer = match sextant_backend::BackendConn::connect_peer(&peer_params(
+            &m.admin, &login,
+        ))
+        .await
+        {
+            Ok(mut c) => c
+                .query_internal("SHOW SESSIONS")
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
         };
         match answer {
             Ok(theirs) => rows.extend(theirs.into_iter().map(|r| {
@@ -518,6 +503,7 @@ pub(crate) fn table(shared: &Shared) -> Result<sextant_admin::Table, String> {
         .ok_or("this instance is not part of a fleet: [cluster] is not set")?;
     Ok(sextant_admin::commands::fleet::table(
         &fleet.members(),
+        &fleet.ignored(),
         fleet.id(),
         &fleet.store(),
         sextant_fleet::now_ms(),

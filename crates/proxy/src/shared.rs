@@ -93,11 +93,24 @@ impl Shared {
 pub struct AdminUsers {
     pub user: String,
     pub password: String,
+    /// In a fleet: the password peers log in with as [`PEER_USER`],
+    /// derived from the fleet's secret.
+    pub peer: Option<String>,
 }
+
+/// The admin login a fleet's instances use with each other: it may only
+/// forward KILLs and list sessions.
+pub const PEER_USER: &str = "sextant-peer";
 
 impl Users for AdminUsers {
     fn password(&self, user: &str) -> Option<&str> {
-        (user == self.user).then_some(self.password.as_str())
+        if user == self.user {
+            return Some(self.password.as_str());
+        }
+        match &self.peer {
+            Some(p) if user == PEER_USER => Some(p.as_str()),
+            _ => None,
+        }
     }
     fn require_tls(&self, _: &str) -> bool {
         false

@@ -105,6 +105,10 @@ pub async fn run(
             Arc::new(AdminUsers {
                 user: a.user.clone(),
                 password: a.password.clone(),
+                peer: config
+                    .cluster
+                    .as_ref()
+                    .map(|c| sextant_fleet::Seal::new(&c.secret).derive("peer admin login")),
             }),
         )),
         None => None,

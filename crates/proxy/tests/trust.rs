@@ -436,3 +436,145 @@ fn a_statement_larger_than_the_servers_take_is_refused_as_they_would() {
         .unwrap();
     assert_eq!(len, Some(1 << 20));
 }
+
+/// Puts `value` under `key` in etcd through its JSON gateway, as anyone
+/// who can reach etcd could (no fleet secret).
+fn etcd_put(endpoint: &str, key: &str, value: &str) {
+    use std::io::{Read, Write};
+    let b64 = |s: &str| {
+        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for c in s.as_bytes().chunks(3) {
+            let n = (c[0] as u32) << 16
+                | (*c.get(1).unwrap_or(&0) as u32) << 8
+                | *c.get(2).unwrap_or(&0) as u32;
+            for i in 0..4 {
+                out.push(match i <= c.len() {
+                    true => A[(n >> (18 - 6 * i) & 63) as usize] as char,
+                    false => '=',
+                });
+            }
+        }
+        out
+    };
+    let body = format!("{{\"key\":\"{}\",\"value\":\"{}\"}}", b64(key), b64(value));
+    let hostport = endpoint.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(hostport).unwrap();
+    write!(
+        s,
+        "POST /v3/kv/put HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// A member record and an intent written straight into etcd by someone
+/// without the fleet's secret are ignored and listed as such: a KILL of an
+/// id in the forged member's slot never logs in to its address (before,
+/// sextant believed it and sent its [admin] login there), and a forged
+/// "offline" for the primary changes nothing.
+#[test]
+fn records_no_member_signed_are_ignored() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let etcd = Etcd::start();
+    let cluster = etcd.cluster("rogue", "r1");
+    let p = Setup {
+        group: &cluster,
+        ..Default::default()
+    }
+    .start();
+    // A listener that would take sextant's login.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let trap = listener.local_addr().unwrap().to_string();
+    let called = Arc::new(AtomicUsize::new(0));
+    {
+        let called = called.clone();
+        std::thread::spawn(move || {
+            for c in listener.incoming() {
+                called.fetch_add(1, Ordering::SeqCst);
+                drop(c);
+            }
+        });
+    }
+    let record = |id: &str, slot: u8| {
+        format!(
+            "{{\"id\":\"{id}\",\"slot\":{slot},\"version\":\"9\",\"host\":\"h\",\"pid\":1,\"listen\":\"{trap}\",\"admin\":\"{trap}\",\"http\":null,\"started_ms\":0,\"applied_revision\":0,\"refused\":null,\"sessions\":0,\"statements_per_s\":0.0,\"updated_ms\":0}}"
+        )
+    };
+    etcd_put(
+        &etcd.endpoint,
+        "/sextant/rogue/members/evil",
+        &record("evil", 200),
+    );
+    // Sealed, but with another secret.
+    let other = sextant_fleet::Seal::new("not-the-fleets-secret-42");
+    let key = "/sextant/rogue/members/evil2";
+    etcd_put(&etcd.endpoint, key, &other.seal(key, &record("evil2", 201)));
+    let primary = format!("127.0.0.1:{}", lab().primary);
+    etcd_put(
+        &etcd.endpoint,
+        &format!("/sextant/rogue/intent/backend/{primary}"),
+        "offline",
+    );
+    // Wait for a renewal or two to read the members back.
+    let mut admin = p.admin();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let rows = loop {
+        let rows: Vec<mysql::Row> = admin.query("SHOW FLEET").unwrap();
+        let ignored = rows
+            .iter()
+            .filter(|r| {
+                r.get::<Option<String>, _>("this")
+                    .flatten()
+                    .is_some_and(|t| t.starts_with("ignored"))
+            })
+            .count();
+        if ignored >= 3 {
+            break rows;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not listed as ignored: {rows:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let members: Vec<String> = rows
+        .iter()
+        .filter(|r| {
+            r.get::<Option<String>, _>("this").flatten().as_deref()
+                != Some("ignored: not signed with the fleet's secret")
+        })
+        .filter_map(|r| r.get::<String, _>("id"))
+        .collect();
+    assert_eq!(members, ["r1"]);
+    // A KILL of an id in the forged slots: nobody is asked.
+    let mut c = p.conn();
+    for slot in [200u32, 201] {
+        let e = c
+            .query_drop(format!("KILL {}", (slot << 24) | 5))
+            .unwrap_err();
+        match e {
+            mysql::Error::MySqlError(e) => assert_eq!(e.code, 1094, "{}", e.message),
+            other => panic!("{other}"),
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        called.load(Ordering::SeqCst),
+        0,
+        "sextant logged in to a forged member"
+    );
+    // The forged intent changed nothing: the primary takes writes.
+    let backends: Vec<mysql::Row> = admin.query("SHOW BACKENDS").unwrap();
+    let state = backends
+        .iter()
+        .find(|r| r.get::<String, _>("address").as_deref() == Some(primary.as_str()))
+        .and_then(|r| r.get::<String, _>("state"));
+    assert_eq!(state.as_deref(), Some("up"), "{backends:?}");
+    c.query_drop("CREATE TABLE IF NOT EXISTS trust_rogue (a INT)")
+        .unwrap();
+}

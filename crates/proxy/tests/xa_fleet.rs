@@ -33,7 +33,7 @@ fn member(etcd: &str, state: &Path, env: &[(&'static str, &str)], proxy: &str) -
         state.join("xa").display()
     );
     let cluster = format!(
-        "\n[cluster]\netcd = [\"{}\"]\nname = \"xa\"\nstate_dir = \"{}\"\nlease_ttl_ms = 3000\n",
+        "\n[cluster]\netcd = [\"{}\"]\nname = \"xa\"\nstate_dir = \"{}\"\nlease_ttl_ms = 3000\nsecret = \"{FLEET_SECRET}\"\n",
         etcd,
         state.display()
     );

@@ -20,8 +20,15 @@ impl AdminCommand for ShowFleet {
 }
 
 /// The table of SHOW FLEET: one row per live instance (this one marked),
-/// each with this instance's view of the store.
-pub fn table(members: &[Member], me: &str, store: &StoreState, now_ms: u64) -> Table {
+/// each with this instance's view of the store; then a row per key under
+/// the fleet's prefix that no member signed (`ignored`), marked so.
+pub fn table(
+    members: &[Member],
+    ignored: &[String],
+    me: &str,
+    store: &StoreState,
+    now_ms: u64,
+) -> Table {
     let columns = [
         "id",
         "this",
@@ -50,7 +57,7 @@ pub fn table(members: &[Member], me: &str, store: &StoreState, now_ms: u64) -> T
             e.as_deref().unwrap_or("no answer")
         ),
     };
-    let rows = members
+    let mut rows: Vec<Vec<Option<String>>> = members
         .iter()
         .map(|m| {
             vec![
@@ -73,6 +80,12 @@ pub fn table(members: &[Member], me: &str, store: &StoreState, now_ms: u64) -> T
             ]
         })
         .collect();
+    for key in ignored {
+        let mut row = vec![None; columns.len()];
+        row[0] = Some(key.clone());
+        row[1] = Some("ignored: not signed with the fleet's secret".into());
+        rows.push(row);
+    }
     Table { columns, rows }
 }
 

@@ -1467,6 +1467,9 @@ pub struct Etcd {
     pub endpoint: String,
 }
 
+/// The fleets' shared secret in the tests.
+pub const FLEET_SECRET: &str = "test-fleet-secret-0123456789";
+
 impl Etcd {
     pub fn start() -> Etcd {
         use std::sync::atomic::{AtomicU32, Ordering};
@@ -1518,7 +1521,7 @@ impl Etcd {
     pub fn cluster(&self, name: &str, id: &str) -> String {
         let state = self.dir.join(format!("state-{id}"));
         format!(
-            "\n[cluster]\netcd = [\"{}\"]\nname = \"{name}\"\ninstance_id = \"{id}\"\nstate_dir = \"{}\"\n",
+            "\n[cluster]\netcd = [\"{}\"]\nname = \"{name}\"\ninstance_id = \"{id}\"\nstate_dir = \"{}\"\nsecret = \"{FLEET_SECRET}\"\n",
             self.endpoint,
             state.display()
         )
