@@ -387,13 +387,20 @@ fn write_table(out: &mut Vec<u8>, t: &sextant_admin::Table, deprecate_eof: bool)
     write_text_resultset(out, 1, &cols, &t.rows, deprecate_eof, status::AUTOCOMMIT);
 }
 
-/// What a fleet peer's login may run on this admin port.
+/// What a fleet peer's login may run on this admin port: KILL, SHOW
+/// SESSIONS, and what client libraries send at connect (variable reads,
+/// SET NAMES / autocommit), which change nothing here.
 fn peer_may(sql: &str) -> bool {
     let w: Vec<String> = sql
         .split(|c: char| c.is_whitespace() || c == ';')
         .filter(|w| !w.is_empty())
         .map(|w| w.to_ascii_uppercase())
         .collect();
-    matches!(w.first().map(String::as_str), Some("KILL"))
-        || (w.len() == 2 && w[0] == "SHOW" && w[1] == "SESSIONS")
+    let second = w.get(1).map(String::as_str).unwrap_or("");
+    match w.first().map(String::as_str) {
+        Some("KILL") | Some("SELECT") => true,
+        Some("SHOW") => w.len() == 2 && second == "SESSIONS",
+        Some("SET") => matches!(second, "NAMES" | "CHARACTER") || second.starts_with("AUTOCOMMIT"),
+        _ => false,
+    }
 }

@@ -577,4 +577,37 @@ fn records_no_member_signed_are_ignored() {
     assert_eq!(state.as_deref(), Some("up"), "{backends:?}");
     c.query_drop("CREATE TABLE IF NOT EXISTS trust_rogue (a INT)")
         .unwrap();
+    // The peers' login: derived from the secret, good for KILL and SHOW
+    // SESSIONS only.
+    let peer_pw = sextant_fleet::Seal::new(FLEET_SECRET).derive("peer admin login");
+    let mut peer = mysql::Conn::new(
+        mysql::OptsBuilder::new()
+            .ip_or_hostname(Some("127.0.0.1"))
+            .tcp_port(p.admin_port)
+            .user(Some("sextant-peer"))
+            .pass(Some(peer_pw))
+            .prefer_socket(false),
+    )
+    .expect("a peer's login");
+    let _: Vec<mysql::Row> = peer.query("SHOW SESSIONS").unwrap();
+    for sql in [
+        "SHOW CONFIG".to_string(),
+        format!("SET BACKEND '{primary}' STATE offline"),
+        "PUSH CONFIG".to_string(),
+    ] {
+        match peer.query_drop(&sql) {
+            Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1227, "{sql}: {}", e.message),
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+    assert!(p.admin_with("adminpass").is_ok());
+    let wrong = mysql::Conn::new(
+        mysql::OptsBuilder::new()
+            .ip_or_hostname(Some("127.0.0.1"))
+            .tcp_port(p.admin_port)
+            .user(Some("sextant-peer"))
+            .pass(Some("adminpass"))
+            .prefer_socket(false),
+    );
+    assert!(wrong.is_err(), "the peer login takes only its own password");
 }
