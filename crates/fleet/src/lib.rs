@@ -150,6 +150,9 @@ pub struct Fleet {
     members_asked: parking_lot::Mutex<Option<std::time::Instant>>,
     /// Set by [`Fleet::leave`]: the record is not renewed again.
     left: std::sync::atomic::AtomicBool,
+    /// Whether this instance's record holds its id in etcd: None until
+    /// known; Some(Err(holder)) while another live process holds it.
+    id_claim: tokio::sync::watch::Sender<Option<Result<(), String>>>,
     /// etcd refused the client's auth token (expired, or etcd restarted
     /// and forgot it): the next call connects again, which logs in anew.
     reauth: std::sync::atomic::AtomicBool,
@@ -201,6 +204,7 @@ impl Fleet {
             settings,
             client: tokio::sync::Mutex::new(None),
             reauth: std::sync::atomic::AtomicBool::new(false),
+            id_claim: tokio::sync::watch::channel(None).0,
             state: parking_lot::Mutex::new(State {
                 members: Vec::new(),
                 store: StoreState {
@@ -231,6 +235,44 @@ impl Fleet {
 
     pub fn name(&self) -> &str {
         &self.settings.name
+    }
+
+    pub(crate) fn id_held(&self) {
+        self.id_claim.send_replace(Some(Ok(())));
+    }
+
+    pub(crate) fn id_conflict(&self, holder: &str) {
+        let first = !matches!(&*self.id_claim.borrow(), Some(Err(_)));
+        if first {
+            tracing::error!(id = %self.settings.id, holder, "another live process holds this instance's id in the fleet; this one does not register (each instance needs its own id: its own state_dir or instance_id)");
+        }
+        self.id_claim.send_replace(Some(Err(holder.to_string())));
+    }
+
+    /// Waits until this instance's record holds its id in etcd, for at
+    /// most `within` (etcd unreachable, or a crashed predecessor's record
+    /// still under its lease until that expires). Err: why it does not.
+    pub async fn claim_id(&self, within: Duration) -> Result<(), FleetError> {
+        let mut rx = self.id_claim.subscribe();
+        let held = tokio::time::timeout(within, rx.wait_for(|c| matches!(c, Some(Ok(())))))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if held {
+            return Ok(());
+        }
+        let why = match &*self.id_claim.borrow() {
+            Some(Err(holder)) => format!(
+                "instance id {:?} is held in the fleet by a live process ({holder}); each instance needs its own id (its own [cluster] state_dir, or a distinct instance_id)",
+                self.settings.id
+            ),
+            _ => format!(
+                "could not claim instance id {:?} in the fleet's etcd within {} s ({}); an instance of a fleet takes clients only once its id is claimed there",
+                self.settings.id,
+                within.as_secs(),
+                self.store().error.unwrap_or_else(|| "no answer".into())
+            ),
+        };
+        Err(FleetError::InstanceId(why))
     }
 
     /// Keys of etcd values under the fleet's prefix that no member sealed

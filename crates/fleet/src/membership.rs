@@ -2,7 +2,10 @@
 //! lease's time to live, and the fleet's records read back at each renewal.
 
 use crate::{now_ms, Fleet, Member, Report};
-use etcd_client::{GetOptions, LeaseKeepAliveStream, LeaseKeeper, PutOptions};
+use etcd_client::{
+    Compare, CompareOp, GetOptions, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn, TxnOp,
+    TxnOpResponse,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -119,9 +122,52 @@ async fn renew(
     let record = serde_json::to_string(me).map_err(|e| e.to_string())?;
     let key = fleet.keys.member(&me.id);
     let sealed = fleet.settings.seal.seal(&key, &record);
-    c.put(key, sealed, Some(PutOptions::new().with_lease(lease)))
-        .await
-        .map_err(|e| e.to_string())?;
+    // The record claims the id: it is written only where it is this
+    // lease's or absent, never over another live process's (one that
+    // holds the same id: a copied state directory, a second start).
+    let put = || {
+        TxnOp::put(
+            key.as_str(),
+            sealed.as_str(),
+            Some(PutOptions::new().with_lease(lease)),
+        )
+    };
+    let ours = Txn::new()
+        .when([Compare::lease(key.as_str(), CompareOp::Equal, lease)])
+        .and_then([put()]);
+    let mut held = c.txn(ours).await.map_err(|e| e.to_string())?.succeeded();
+    if !held {
+        let create = Txn::new()
+            .when([Compare::version(key.as_str(), CompareOp::Equal, 0)])
+            .and_then([put()])
+            .or_else([TxnOp::get(key.as_str(), None)]);
+        let resp = c.txn(create).await.map_err(|e| e.to_string())?;
+        held = resp.succeeded();
+        if !held {
+            let holder = resp
+                .op_responses()
+                .into_iter()
+                .find_map(|r| match r {
+                    TxnOpResponse::Get(g) => g.kvs().first().map(|kv| {
+                        let m = fleet
+                            .settings
+                            .seal
+                            .open(&key, kv.value())
+                            .and_then(|v| serde_json::from_str::<Member>(v).ok());
+                        match m {
+                            Some(m) => format!("host {}, pid {}", m.host, m.pid),
+                            None => "a record not signed with the fleet's secret".to_string(),
+                        }
+                    }),
+                    _ => None,
+                })
+                .unwrap_or_else(|| "another process".into());
+            fleet.id_conflict(&holder);
+        }
+    }
+    if held {
+        fleet.id_held();
+    }
     // The lease lives (renewed, or granted) as of `sent` at the latest,
     // and the record is there: others see this instance.
     fleet.lease_confirmed(sent);

@@ -54,6 +54,13 @@ pub(crate) async fn join(shared: &Arc<Shared>) -> Result<(), crate::errors::Star
     });
     tracing::info!(instance = %id, fleet = %cluster.name, etcd = %cluster.etcd.join(","), "joining the fleet");
     let (fleet, changes) = Fleet::start(Settings::new(&cluster, id), report);
+    // No client before the id is this instance's alone in the fleet: a
+    // crashed predecessor's record goes when its lease expires.
+    let within = Duration::from_millis(cluster.lease_ttl_ms) + Duration::from_secs(7);
+    fleet
+        .claim_id(within)
+        .await
+        .map_err(|e| crate::errors::StartError::Fleet(e.to_string()))?;
     // The slot goes into every connection id: the first clients wait for
     // it up to 3 s. Without etcd, sessions opened before it is claimed
     // carry none (a KILL from another instance cannot find them).

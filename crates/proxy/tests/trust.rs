@@ -611,3 +611,70 @@ fn records_no_member_signed_are_ignored() {
     );
     assert!(wrong.is_err(), "the peer login takes only its own password");
 }
+
+/// A second process with a live instance's fleet id (a copied state
+/// directory, a second start) does not start: the id is claimed in the
+/// fleet's etcd under the instance's lease before any client is taken,
+/// wherever the servers stand (before, it served, and SHOW FLEET showed
+/// one record for two processes).
+#[test]
+fn a_live_instances_fleet_id_is_not_taken_twice() {
+    let etcd = Etcd::start();
+    let cluster = etcd.cluster("dup", "same");
+    let a = Setup {
+        group: &cluster,
+        ..Default::default()
+    }
+    .start();
+    let cfg = std::fs::read_to_string(&a.config).unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let dup = cfg
+        .replace(
+            &format!("127.0.0.1:{}", a.port),
+            &format!("127.0.0.1:{port}"),
+        )
+        .replace(
+            &format!("127.0.0.1:{}", a.admin_port),
+            &format!("127.0.0.1:{admin}"),
+        )
+        .replace("state-same", "state-same-copy");
+    let path = a.config.with_file_name(format!("sextant-dup-{port}.toml"));
+    std::fs::write(&path, &dup).unwrap();
+    let log = path.with_extension("log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sextant"))
+        .arg("--config")
+        .arg(&path)
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t.elapsed() > std::time::Duration::from_secs(25) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let text = format!(
+        "{}{}",
+        std::fs::read_to_string(&log).unwrap_or_default(),
+        std::fs::read_to_string(log.with_extension("err")).unwrap_or_default()
+    );
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "a second 'same' started and served: {text}"
+    );
+    assert!(
+        text.contains("instance id \"same\" is held in the fleet by a live process"),
+        "{text}"
+    );
+    // The first goes on, alone in the fleet.
+    assert_eq!(a.conn().query_first::<i64, _>("SELECT 3").unwrap(), Some(3));
+    let rows: Vec<mysql::Row> = a.admin().query("SHOW FLEET").unwrap();
+    assert_eq!(rows.len(), 1);
+}
