@@ -14,12 +14,18 @@ struct Etcd {
 }
 
 fn lab(what: &str, dir: &PathBuf) {
+    lab_with(what, dir, &[]);
+}
+
+/// scripts/lab `what` with etcd options (kept for its restarts).
+fn lab_with(what: &str, dir: &PathBuf, etcd_options: &[String]) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new(root.join("scripts/lab"))
-        .args([what, "--base-port", "auto", "--dir"])
-        .arg(dir)
-        .output()
-        .expect("scripts/lab");
+    let mut cmd = Command::new(root.join("scripts/lab"));
+    cmd.args([what, "--base-port", "auto", "--dir"]).arg(dir);
+    for o in etcd_options {
+        cmd.arg("--etcd-option").arg(o);
+    }
+    let out = cmd.output().expect("scripts/lab");
     assert!(
         out.status.success(),
         "scripts/lab {what} (is etcd-server installed? scripts/deps installs it): {}{}",
@@ -30,10 +36,17 @@ fn lab(what: &str, dir: &PathBuf) {
 
 impl Etcd {
     fn start(tag: &str) -> Etcd {
+        Self::start_with(tag, |_| Vec::new())
+    }
+
+    /// With etcd options made from its directory (created first).
+    fn start_with(tag: &str, options: impl FnOnce(&PathBuf) -> Vec<String>) -> Etcd {
         let dir =
             std::env::temp_dir().join(format!("sextant-fleet-etcd-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        lab("etcd-start", &dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let options = options(&dir);
+        lab_with("etcd-start", &dir, &options);
         let env = std::fs::read_to_string(dir.join("etcd.env")).unwrap();
         let endpoint = env
             .lines()
@@ -168,6 +181,70 @@ async fn changes_made_while_an_instance_lost_etcd_arrive_once_it_answers_again()
     assert!(a.store().reachable);
 }
 
+/// Turns etcd's authentication on, with a root user.
+async fn auth_on(etcd: &Etcd) {
+    let mut c = etcd_client::Client::connect([etcd.endpoint.as_str()], None)
+        .await
+        .unwrap();
+    let _ = c.role_add("root").await;
+    c.user_add("root", "rootpw", None).await.unwrap();
+    c.user_grant_role("root", "root").await.unwrap();
+    c.auth_enable().await.unwrap();
+}
+
+/// etcd with JWT tokens that live 2 s: once this instance's has expired,
+/// it logs in again, and its changes and watch go on.
+#[tokio::test]
+async fn an_expired_jwt_is_renewed_by_logging_in_again() {
+    let etcd = Etcd::start_with("jwt", |dir| {
+        let key = dir.join("jwt.key");
+        let public = dir.join("jwt.pub");
+        for args in [
+            vec![
+                "genrsa".into(),
+                "-out".into(),
+                key.display().to_string(),
+                "2048".into(),
+            ],
+            vec![
+                "rsa".into(),
+                "-in".into(),
+                key.display().to_string(),
+                "-pubout".into(),
+                "-out".into(),
+                public.display().to_string(),
+            ],
+        ] {
+            let ok = Command::new("openssl").args(&args).output().unwrap();
+            assert!(ok.status.success(), "openssl {args:?}");
+        }
+        vec![format!(
+            "--auth-token=jwt,pub-key={},priv-key={},sign-method=RS256,ttl=2s",
+            public.display(),
+            key.display()
+        )]
+    });
+    auth_on(&etcd).await;
+    let (a, mut ra) = join_as(&etcd, "jwt", "a", Some(("root".into(), "rootpw".into())));
+    let i = Intent::Routing("read_primary_percent".into());
+    a.set(&i, "10", None).await.unwrap();
+    assert_eq!(next(&mut ra).await.value.as_deref(), Some("10"));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut last = None;
+    for _ in 0..100 {
+        match a.set(&i, "20", None).await {
+            Ok(_) => {
+                last = None;
+                break;
+            }
+            Err(e) => last = Some(e.to_string()),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last, None, "no change within 10 s of the token's expiry");
+    assert_eq!(next(&mut ra).await.value.as_deref(), Some("20"));
+}
+
 /// etcd with authentication on forgets its simple tokens when it
 /// restarts: an instance whose token is refused logs in again, and its
 /// changes and watch go on (before, every call failed with "invalid auth
@@ -175,15 +252,7 @@ async fn changes_made_while_an_instance_lost_etcd_arrive_once_it_answers_again()
 #[tokio::test]
 async fn a_token_etcd_forgot_is_renewed_by_logging_in_again() {
     let etcd = Etcd::start("auth");
-    {
-        let mut c = etcd_client::Client::connect([etcd.endpoint.as_str()], None)
-            .await
-            .unwrap();
-        let _ = c.role_add("root").await;
-        c.user_add("root", "rootpw", None).await.unwrap();
-        c.user_grant_role("root", "root").await.unwrap();
-        c.auth_enable().await.unwrap();
-    }
+    auth_on(&etcd).await;
     let (a, mut ra) = join_as(&etcd, "auth", "a", Some(("root".into(), "rootpw".into())));
     let i = Intent::Backend("127.0.0.1:3307".into());
     a.set(&i, "maintenance", None).await.unwrap();
