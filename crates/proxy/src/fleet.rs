@@ -396,13 +396,18 @@ pub(crate) async fn remote_kill(
         if query_only { "QUERY " } else { "" },
         as_user.map(|u| format!(" AS '{u}'")).unwrap_or_default()
     );
+    if !shared.peers.admit() {
+        return Some(Err(SessionError::Fleet(format!(
+            "session {id} is on instance {} of the fleet, and this instance already forwarded {} KILLs in the last second; retry",
+            owner.id,
+            crate::peers::KILLS_PER_SECOND
+        ))));
+    }
     let login = peer_login(fleet);
-    let r = match sextant_backend::BackendConn::connect_peer(&peer_params(&owner.admin, &login))
-        .await
-    {
-        Ok(mut c) => c.exec_internal(&sql).await,
-        Err(e) => Err(e),
-    };
+    let r = shared
+        .peers
+        .exec(&peer_params(&owner.admin, &login), &sql)
+        .await;
     tracing::info!(session = id, instance = %owner.id, query_only, "KILL forwarded to the instance holding the session: {}", match &r { Ok(()) => "done".to_string(), Err(e) => e.to_string() });
     Some(match r {
         Ok(()) => Ok(()),

@@ -23,6 +23,7 @@ mod intents;
 mod kill;
 mod memory;
 mod monitors;
+mod peers;
 mod proxy_header;
 mod relay;
 mod reload;

@@ -54,6 +54,8 @@ pub struct Shared {
     /// The smallest max_allowed_packet of the servers (0: not known yet),
     /// kept by the upkeep task from what the monitors read.
     pub servers_packet: std::sync::atomic::AtomicUsize,
+    /// Kept connections to the fleet's other instances (forwarded KILLs).
+    pub peers: crate::peers::Peers,
 }
 
 impl Shared {

@@ -176,6 +176,7 @@ pub async fn run(
         fleet_config: Default::default(),
         fleet_instances: std::sync::atomic::AtomicUsize::new(1),
         servers_packet: Default::default(),
+        peers: Default::default(),
     });
     crate::fleet::join(&shared).await?;
     if let Some((l, users)) = admin {

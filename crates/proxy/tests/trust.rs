@@ -678,3 +678,45 @@ fn a_live_instances_fleet_id_is_not_taken_twice() {
     let rows: Vec<mysql::Row> = a.admin().query("SHOW FLEET").unwrap();
     assert_eq!(rows.len(), 1);
 }
+
+/// KILLs forwarded to the instance holding a session go over one kept
+/// connection: 150 KILL QUERYs from one client cost the peer one login
+/// (before, one login each).
+#[test]
+fn forwarded_kills_share_one_peer_login() {
+    let etcd = Etcd::start();
+    let (ca, cb) = (etcd.cluster("kills", "ka"), etcd.cluster("kills", "kb"));
+    let a = Setup {
+        group: &ca,
+        ..Default::default()
+    }
+    .start();
+    let b = Setup {
+        group: &cb,
+        ..Default::default()
+    }
+    .start();
+    let mut on_b = b.conn();
+    let id: u32 = on_b.query_first("SELECT CONNECTION_ID()").unwrap().unwrap();
+    assert_ne!(id >> 24, 0, "a fleet id carries its instance's slot");
+    let mut c = a.conn();
+    // a learns of b's record at a renewal.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while c.query_drop(format!("KILL QUERY {id}")).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "b's session never found"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    for _ in 0..150 {
+        c.query_drop(format!("KILL QUERY {id}")).unwrap();
+    }
+    let logins = b
+        .logs()
+        .lines()
+        .filter(|l| l.contains("admin login") && l.contains("sextant-peer"))
+        .count();
+    assert!((1..=2).contains(&logins), "{logins} peer logins on b");
+    assert_eq!(on_b.query_first::<i64, _>("SELECT 4").unwrap(), Some(4));
+}
