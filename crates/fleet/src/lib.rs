@@ -159,6 +159,38 @@ pub struct Fleet {
     started_ms: u64,
 }
 
+/// A PEM file of `[cluster]` (`what`), read and checked to hold a `kind`
+/// block, so that a wrong or missing file is named as such rather than
+/// as a "transport error" when the TLS handshake fails.
+fn pem_file(path: &str, what: &str, kind: &str) -> Result<Vec<u8>, FleetError> {
+    let pem = std::fs::read(path)
+        .map_err(|e| FleetError::Tls(format!("[cluster] {what} {path}: {e}")))?;
+    let text = String::from_utf8_lossy(&pem);
+    if !text.contains("-----BEGIN ") || !text.contains(&format!("{kind}-----")) {
+        return Err(FleetError::Tls(format!(
+            "[cluster] {what} {path}: no PEM {kind} in it"
+        )));
+    }
+    Ok(pem)
+}
+
+/// An error and every cause under it: etcd's client reports a failed TLS
+/// handshake as "transport error", the reason (which certificate, why)
+/// only in its sources.
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !out.contains(&s_text) {
+            out += ": ";
+            out += &s_text;
+        }
+        source = s.source();
+    }
+    out
+}
+
 /// Whether etcd's answer says the client's auth token is no longer valid
 /// (simple tokens are forgotten when etcd restarts; JWTs expire), which a
 /// new login cures.
@@ -393,7 +425,7 @@ impl Fleet {
         let resp = client
             .txn(txn)
             .await
-            .map_err(|e| self.unreachable(e.to_string()))?;
+            .map_err(|e| self.unreachable(causes(&e)))?;
         self.reachable();
         if !resp.succeeded() {
             let current = resp
@@ -421,7 +453,7 @@ impl Fleet {
         let resp = client
             .get(key.as_str(), None)
             .await
-            .map_err(|e| self.unreachable(e.to_string()))?;
+            .map_err(|e| self.unreachable(causes(&e)))?;
         self.reachable();
         Ok(resp.kvs().first().and_then(|kv| {
             let value = self.settings.seal.open(&key, kv.value());
@@ -482,7 +514,7 @@ impl Fleet {
     /// membership lease.
     pub async fn claim_slot(&self) -> Result<u8, FleetError> {
         let mut c = self.client().await?;
-        let fail = |e: etcd_client::Error| self.unreachable(e.to_string());
+        let fail = |e: etcd_client::Error| self.unreachable(causes(&e));
         for _ in 0..20 {
             let lease = self.lease_id(&mut c).await?;
             let held = c
@@ -560,7 +592,7 @@ impl Fleet {
         let id = c
             .lease_grant(secs, None)
             .await
-            .map_err(|e| self.unreachable(e.to_string()))?
+            .map_err(|e| self.unreachable(causes(&e)))?
             .id();
         *self.lease.lock() = Some(id);
         Ok(id)
@@ -656,20 +688,72 @@ impl Fleet {
             opts = opts.with_user(u.clone(), p.clone());
         }
         if let Some(ca) = &self.settings.ca_file {
-            let pem = std::fs::read(ca).map_err(|e| FleetError::Tls(format!("{ca}: {e}")))?;
+            let pem = pem_file(ca, "ca_file", "CERTIFICATE")?;
             let mut tls = etcd_client::TlsOptions::new()
                 .ca_certificate(etcd_client::Certificate::from_pem(pem));
             if let Some((cert, key)) = &self.settings.cert_and_key {
-                let c = std::fs::read(cert).map_err(|e| FleetError::Tls(format!("{cert}: {e}")))?;
-                let k = std::fs::read(key).map_err(|e| FleetError::Tls(format!("{key}: {e}")))?;
+                let c = pem_file(cert, "cert_file", "CERTIFICATE")?;
+                let k = pem_file(key, "key_file", "PRIVATE KEY")?;
                 tls = tls.identity(etcd_client::Identity::from_pem(c, k));
             }
             opts = opts.with_tls(tls);
         }
         let client = Client::connect(&self.settings.endpoints, Some(opts))
             .await
-            .map_err(|e| self.unreachable(e.to_string()))?;
+            .map_err(|e| self.unreachable(causes(&e)))?;
         *c = Some(client.clone());
         Ok(client)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct E(&'static str, Option<Box<E>>);
+    impl std::fmt::Display for E {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for E {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    #[test]
+    fn tls_problems_name_the_file_and_the_cause() {
+        let e = E(
+            "transport error",
+            Some(Box::new(E("invalid peer certificate: UnknownIssuer", None))),
+        );
+        assert_eq!(
+            causes(&e),
+            "transport error: invalid peer certificate: UnknownIssuer"
+        );
+        let dir = std::env::temp_dir().join(format!("sextant-fleet-pem-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("client-key.pem");
+        std::fs::write(
+            &key,
+            "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let k = key.display().to_string();
+        assert!(pem_file(&k, "key_file", "PRIVATE KEY").is_ok());
+        let e = pem_file(&k, "cert_file", "CERTIFICATE")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cert_file") && e.contains("no PEM CERTIFICATE"),
+            "{e}"
+        );
+        let e = pem_file("/nonexistent/ca.pem", "ca_file", "CERTIFICATE")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[cluster] ca_file /nonexistent/ca.pem"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
