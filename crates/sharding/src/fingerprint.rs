@@ -8,7 +8,7 @@
 //! knows MySQL's strings, comments and sql_mode: the parser never sees the
 //! values, so a string that happens to contain SQL changes nothing.
 
-use sextant_sql::{LexMode, Lexer, TokenKind};
+use sextant_sql::{string_literal, LexMode, Lexer, TokenKind};
 use std::borrow::Cow;
 
 impl Lit<'_> {
@@ -220,7 +220,7 @@ fn write_shape<'a>(
                 .any(|a| t.text.eq_ignore_ascii_case(a.as_bytes()));
         let slot = match t.kind {
             _ if !placeholders => None,
-            TokenKind::Str => Some(Slot::Lit(Lit::Str(unquote(t.text, mode)))),
+            TokenKind::Str => Some(Slot::Lit(Lit::Str(string_literal(t.text, mode)))),
             TokenKind::Number => Some(Slot::Lit(
                 std::str::from_utf8(t.text)
                     .ok()
@@ -250,44 +250,6 @@ fn write_shape<'a>(
         }
     }
     facts
-}
-
-/// A string literal's bytes: quotes removed, doubled quotes and (unless
-/// NO_BACKSLASH_ESCAPES) backslash escapes undone.
-fn unquote(text: &[u8], mode: LexMode) -> Cow<'_, [u8]> {
-    let Some((&q, rest)) = text.split_first() else {
-        return Cow::Borrowed(text);
-    };
-    let inner = rest.strip_suffix(&[q]).unwrap_or(rest);
-    let escapes = mode.backslash_escapes && inner.contains(&b'\\');
-    if !escapes && !inner.windows(2).any(|w| w == [q, q]) {
-        return Cow::Borrowed(inner);
-    }
-    let mut out = Vec::with_capacity(inner.len());
-    let mut i = 0;
-    while i < inner.len() {
-        let c = inner[i];
-        if escapes && c == b'\\' && i + 1 < inner.len() {
-            let e = inner[i + 1];
-            out.push(match e {
-                b'0' => 0,
-                b'n' => b'\n',
-                b'r' => b'\r',
-                b't' => b'\t',
-                b'b' => 8,
-                b'Z' => 26,
-                other => other,
-            });
-            i += 2;
-        } else if c == q && inner.get(i + 1) == Some(&q) {
-            out.push(q);
-            i += 2;
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    Cow::Owned(out)
 }
 
 /// A value of the statement: a slot, a slot negated (`-?`), or a literal

@@ -395,7 +395,7 @@ fn classify_with<'a>(
             }
         }
         if within {
-            inner_token(&t, inner, p1, &mut flags);
+            inner_token(&t, inner, p1, mode, &mut flags);
         }
         match t.kind {
             TokenKind::Punct => match t.text[0] {
@@ -435,7 +435,7 @@ fn classify_with<'a>(
                 _ => {}
             },
             TokenKind::Str if matches!(seg.kind, Kind::Prepare | Kind::Execute) => {
-                flags.insert(dynamic_reach(t.text));
+                flags.insert(dynamic_reach(t.text, mode));
             }
             TokenKind::QuotedIdent if names_schema(p1, seg.kind) && own_schema(&t) => {
                 flags.insert(Flags::OWN_SCHEMA)
@@ -568,9 +568,8 @@ pub fn kill_spans(sql: &[u8], mode: LexMode) -> Vec<std::ops::Range<usize>> {
 /// What a string literal, as the text of dynamic SQL, reaches: a KILL
 /// (DYNAMIC_KILL), XA, sextant's schema. The text is read the way the
 /// server would, its escapes and doubled quotes undone.
-fn dynamic_reach(quoted: &[u8]) -> Flags {
-    let text = unquote(quoted);
-    reach_of(&text)
+fn dynamic_reach(quoted: &[u8], mode: LexMode) -> Flags {
+    reach_of(&crate::lexer::string_literal(quoted, mode))
 }
 
 /// What a statement's text, run as dynamic SQL, reaches (see
@@ -583,34 +582,6 @@ pub fn reach_of(text: &[u8]) -> Flags {
     }
     if c.kind == Kind::Xa {
         out |= Flags::XA;
-    }
-    out
-}
-
-/// A string literal's value: quotes taken off, doubled quotes and
-/// backslash escapes undone (an escape that stands for a control
-/// character becomes a blank: it separates words as one would).
-fn unquote(quoted: &[u8]) -> Vec<u8> {
-    let q = quoted.first().copied().unwrap_or(b'\'');
-    let inner = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or(&[]);
-    let mut out = Vec::with_capacity(inner.len());
-    let mut i = 0;
-    while i < inner.len() {
-        let c = inner[i];
-        if c == b'\\' && i + 1 < inner.len() {
-            let e = inner[i + 1];
-            out.push(match e {
-                b'n' | b't' | b'r' | b'0' | b'b' | b'Z' => b' ',
-                _ => e,
-            });
-            i += 2;
-        } else if c == q && inner.get(i + 1) == Some(&q) {
-            out.push(q);
-            i += 2;
-        } else {
-            out.push(c);
-            i += 1;
-        }
     }
     out
 }
@@ -634,7 +605,13 @@ fn names_schema(p1: Option<Token<'_>>, kind: Kind) -> bool {
 }
 
 /// A token of a statement inside a block: dynamic SQL there.
-fn inner_token(t: &Token<'_>, inner: Kind, p1: Option<Token<'_>>, flags: &mut Flags) {
+fn inner_token(
+    t: &Token<'_>,
+    inner: Kind,
+    p1: Option<Token<'_>>,
+    mode: LexMode,
+    flags: &mut Flags,
+) {
     let source = match inner {
         Kind::Prepare => p1.is_some_and(|p| p.is_word("FROM")),
         Kind::Execute => p1.is_some_and(|p| p.is_word("IMMEDIATE")),
@@ -644,7 +621,7 @@ fn inner_token(t: &Token<'_>, inner: Kind, p1: Option<Token<'_>>, flags: &mut Fl
         return;
     }
     match t.kind {
-        TokenKind::Str => flags.insert(dynamic_reach(t.text)),
+        TokenKind::Str => flags.insert(dynamic_reach(t.text, mode)),
         _ => flags.insert(Flags::INNER_DYNAMIC),
     }
 }

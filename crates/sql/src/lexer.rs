@@ -392,6 +392,46 @@ impl<'a> Lexer<'a> {
     }
 }
 
+/// A string literal's bytes (a [`TokenKind::Str`] token's text): quotes
+/// removed, doubled quotes and (unless NO_BACKSLASH_ESCAPES) backslash
+/// escapes undone, as the server reads it.
+pub fn string_literal(text: &[u8], mode: LexMode) -> std::borrow::Cow<'_, [u8]> {
+    use std::borrow::Cow;
+    let Some((&q, rest)) = text.split_first() else {
+        return Cow::Borrowed(text);
+    };
+    let inner = rest.strip_suffix(&[q]).unwrap_or(rest);
+    let escapes = mode.backslash_escapes && inner.contains(&b'\\');
+    if !escapes && !inner.windows(2).any(|w| w == [q, q]) {
+        return Cow::Borrowed(inner);
+    }
+    let mut out = Vec::with_capacity(inner.len());
+    let mut i = 0;
+    while i < inner.len() {
+        let c = inner[i];
+        if escapes && c == b'\\' && i + 1 < inner.len() {
+            let e = inner[i + 1];
+            out.push(match e {
+                b'0' => 0,
+                b'n' => b'\n',
+                b'r' => b'\r',
+                b't' => b'\t',
+                b'b' => 8,
+                b'Z' => 26,
+                other => other,
+            });
+            i += 2;
+        } else if c == q && inner.get(i + 1) == Some(&q) {
+            out.push(q);
+            i += 2;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// ASCII bytes that continue a word: letters, digits, `_` and `$`.
 pub(crate) static WORD_ASCII: [bool; 256] = {
     let mut t = [false; 256];

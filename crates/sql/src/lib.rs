@@ -24,4 +24,4 @@ pub use classify::{
     Classification, Flags, Kind,
 };
 pub use hints::{Hints, MAX_HINTS};
-pub use lexer::{LexMode, Lexer, Multibyte, ServerVersion, Token, TokenKind};
+pub use lexer::{string_literal, LexMode, Lexer, Multibyte, ServerVersion, Token, TokenKind};

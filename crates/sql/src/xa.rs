@@ -2,7 +2,7 @@
 //! so that a session finishes only the XA transactions it started (a
 //! server lets any account commit or roll back any prepared one).
 
-use crate::lexer::{LexMode, Lexer, Token, TokenKind};
+use crate::lexer::{string_literal, LexMode, Lexer, Token, TokenKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum XaVerb {
@@ -75,18 +75,18 @@ pub fn xa_statement(sql: &[u8], mode: LexMode) -> Option<XaStatement> {
     };
     Some(XaStatement {
         verb,
-        xid: Some(xid(rest)?),
+        xid: Some(xid(rest, mode)?),
     })
 }
 
 /// `gtrid [, bqual [, formatID]]`, then the statement's own words (JOIN,
 /// RESUME, SUSPEND [FOR MIGRATE], ONE PHASE) which are not read.
-fn xid(toks: &[Token<'_>]) -> Option<Xid> {
+fn xid(toks: &[Token<'_>], mode: LexMode) -> Option<Xid> {
     let mut parts: Vec<Vec<u8>> = Vec::new();
     let mut format_id = 1u64;
     let mut i = 0;
     loop {
-        let (value, used) = component(&toks[i..], parts.len() == 2)?;
+        let (value, used) = component(&toks[i..], parts.len() == 2, mode)?;
         match value {
             Component::Bytes(b) => parts.push(b),
             Component::Format(n) => {
@@ -113,14 +113,17 @@ enum Component {
     Format(u64),
 }
 
-fn component(toks: &[Token<'_>], format: bool) -> Option<(Component, usize)> {
+fn component(toks: &[Token<'_>], format: bool, mode: LexMode) -> Option<(Component, usize)> {
     let t = toks.first()?;
     if format {
         let n = std::str::from_utf8(t.text).ok()?.parse::<u64>().ok()?;
         return Some((Component::Format(n), 1));
     }
     match t.kind {
-        TokenKind::Str => Some((Component::Bytes(string_value(t.text)), 1)),
+        TokenKind::Str => Some((
+            Component::Bytes(string_literal(t.text, mode).into_owned()),
+            1,
+        )),
         // X'61'
         TokenKind::Word if t.text.eq_ignore_ascii_case(b"X") => {
             let s = toks.get(1).filter(|s| s.kind == TokenKind::Str)?;
@@ -138,30 +141,6 @@ fn component(toks: &[Token<'_>], format: bool) -> Option<(Component, usize)> {
         TokenKind::Number => Some((Component::Bytes(t.text.to_vec()), 1)),
         _ => None,
     }
-}
-
-fn string_value(quoted: &[u8]) -> Vec<u8> {
-    let q = quoted.first().copied().unwrap_or(b'\'');
-    let inner = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or(&[]);
-    let mut out = Vec::with_capacity(inner.len());
-    let mut i = 0;
-    while i < inner.len() {
-        match inner[i] {
-            b'\\' if i + 1 < inner.len() => {
-                out.push(inner[i + 1]);
-                i += 2;
-            }
-            c if c == q && inner.get(i + 1) == Some(&q) => {
-                out.push(q);
-                i += 2;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    out
 }
 
 fn unhex(h: &[u8]) -> Option<Vec<u8>> {
