@@ -353,10 +353,12 @@ fn followers_released_together_queue_deeper_on_the_pipes() {
 #[test]
 fn reads_that_would_wait_go_to_a_primary_that_takes_reads_while_its_queue_is_shorter() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // The primary takes reads (primary_weight = 1) and the replicas are a
-    // second behind. Reads that would wait pick by queue: those waiting
-    // on a replica count there, so the primary, which answers at once,
-    // takes most of them instead of a second's wait each.
+    // The primary takes reads (primary_weight = 1) and the replicas are
+    // over a second behind (MASTER_DELAY counts from the write's
+    // timestamp, in whole seconds: a delay of 1 may be a few ms). Reads
+    // that would wait pick by queue: those waiting on a replica count
+    // there, so the primary, which answers at once, takes most of them
+    // instead of a second's wait each.
     let p = Setup {
         group: "max_replica_lag_ms = 0\nprimary_weight = 1\n[routing]\nhold_ms = 0\ncausal_wait_ms = 5000\n",
         ..Default::default()
@@ -365,7 +367,7 @@ fn reads_that_would_wait_go_to_a_primary_that_takes_reads_while_its_queue_is_sho
     let mut w = p.conn();
     table(&mut w, "wq_t");
     sync_replicas();
-    let _delay = Delay::set(1);
+    let _delay = Delay::set(2);
     let primary_port = lab().primary as i64;
     let readers = 12;
     // Each session's turn starts at the same server: a few reads first

@@ -1123,13 +1123,33 @@ pub fn set_replica_delay(secs: u32) {
     }
 }
 
-/// Sets a replication delay on one lab replica (0: none).
+/// Sets a replication delay on one lab replica (0: none), and checks that
+/// the replica runs with it: a CHANGE MASTER that failed unnoticed (the
+/// replica's threads not yet stopped) left a replica undelayed, and a
+/// test that counted on the delay read there at once.
 pub fn set_delay(replica: u16, secs: u32) {
     use mysql::prelude::Queryable;
     let mut d = direct(replica);
-    let _ = d.query_drop("STOP SLAVE");
-    let _ = d.query_drop(format!("CHANGE MASTER TO MASTER_DELAY = {secs}"));
-    let _ = d.query_drop("START SLAVE");
+    let mut last = String::new();
+    for _ in 0..20 {
+        let r = d
+            .query_drop("STOP SLAVE")
+            .and_then(|()| d.query_drop(format!("CHANGE MASTER TO MASTER_DELAY = {secs}")))
+            .and_then(|()| d.query_drop("START SLAVE"));
+        if let Err(e) = r {
+            last = e.to_string();
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        let status: Option<mysql::Row> = d.query_first("SHOW SLAVE STATUS").unwrap();
+        let delay = status.and_then(|r| r.get::<Option<u32>, _>("SQL_Delay").flatten());
+        if delay == Some(secs) {
+            return;
+        }
+        last = format!("SQL_Delay is {delay:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("replica {replica}: replication delay {secs} not set: {last}");
 }
 
 /// Puts the lab's replication back as it was (no delay, all threads
