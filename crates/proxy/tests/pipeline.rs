@@ -136,8 +136,8 @@ fn sessions_with_other_state_keep_it() {
                         ("ANSI_QUOTES".to_string(), "sextant_test".to_string())
                     }
                     _ => {
-                        c.query_drop("USE mysql").unwrap();
-                        (default_mode, "mysql".to_string())
+                        c.query_drop("USE sbtest").unwrap();
+                        (default_mode, "sbtest".to_string())
                     }
                 };
                 for i in 0..300 {

@@ -327,8 +327,9 @@ fn push_config_reads_only_regular_files_and_shows_none_of_them() {
 }
 
 /// SHOW ACCOUNTS reads each user's server account's grants and says what
-/// reaches beyond its own schemas; the log warns of each at start. (The
-/// lab's `app` holds ALL ON *.* and is the monitor's account too.)
+/// reaches beyond its own schemas; the log warns of each at start. The
+/// lab's `app` holds its own schemas only; `trust_wide` holds ALL ON *.*
+/// and is the monitor's account too.
 #[test]
 fn an_over_privileged_account_is_reported() {
     let mut d = direct(lab().primary);
@@ -338,11 +339,18 @@ fn an_over_privileged_account_is_reported() {
         "CREATE USER IF NOT EXISTS 'trust_decider'@'%' IDENTIFIED BY 'deciderpass'",
         "GRANT SELECT ON sextant_test.* TO 'trust_decider'@'%'",
         "GRANT INSERT ON sextant.* TO 'trust_decider'@'%'",
+        // What the lab's application account had before it was narrowed,
+        // and what many deployments still give theirs.
+        "CREATE USER IF NOT EXISTS 'trust_wide'@'%' IDENTIFIED BY 'widepass'",
+        "GRANT ALL PRIVILEGES ON *.* TO 'trust_wide'@'%' WITH GRANT OPTION",
     ] {
         d.query_drop(sql).unwrap();
     }
     let p = Setup {
-        users: "\n[[users]]\nname = \"narrow\"\npassword = \"np\"\nbackend_user = \"trust_narrow\"\nbackend_password = \"narrowpass\"\n\n[[users]]\nname = \"decider\"\npassword = \"dp\"\nbackend_user = \"trust_decider\"\nbackend_password = \"deciderpass\"\n",
+        users: "\n[[users]]\nname = \"narrow\"\npassword = \"np\"\nbackend_user = \"trust_narrow\"\nbackend_password = \"narrowpass\"\n\n[[users]]\nname = \"decider\"\npassword = \"dp\"\nbackend_user = \"trust_decider\"\nbackend_password = \"deciderpass\"\n\n[[users]]\nname = \"wide\"\npassword = \"wp\"\nbackend_user = \"trust_wide\"\nbackend_password = \"widepass\"\n",
+        // The wide account is also the monitor's: an operator who runs
+        // sextant's machinery and an application on one account.
+        group: "[monitor]\nuser = \"trust_wide\"\npassword = \"widepass\"\n",
         ..Default::default()
     }
     .start();
@@ -353,16 +361,18 @@ fn an_over_privileged_account_is_reported() {
             .unwrap_or_else(|| panic!("{u} missing: {rows:?}"))
             .clone()
     };
-    let app = of("app");
-    assert_eq!(app.1, "app");
-    assert!(app.2.contains("monitor"), "{app:?}");
+    let wide = of("wide");
+    assert_eq!(wide.1, "trust_wide");
+    assert!(wide.2.contains("monitor"), "{wide:?}");
     for want in [
         "can write sextant's own tables (ALL PRIVILEGES ON *.*)",
         "can end or outlast other sessions",
         "is also sextant's own account",
     ] {
-        assert!(app.3.contains(want), "{want}: {app:?}");
+        assert!(wide.3.contains(want), "{want}: {wide:?}");
     }
+    // The lab's own application account holds its schemas only.
+    assert_eq!(of("app").3, "its own schemas only", "{:?}", of("app"));
     assert_eq!(of("narrow").3, "its own schemas only");
     assert!(
         of("decider")

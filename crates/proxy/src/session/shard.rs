@@ -156,7 +156,7 @@ impl Session {
     }
 
     /// A connection of its own to the primary of group `index` (for the
-    /// `what` it holds: a sequence, a table), as the session's account.
+    /// `what` it holds: a table's columns), as the session's account.
     pub(super) async fn primary_lease(
         &self,
         sh: &Arc<Sharding>,
@@ -237,7 +237,21 @@ impl Session {
         if let Some(first) = sh.sequences.take_ids(&need.name, n) {
             return Ok(first);
         }
-        let mut lease = self.primary_lease(sh, need.group, "sequence").await?;
+        // The counter lives in sextant's schema, which no application
+        // account needs a privilege on: sextant's own account takes blocks.
+        let group = sh.groups.get(need.group).cloned().ok_or_else(|| {
+            SessionError::ShardUnsupported("the sequence's group is not configured".into())
+        })?;
+        let server = self.primary_of(&group).await?;
+        let rt = self.shared.runtime.load_full();
+        let mut lease = crate::xa_recovery::recovery_lease(&rt, &server)
+            .await
+            .map_err(|e| {
+                SessionError::ShardUnsupported(format!(
+                    "the sequence {}'s group did not take sextant's own login ([xa] user): {e}",
+                    need.name
+                ))
+            })?;
         let c = lease.conn_mut();
         let size = need.block.max(n);
         let name = need.name.replace('\'', "''");

@@ -291,6 +291,7 @@ backend_password = "apppass"
                 ),
             },
         );
+        let cfg = with_own_account(&cfg);
         let logs = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sextant-logs");
         std::fs::create_dir_all(&logs).expect("log dir");
         let path = logs.join(format!("sextant-{port}.toml"));
@@ -618,11 +619,42 @@ pub fn text_rows(rows: Vec<mysql::Row>) -> Vec<Vec<Option<String>>> {
         .collect()
 }
 
-/// A direct connection to a lab server.
+/// The lab's account for sextant's own machinery (scripts/lab grants it
+/// what docs/security.md asks for), named in `[monitor]` unless a test's
+/// config names another.
+pub const OWN_USER: &str = "sextant";
+pub const OWN_PASSWORD: &str = "sextantpass";
+
+/// `cfg` with `[monitor] user` set to sextant's own lab account, as an
+/// operator's config would: the application account `app` has no
+/// privilege beyond its own schemas, so the monitor, XA decisions and
+/// shard sequences need it. A config that names a monitor user keeps it.
+pub fn with_own_account(cfg: &str) -> String {
+    let account = format!("user = \"{OWN_USER}\"\npassword = \"{OWN_PASSWORD}\"\n");
+    match cfg.find("\n[monitor]\n") {
+        Some(at) => {
+            let body_from = at + "\n[monitor]\n".len();
+            let body_to = cfg[body_from..]
+                .find("\n[")
+                .map_or(cfg.len(), |i| body_from + i);
+            if cfg[body_from..body_to]
+                .lines()
+                .any(|l| l.trim_start().starts_with("user"))
+            {
+                return cfg.to_string();
+            }
+            format!("{}{account}{}", &cfg[..body_from], &cfg[body_from..])
+        }
+        None => format!("{cfg}\n[monitor]\n{account}"),
+    }
+}
+
+/// A direct connection to a lab server, as the operator (`dba`: the lab's
+/// account with every privilege, for what tests set up on a server).
 pub fn direct(port: u16) -> mysql::Conn {
     mysql::Conn::new(
         mysql::Opts::from_url(&format!(
-            "mysql://app:apppass@127.0.0.1:{port}/sextant_test?prefer_socket=false"
+            "mysql://dba:dbapass@127.0.0.1:{port}/sextant_test?prefer_socket=false"
         ))
         .expect("url"),
     )
