@@ -282,13 +282,30 @@ impl Client {
             if total > crate::memory::COUNTED_FROM {
                 // Taken before the packet is read: past the budget,
                 // nothing of it is buffered.
-                self.held
-                    .grow_to(total, self.statement_memory)
-                    .map_err(|held| SessionError::StatementMemory {
+                let frame = if payload.is_empty() {
+                    h.len
+                } else {
+                    MAX_PAYLOAD
+                };
+                if let Err(held) = self
+                    .held
+                    .grow_to(crate::memory::held_for(total, frame), self.statement_memory)
+                {
+                    let e = SessionError::StatementMemory {
                         size: total,
                         held_mb: held >> 20,
                         max_mb: self.statement_memory >> 20,
-                    })?;
+                    };
+                    if self.compress.is_none() {
+                        // Read past the rest, holding none of it: the
+                        // client reads the error after its last frame and
+                        // may retry on the same session.
+                        *payload = Vec::new();
+                        self.held.release();
+                        self.skip_frames(h.len, h.seq).await?;
+                    }
+                    return Err(e);
+                }
             }
             if self.rbuf.len() < HEADER_LEN + h.len {
                 self.rbuf

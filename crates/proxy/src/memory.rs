@@ -63,6 +63,14 @@ static HELD: AtomicUsize = AtomicUsize::new(0);
 /// and counting them would touch a shared counter per statement.
 pub const COUNTED_FROM: usize = 1 << 20;
 
+/// What a statement of `total` bytes, read through frames of up to
+/// `frame` bytes, holds once admitted: the statement itself, the copy
+/// framed for the server, and the client's read buffer at its largest
+/// frame (kept until the command is done).
+pub fn held_for(total: usize, frame: usize) -> usize {
+    total.saturating_mul(2).saturating_add(frame)
+}
+
 /// A session's share of `[proxy] statement_memory_mb`, given back when
 /// the statement is done (or the session ends).
 #[derive(Debug, Default)]

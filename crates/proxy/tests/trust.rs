@@ -733,3 +733,86 @@ fn forwarded_kills_share_one_peer_login() {
     assert!((1..=2).contains(&logins), "{logins} peer logins on b");
     assert_eq!(on_b.query_first::<i64, _>("SELECT 4").unwrap(), Some(4));
 }
+
+/// `statement_memory_mb` bounds what sextant holds for the large
+/// statements it admits, not their size alone: each admitted statement
+/// also holds the client frame it is read through. With a 128 MB budget
+/// and four clients sending 40 MiB statements at once, sextant's memory
+/// grows by no more than the budget (and a little for its own runtime);
+/// the clients past the budget get 1041 after their statement's last
+/// frame, and their sessions go on. (It counted 40 MiB per statement:
+/// three were admitted, and RSS grew by several times that.)
+#[test]
+fn the_statement_budget_counts_what_sextant_holds() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let p = Setup {
+        proxy: "statement_memory_mb = 128",
+        ..Default::default()
+    }
+    .start();
+    // Every client logged in first: their sessions are not the growth.
+    let mut conns: Vec<mysql::Conn> = (0..4).map(|_| p.conn()).collect();
+    for c in &mut conns {
+        let _: Option<i64> = c.query_first("SELECT 1").unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let before = p.rss_kib();
+    let big = Arc::new(format!(
+        "SELECT SLEEP(3) + LENGTH('{}')",
+        "a".repeat(40 << 20)
+    ));
+    let done = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = conns
+        .into_iter()
+        .map(|mut c| {
+            let big = big.clone();
+            std::thread::spawn(move || match c.query_first::<i64, _>(big.as_str()) {
+                Ok(v) => {
+                    assert_eq!(v, Some(40 << 20));
+                    true
+                }
+                Err(mysql::Error::MySqlError(e)) => {
+                    assert_eq!(e.code, 1041, "{}", e.message);
+                    assert!(e.message.contains("statement_memory_mb"), "{}", e.message);
+                    // Refused after its last frame: the session goes on.
+                    let v: Option<i64> = c.query_first("SELECT 7").unwrap();
+                    assert_eq!(v, Some(7));
+                    false
+                }
+                Err(e) => panic!("{e}"),
+            })
+        })
+        .collect();
+    let sampler = {
+        let done = done.clone();
+        let pid = p.pid();
+        std::thread::spawn(move || {
+            let mut most = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                most = most.max(rss_kib_of(pid));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            most
+        })
+    };
+    let admitted = clients
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .filter(|a| *a)
+        .count();
+    done.store(true, Ordering::Relaxed);
+    let most = sampler.join().unwrap();
+    let grown_mib = most.saturating_sub(before) / 1024;
+    eprintln!("admitted {admitted} of 4; RSS grew up to {grown_mib} MiB");
+    assert!(admitted >= 1, "no statement was admitted");
+    assert!(
+        admitted < 3,
+        "{admitted} statements of 40 MiB admitted in 128 MB"
+    );
+    assert!(
+        grown_mib <= 128 + 32,
+        "sextant grew {grown_mib} MiB with a 128 MB statement budget ({admitted} admitted)"
+    );
+}

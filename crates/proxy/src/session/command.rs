@@ -213,6 +213,19 @@ impl Session {
                     expected: 0,
                     got: seq,
                 }),
+                // Read past (not under compression, where frames cannot
+                // be skipped unread): the session goes on, and the client
+                // may retry when the other large statements are done.
+                Err(e @ SessionError::StatementMemory { .. })
+                    if self.client.compression().is_none() =>
+                {
+                    let seq = self.client.last_seq.wrapping_add(1);
+                    tracing::info!(parent: &self.span, "statement refused: {e}");
+                    self.client
+                        .send_error(seq, &e)
+                        .await
+                        .map(|_| Flow::Continue)
+                }
                 Err(e) => Err(e),
             };
             self.payload = payload;

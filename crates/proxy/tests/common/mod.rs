@@ -545,13 +545,23 @@ backend_password = "apppass"
     }
 
     fn status_kib(&self, field: &str) -> u64 {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
-        s.lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+        status_kib_of(self.pid(), field)
     }
+}
+
+/// Resident memory of process `pid` now (KiB; 0 once it is gone), for a
+/// thread that samples it while the test holds the proxy elsewhere.
+pub fn rss_kib_of(pid: u32) -> u64 {
+    status_kib_of(pid, "VmRSS:")
+}
+
+fn status_kib_of(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 impl Drop for Proxy {
