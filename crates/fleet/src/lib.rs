@@ -19,6 +19,7 @@ pub mod keys;
 mod membership;
 pub mod pushed;
 pub mod seal;
+mod tls;
 mod watch;
 
 pub use error::FleetError;
@@ -642,6 +643,14 @@ impl Fleet {
         if token_refused(&reason) {
             self.reauth.store(true, std::sync::atomic::Ordering::SeqCst);
         }
+        let reason = match tls::advice(
+            &reason,
+            self.settings.ca_file.as_deref(),
+            self.settings.cert_and_key.as_ref().map(|(c, _)| c.as_str()),
+        ) {
+            Some(advice) => format!("{advice}: {reason}"),
+            None => reason,
+        };
         let mut st = self.state.lock();
         if st.store.reachable || st.store.error.as_deref() != Some(reason.as_str()) {
             if st.store.reachable {

@@ -247,7 +247,7 @@ fn rust_client_change_user_reset_and_ping() {
 
     // COM_INIT_DB to a database that does not exist: the server's error.
     let mut c = p.conn();
-    let e = c.select_db("no_such_db");
+    let e = c.select_db("sextant_no_such_db");
     assert!(format!("{e:?}").contains("1049"), "{e:?}");
     let one: Option<i32> = c.query_first("SELECT 1").unwrap();
     assert_eq!(one, Some(1));
@@ -487,7 +487,7 @@ backend_password = "apppass"
 
     // A database the new user cannot use: refused, the old user stays,
     // with its database.
-    send_change_user(&mut r, "app", "apppass", &nonce, Some("no_such_db"));
+    send_change_user(&mut r, "app", "apppass", &nonce, Some("sextant_no_such_db"));
     let (_, e) = r.read().unwrap();
     assert_eq!(err_of(&e).0, 1049, "{}", String::from_utf8_lossy(&e));
     assert_eq!(session_user(&p, id), "few");
