@@ -131,16 +131,16 @@ pub async fn run(
             let c = coordinator(config)?;
             let mut claim = crate::xa_recovery::Claim::new(&c.instance);
             match claim.hold(&runtime, sh, 5).await {
-                crate::xa_recovery::Held::Yes => {}
-                crate::xa_recovery::Held::Other => {
+                crate::xa_recovery::Held::Yes => c.set_id_claimed(true),
+                crate::xa_recovery::Held::Other(group) => {
                     return Err(StartError::Xa(format!(
-                        "instance id {:?} is in use: another sextant holds the named lock {:?} on the first group's primary. Each sextant sharing these servers needs its own id: remove [xa] instance_id to let each make its own, or set a distinct one",
+                        "instance id {:?} is in use: another sextant holds the named lock {:?} on group {group}'s primary. Each sextant sharing these servers needs its own id: remove [xa] instance_id to let each make its own, or set a distinct one",
                         c.instance, claim.name
                     )))
                 }
                 crate::xa_recovery::Held::Unknown(e) => tracing::warn!(
                     instance = %c.instance,
-                    "cannot claim this instance's id on the first group's primary yet ({e}); recovery claims it before each pass"
+                    "cannot claim this instance's id yet ({e}); transactions over several groups are refused, and XA recovery waits, until it is claimed"
                 ),
             }
             Some((c, claim))

@@ -35,9 +35,24 @@ pub async fn run(shared: Arc<Shared>, coord: Arc<Coordinator>, mut claim: Claim)
         let rt = shared.runtime.load_full();
         if let Some(sh) = rt.sharding.clone() {
             // Another live sextant with this id would find this instance's
-            // branches its own, and this one its: neither may resolve any.
-            if let Held::Other = claim.hold(&rt, &sh, 0).await {
-                tracing::error!(instance = %coord.instance, "XA recovery stopped: another sextant holds this instance id ({}); give each instance its own [xa] instance_id", claim.name);
+            // branches its own, and this one its: neither may resolve any,
+            // and this one decides no commit until the id is its own.
+            let held = claim.hold(&rt, &sh, 0).await;
+            let was = coord.id_claimed();
+            coord.set_id_claimed(matches!(held, Held::Yes));
+            match held {
+                Held::Yes if !was => {
+                    tracing::info!(instance = %coord.instance, "this instance's id is claimed on a majority of the groups: transactions over several groups are taken")
+                }
+                Held::Yes => {}
+                Held::Other(group) => {
+                    tracing::error!(instance = %coord.instance, group = %group, "XA recovery stopped and transactions over several groups refused: another sextant holds this instance id ({}); give each instance its own [xa] instance_id", claim.name);
+                }
+                Held::Unknown(why) => {
+                    tracing::warn!(instance = %coord.instance, "this instance's id is not claimed yet ({why}): XA recovery waits, and transactions over several groups are refused");
+                }
+            }
+            if !coord.id_claimed() {
                 drop(rt);
                 tokio::time::sleep(coord.recover_interval.max(Duration::from_secs(1))).await;
                 continue;
@@ -58,21 +73,34 @@ pub async fn run(shared: Arc<Shared>, coord: Arc<Coordinator>, mut claim: Claim)
 }
 
 /// This instance's claim to its id among the sextants sharing the
-/// servers: a named lock on the first group's primary, held by a
-/// connection of its own for as long as the process runs (the server
-/// frees it when the process ends, however it ends).
+/// servers: a named lock on every group's primary, each held by a
+/// connection of its own for as long as the process runs (a server frees
+/// it when the process ends, however it ends). The id is claimed once a
+/// majority of the groups' locks are held at one time: two processes with
+/// one id cannot both have a majority, whichever primaries either could
+/// reach when it started. Once claimed it stays claimed while no other
+/// process holds any of the locks (a group's primary may be away for a
+/// while; its lock is taken again when it is back).
 pub struct Claim {
     pub name: String,
-    lease: Option<Lease>,
+    leases: Vec<Option<Lease>>,
+    claimed: bool,
 }
 
 /// Whether the claim is held.
 #[derive(Debug)]
 pub enum Held {
     Yes,
-    /// Another connection (another sextant) holds the lock.
+    /// Another connection (another sextant) holds the lock in this group.
+    Other(String),
+    /// Not on a majority of the groups: why.
+    Unknown(String),
+}
+
+/// One group's lock.
+enum One {
+    Yes,
     Other,
-    /// The primary cannot be asked now.
     Unknown(String),
 }
 
@@ -80,45 +108,90 @@ impl Claim {
     pub fn new(instance: &str) -> Claim {
         Claim {
             name: format!("sextant-xa:{instance}"),
-            lease: None,
+            leases: Vec::new(),
+            claimed: false,
         }
     }
 
-    /// Holds the lock, waiting up to `wait_s` seconds for it (a crashed
-    /// predecessor's connection may take a moment to be noticed gone).
+    /// Holds the locks, waiting up to `wait_s` seconds for each (a
+    /// crashed predecessor's connection may take a moment to be noticed
+    /// gone).
     pub async fn hold(&mut self, rt: &Runtime, sh: &Sharding, wait_s: u32) -> Held {
-        if let Some(l) = self.lease.as_mut() {
+        let n = sh.groups.len();
+        self.leases.resize_with(n, || None);
+        let (mut held, mut other, mut why) = (0, None, Vec::new());
+        for (i, g) in sh.groups.iter().enumerate() {
+            match self.hold_one(rt, i, g, wait_s).await {
+                One::Yes => held += 1,
+                One::Other => {
+                    other.get_or_insert_with(|| g.name.to_string());
+                }
+                One::Unknown(e) => why.push(format!("group {}: {e}", g.name)),
+            }
+        }
+        if let Some(group) = other {
+            // Two processes that split the locks between them would wait
+            // for each other forever: the one without a majority lets go.
+            if held * 2 <= n {
+                for l in self.leases.iter_mut().filter_map(Option::take) {
+                    l.discard();
+                }
+            }
+            self.claimed = false;
+            return Held::Other(group);
+        }
+        // Once claimed, primaries that are away (their locks gone with
+        // them) do not unclaim it: no other process holds any lock.
+        if held * 2 > n || self.claimed {
+            self.claimed = true;
+            return Held::Yes;
+        }
+        Held::Unknown(format!(
+            "held on {held} of {n} groups' primaries, and a majority is needed ({})",
+            why.join("; ")
+        ))
+    }
+
+    async fn hold_one(
+        &mut self,
+        rt: &Runtime,
+        i: usize,
+        g: &sextant_backend::Group,
+        wait_s: u32,
+    ) -> One {
+        let Some(primary) = g.primary() else {
+            return One::Unknown("no primary is known".into());
+        };
+        if let Some(l) = self.leases[i].as_mut() {
             let q = format!("SELECT IS_USED_LOCK('{}') = CONNECTION_ID()", self.name);
+            let same = Arc::ptr_eq(&l.server, primary);
             match l.conn_mut().query_internal(&q).await {
-                Ok(rows) if first(&rows) == Some("1") => return Held::Yes,
+                Ok(rows) if same && first(&rows) == Some("1") => return One::Yes,
                 _ => {
-                    if let Some(l) = self.lease.take() {
+                    if let Some(l) = self.leases[i].take() {
                         l.discard();
                     }
                 }
             }
         }
-        let Some(primary) = sh.groups.first().and_then(|g| g.primary()) else {
-            return Held::Unknown("no primary is known".into());
-        };
         let mut lease = match recovery_lease(rt, primary).await {
             Ok(l) => l,
-            Err(e) => return Held::Unknown(e),
+            Err(e) => return One::Unknown(e),
         };
         let q = format!("SELECT GET_LOCK('{}', {wait_s})", self.name);
         let got = lease.conn_mut().query_internal(&q).await;
         match got.as_ref().map(|r| first(r)) {
             Ok(Some("1")) => {
-                self.lease = Some(lease);
-                Held::Yes
+                self.leases[i] = Some(lease);
+                One::Yes
             }
             Ok(Some("0")) => {
                 lease.discard();
-                Held::Other
+                One::Other
             }
             _ => {
                 lease.discard();
-                Held::Unknown(match got {
+                One::Unknown(match got {
                     Err(e) => e.to_string(),
                     Ok(_) => "GET_LOCK returned NULL".into(),
                 })
@@ -130,7 +203,7 @@ impl Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         // Never back to the pool: the lock would go with it.
-        if let Some(l) = self.lease.take() {
+        for l in self.leases.iter_mut().filter_map(Option::take) {
             l.discard();
         }
     }

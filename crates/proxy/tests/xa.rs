@@ -425,7 +425,7 @@ fn an_application_account_needs_nothing_on_sextants_schema() {
         groups: Some(layout(&xa_table(
             &xa_dir(),
             500,
-            "instance_id = \"xa-own\"\nuser = \"app\"\npassword = \"apppass\"\n",
+            "instance_id = \"xa-own\"\nuser = \"sextant\"\npassword = \"sextantpass\"\n",
         ))),
         ..Default::default()
     }
@@ -807,10 +807,53 @@ fn instance_ids_are_unique_and_a_duplicate_does_not_start() {
     );
     assert!(!out.status.success(), "a second xa-test started: {text}");
     assert!(text.contains("instance id \"xa-test\" is in use"), "{text}");
-    // The first one goes on.
-    let mut c = connect(&b.proxy);
-    transfer(&mut c, 77, 1, 2, 5).unwrap();
-    drop(c);
+    // Nor with the first group's primary down: the id is claimed on every
+    // group (a majority is needed), not on the first group alone. (It
+    // started, and served, when that primary was away.)
+    let shard1 = lab().dir.join("shard1");
+    kill_server_in(&shard1, 0);
+    // A duplicate that starts would serve until stopped: 30 s to exit.
+    let mut dup_run = std::process::Command::new(env!("CARGO_BIN_EXE_sextant"))
+        .arg("--config")
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while dup_run.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = dup_run.kill();
+    let out = dup_run.wait_with_output().unwrap();
+    restart_server_in(&shard1, 0);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success(),
+        "a second xa-test started with data1's primary down: {text}"
+    );
+    assert!(
+        text.contains("instance id \"xa-test\" is in use")
+            && text.contains("on group data2's primary"),
+        "{text}"
+    );
+    // The first one goes on, once data1's primary is back.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let tried = mysql::Opts::from_url(&b.proxy.url("app", "apppass", DB))
+            .map_err(mysql::Error::from)
+            .and_then(mysql::Conn::new)
+            .and_then(|mut c| transfer(&mut c, 77, 1, 2, 5));
+        match tried {
+            Ok(()) => break,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
     drop(b);
 
     // No id configured: one is made, kept, and differs per log directory.

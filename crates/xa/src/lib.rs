@@ -106,6 +106,9 @@ pub struct Coordinator {
     first_seen: Mutex<HashMap<Vec<u8>, std::time::Instant>>,
     /// The servers (by address) known to have the decision table.
     tables: Mutex<std::collections::HashSet<String>>,
+    /// This instance's id is claimed among the sextants sharing the
+    /// servers: until it is, it decides no commit and recovers nothing.
+    claimed: std::sync::atomic::AtomicBool,
 }
 
 impl Coordinator {
@@ -129,7 +132,18 @@ impl Coordinator {
             settled: Mutex::new(Vec::new()),
             first_seen: Mutex::new(HashMap::new()),
             tables: Mutex::new(std::collections::HashSet::new()),
+            claimed: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether this instance's id is claimed (see `claimed`).
+    pub fn id_claimed(&self) -> bool {
+        self.claimed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub fn set_id_claimed(&self, yes: bool) {
+        self.claimed
+            .store(yes, std::sync::atomic::Ordering::Release);
     }
 
     /// When a recovery pass first saw each of `gtrids` prepared (`now`

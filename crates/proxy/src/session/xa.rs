@@ -541,7 +541,7 @@ impl Session {
             }
         }
         if failure.is_none() {
-            failure = self.may_not_decide();
+            failure = self.may_not_decide(&coord);
         }
         let server = match (failure, server) {
             (None, Some(s)) => s,
@@ -628,7 +628,10 @@ impl Session {
     /// Why this instance may not decide a commit now: in a fleet, once its
     /// lease may have expired, another instance may be settling its
     /// transactions (rolling back those without a decision row).
-    fn may_not_decide(&self) -> Option<String> {
+    fn may_not_decide(&self, coord: &sextant_xa::Coordinator) -> Option<String> {
+        if !coord.id_claimed() {
+            return Some("this sextant instance has not yet claimed its id on a majority of the groups' primaries (another process may hold it), so it may not decide a commit".to_string());
+        }
         let fleet = self.shared.fleet.get()?;
         (!fleet.holds_lease()).then(|| {
             "this sextant instance could not renew its fleet lease in time, so it may not decide a commit (another instance may be settling its transactions)".to_string()
