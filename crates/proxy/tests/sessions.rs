@@ -598,8 +598,25 @@ fn no_kind_of_session_state_reaches_the_next_session() {
         ),
         ("PREPARE st_s FROM 'SELECT 1'", "EXECUTE st_s", true),
     ];
-    let p = one_connection_proxy();
-    let url = p.url("app", "apppass", "sextant_test");
+    // An account that may also set sql_log_bin (BINLOG ADMIN), as a
+    // migration tool's would; its own schemas otherwise.
+    let mut d = direct(lab().primary);
+    for sql in [
+        "CREATE USER IF NOT EXISTS 'st_admin'@'%' IDENTIFIED BY 'stpass'",
+        "GRANT BINLOG ADMIN ON *.* TO 'st_admin'@'%'",
+        "GRANT ALL ON sextant_test.* TO 'st_admin'@'%'",
+        "GRANT ALL ON sbtest.* TO 'st_admin'@'%'",
+    ] {
+        d.query_drop(sql).unwrap();
+    }
+    let p = Setup {
+        users: "\n[[users]]\nname = \"st_admin\"\npassword = \"stpass\"\n",
+        group: "pool_max = 1\n[routing]\nhold_ms = 0\n",
+        no_replicas: true,
+        ..Default::default()
+    }
+    .start();
+    let url = p.url("st_admin", "stpass", "sextant_test");
     let open = || mysql::Conn::new(mysql::Opts::from_url(&url).unwrap()).unwrap();
     let mut failures = Vec::new();
     for &(set, probe_sql, binds) in cases {
@@ -608,8 +625,8 @@ fn no_kind_of_session_state_reaches_the_next_session() {
                 mysql::OptsBuilder::new()
                     .ip_or_hostname(Some("127.0.0.1"))
                     .tcp_port(lab().primary)
-                    .user(Some("app"))
-                    .pass(Some("apppass"))
+                    .user(Some("st_admin"))
+                    .pass(Some("stpass"))
                     .db_name(Some("sextant_test"))
                     .prefer_socket(false),
             )
