@@ -9,6 +9,7 @@ pub use commands::schema_diff;
 use sextant_backend::Pool;
 use sextant_config::RoutingPolicy;
 
+#[derive(Clone, Debug)]
 pub struct Table {
     pub columns: Vec<String>,
     pub rows: Vec<Vec<Option<String>>>,

@@ -96,7 +96,9 @@ async fn grants_of(
 /// after a reload).
 pub async fn warn(shared: &Shared) {
     let rt = shared.runtime();
-    for a in audit(&rt).await {
+    let accounts = audit(&rt).await;
+    *shared.accounts.lock() = Some(as_table(&accounts));
+    for a in accounts {
         match &a.reach {
             Ok(r) if r.is_empty() => {}
             Ok(r) => tracing::warn!(
@@ -116,19 +118,24 @@ pub async fn warn(shared: &Shared) {
 /// `SHOW ACCOUNTS` as a table.
 pub async fn table(shared: &Shared) -> sextant_admin::Table {
     let rt = shared.runtime();
-    let rows = audit(&rt)
-        .await
-        .into_iter()
+    let t = as_table(&audit(&rt).await);
+    *shared.accounts.lock() = Some(t.clone());
+    t
+}
+
+fn as_table(accounts: &[Account]) -> sextant_admin::Table {
+    let rows = accounts
+        .iter()
         .map(|a| {
-            let reach = match a.reach {
+            let reach = match &a.reach {
                 Ok(r) if r.is_empty() => "its own schemas only".to_string(),
                 Ok(r) => r.join("; "),
                 Err(e) => format!("grants not read: {e}"),
             };
             vec![
-                Some(a.user),
-                Some(a.server_account),
-                Some(a.own),
+                Some(a.user.clone()),
+                Some(a.server_account.clone()),
+                Some(a.own.clone()),
                 Some(reach),
             ]
         })

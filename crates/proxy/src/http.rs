@@ -140,6 +140,12 @@ fn not_ready(shared: &Shared) -> Option<String> {
 }
 
 fn api(shared: &Shared, what: &str) -> Option<String> {
+    if what == "accounts" {
+        return Some(match &*shared.accounts.lock() {
+            Some(t) => table_json(t),
+            None => "[]".into(),
+        });
+    }
     if what == "fleet" {
         return Some(match crate::fleet::table(shared) {
             Ok(t) => table_json(&t),

@@ -56,6 +56,9 @@ pub struct Shared {
     pub servers_packet: std::sync::atomic::AtomicUsize,
     /// Kept connections to the fleet's other instances (forwarded KILLs).
     pub peers: crate::peers::Peers,
+    /// The account audit as last read (at start and after each reload):
+    /// what the status page shows, without reading grants per request.
+    pub accounts: parking_lot::Mutex<Option<sextant_admin::Table>>,
 }
 
 impl Shared {

@@ -177,6 +177,7 @@ pub async fn run(
         fleet_instances: std::sync::atomic::AtomicUsize::new(1),
         servers_packet: Default::default(),
         peers: Default::default(),
+        accounts: parking_lot::Mutex::new(None),
     });
     crate::fleet::join(&shared).await?;
     if let Some((l, users)) = admin {

@@ -351,6 +351,7 @@ fn an_over_privileged_account_is_reported() {
         // The wide account is also the monitor's: an operator who runs
         // sextant's machinery and an application on one account.
         group: "[monitor]\nuser = \"trust_wide\"\npassword = \"widepass\"\n",
+        http: true,
         ..Default::default()
     }
     .start();
@@ -391,6 +392,18 @@ fn an_over_privileged_account_is_reported() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+    // And the status page's API, from the audit read at start.
+    let (status, body) = p.http_get("/api/accounts");
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("\"user\":\"wide\"")
+            && body.contains("can write sextant's own tables (ALL PRIVILEGES ON *.*)"),
+        "{body}"
+    );
+    assert!(
+        body.contains("\"user\":\"app\"") && body.contains("its own schemas only"),
+        "{body}"
+    );
     assert!(!p
         .logs()
         .lines()
