@@ -19,9 +19,15 @@ fn lab(what: &str, dir: &PathBuf) {
 
 /// scripts/lab `what` with etcd options (kept for its restarts).
 fn lab_with(what: &str, dir: &PathBuf, etcd_options: &[String]) {
+    lab_with_flags(what, dir, etcd_options, &[]);
+}
+
+fn lab_with_flags(what: &str, dir: &PathBuf, etcd_options: &[String], flags: &[&str]) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut cmd = Command::new(root.join("scripts/lab"));
-    cmd.args([what, "--base-port", "auto", "--dir"]).arg(dir);
+    cmd.args([what, "--base-port", "auto", "--dir"])
+        .arg(dir)
+        .args(flags);
     for o in etcd_options {
         cmd.arg("--etcd-option").arg(o);
     }
@@ -38,29 +44,9 @@ impl Etcd {
     /// scripts/lab --etcd-tls: clients must show a certificate of the
     /// lab's CA (DIR/tls).
     fn start_tls(tag: &str) -> Etcd {
-        let dir =
-            std::env::temp_dir().join(format!("sextant-fleet-etcd-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let out = Command::new(root.join("scripts/lab"))
-            .args(["etcd-start", "--etcd-tls", "--base-port", "auto", "--dir"])
-            .arg(&dir)
-            .output()
-            .expect("scripts/lab");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let env = std::fs::read_to_string(dir.join("etcd.env")).unwrap();
-        let endpoint = env
-            .lines()
-            .find_map(|l| l.strip_prefix("ETCD_ENDPOINT="))
-            .unwrap()
-            .to_string();
-        assert!(endpoint.starts_with("https://"), "{endpoint}");
-        Etcd { dir, endpoint }
+        let etcd = Self::launch(tag, &["--etcd-tls"], |_| Vec::new());
+        assert!(etcd.endpoint.starts_with("https://"), "{}", etcd.endpoint);
+        etcd
     }
 
     fn start(tag: &str) -> Etcd {
@@ -69,12 +55,17 @@ impl Etcd {
 
     /// With etcd options made from its directory (created first).
     fn start_with(tag: &str, options: impl FnOnce(&PathBuf) -> Vec<String>) -> Etcd {
+        Self::launch(tag, &[], options)
+    }
+
+    /// scripts/lab etcd-start with these flags and etcd options.
+    fn launch(tag: &str, flags: &[&str], options: impl FnOnce(&PathBuf) -> Vec<String>) -> Etcd {
         let dir =
             std::env::temp_dir().join(format!("sextant-fleet-etcd-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let options = options(&dir);
-        lab_with("etcd-start", &dir, &options);
+        lab_with_flags("etcd-start", &dir, &options, flags);
         let env = std::fs::read_to_string(dir.join("etcd.env")).unwrap();
         let endpoint = env
             .lines()
