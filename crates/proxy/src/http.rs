@@ -141,10 +141,33 @@ fn not_ready(shared: &Shared) -> Option<String> {
 
 fn api(shared: &Shared, what: &str) -> Option<String> {
     if what == "accounts" {
-        return Some(match &*shared.accounts.lock() {
-            Some(t) => table_json(t),
-            None => "[]".into(),
-        });
+        // Which users' server accounts reach too far, not how: the HTTP
+        // port asks no password, and what an account can do is worth
+        // knowing to whoever means to use it (SHOW ACCOUNTS on the admin
+        // port says).
+        let rows = match &*shared.accounts.lock() {
+            Some(t) => t
+                .rows
+                .iter()
+                .map(|r| {
+                    let cell = |i: usize| r.get(i).cloned().flatten();
+                    let reach = cell(3).unwrap_or_default();
+                    let beyond = if reach == "its own schemas only" {
+                        "no"
+                    } else if reach.starts_with("grants not read") {
+                        "unknown"
+                    } else {
+                        "yes"
+                    };
+                    vec![cell(0), Some(beyond.to_string())]
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        return Some(table_json(&sextant_admin::Table {
+            columns: vec!["user".into(), "beyond_own_schemas".into()],
+            rows,
+        }));
     }
     if what == "fleet" {
         return Some(match crate::fleet::table(shared) {
