@@ -207,7 +207,7 @@ impl SessionVars {
         let mut parts: Vec<String> = Vec::new();
         for (k, v) in &self.vars {
             if from.vars.get(k) != Some(v) {
-                parts.push(format!("{k} = {}", sql_literal(v)));
+                parts.push(format!("{k} = {}", var_literal(k, v)));
             }
         }
         // A client's timeouts never stay on a server connection.
@@ -226,6 +226,21 @@ impl SessionVars {
         parts.sort_by_key(|p| p.starts_with("collation_"));
         Some(format!("SET SESSION {}", parts.join(", ")))
     }
+}
+
+/// Variables whose value may be NULL, which session tracking reports as
+/// an empty string (and which no character set is named).
+const NULLABLE: &[&str] = &["character_set_results"];
+
+/// `v`, as session tracking reported variable `k`, for a SET statement:
+/// an empty value of a variable that may be NULL is NULL (`SET
+/// character_set_results = ''` is an error; Connector/J sets it to NULL
+/// at every connect).
+fn var_literal(k: &str, v: &str) -> String {
+    if v.is_empty() && NULLABLE.contains(&k) {
+        return "NULL".to_string();
+    }
+    sql_literal(v)
 }
 
 /// Quotes a tracked value for a SET statement: numbers stay bare (integer
@@ -255,6 +270,18 @@ pub fn sql_literal(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_null_reported_as_empty_is_set_as_null() {
+        let mut a = SessionVars::default();
+        a.set_var(b"character_set_results", b"");
+        a.set_var(b"sql_mode", b"");
+        let set = a
+            .set_statement(&SessionVars::default(), &BTreeMap::new())
+            .unwrap();
+        assert!(set.contains("character_set_results = NULL"), "{set}");
+        assert!(set.contains("sql_mode = ''"), "{set}");
+    }
 
     #[test]
     fn literals() {
