@@ -54,6 +54,43 @@ fn com_set_option_toggles_multi_statements_across_connections() {
     assert_eq!(err_of(&r.read_response()[0]).0, 1064);
 }
 
+/// Connector/J with rewriteBatchedStatements: option on, a batch of
+/// INSERTs as one multi-statement, option off, back to back on the
+/// primary connection the session holds after a write. (The held
+/// connection kept the option off: 1064, nothing written.)
+#[test]
+fn com_set_option_reaches_the_connection_a_session_holds() {
+    let p = Setup {
+        group: "[routing]\nhold_ms = 60000\n",
+        ..Default::default()
+    }
+    .start();
+    p.conn()
+        .query_drop("CREATE OR REPLACE TABLE so_batch (id INT PRIMARY KEY)")
+        .unwrap();
+    let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+    // A write: the session holds the primary connection from here.
+    r.query("INSERT INTO so_batch VALUES (0)");
+    assert_eq!(r.read_response()[0][0], 0x00);
+    r.send(0, &[0x1b, 0, 0]); // MYSQL_OPTION_MULTI_STATEMENTS_ON
+    assert_eq!(r.read().unwrap().1[0], 0xfe);
+    let batch: Vec<String> = (1..=10)
+        .map(|i| format!("INSERT INTO so_batch VALUES ({i})"))
+        .collect();
+    r.query(&batch.join(";"));
+    let resp = r.read_response();
+    assert!(resp.iter().all(|p| p[0] == 0x00), "{resp:?}");
+    r.send(0, &[0x1b, 1, 0]); // OFF
+    assert_eq!(r.read().unwrap().1[0], 0xfe);
+    r.query("SELECT 1; SELECT 2");
+    assert_eq!(err_of(&r.read_response()[0]).0, 1064);
+    let n: Option<i64> = p
+        .conn()
+        .query_first("SELECT COUNT(*) FROM so_batch")
+        .unwrap();
+    assert_eq!(n, Some(11));
+}
+
 #[test]
 fn com_stmt_reset_close_and_quit() {
     let p = Setup::default().start();

@@ -366,6 +366,17 @@ impl Session {
                             .map(|_| Flow::Continue)
                     }
                 }
+                // A connection the session holds runs its next statement
+                // without being brought up to date (Connector/J's batches:
+                // option on, a multi-statement, option off, back to back).
+                if let Some(a) = self.binding.direct_mut() {
+                    if a.conn().vars.multi_statements != self.vars.multi_statements {
+                        if let Err(e) = Box::pin(a.conn_mut().sync_to(&self.vars)).await {
+                            self.detach_discard();
+                            return self.reply_error(e.into()).await.map(|_| Flow::Continue);
+                        }
+                    }
+                }
                 self.local_eof().await?;
             }
             com::RESET_CONNECTION => {
