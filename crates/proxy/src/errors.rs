@@ -31,6 +31,7 @@ pub const ER_HANDSHAKE_ERROR: u16 = 1043;
 pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
 pub const ER_HOST_IS_BLOCKED: u16 = 1129;
 pub const ER_NO_SUCH_THREAD: u16 = 1094;
+pub const ER_QUERY_INTERRUPTED: u16 = 1317;
 pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
 pub const ER_OUT_OF_SORTMEMORY: u16 = 1038;
 pub const ER_KILL_DENIED_ERROR: u16 = 1095;
@@ -92,6 +93,12 @@ pub enum SessionError {
     KillDenied(u64),
     #[error("sextant: KILL QUERY ID and KILL USER are not supported; use KILL [CONNECTION | QUERY] <connection id>")]
     KillUnsupported,
+    /// The server's KILL takes an expression; sextant's ids are its own.
+    #[error("sextant: KILL takes a connection id as a number (or a string of one, NULL, CONNECTION_ID()), not an expression; nothing was killed")]
+    KillExpression,
+    /// `KILL QUERY CONNECTION_ID()`: the statement interrupted itself.
+    #[error("Query execution was interrupted")]
+    SelfInterrupted,
     /// A KILL a server would carry out with its own thread ids.
     #[error("sextant: KILL runs as a statement, or among statements of one packet, not as the text of PREPARE, EXECUTE IMMEDIATE or a prepared statement (a server would take the id for one of its own threads); nothing was run; send KILL [CONNECTION | QUERY] <connection id> as a statement")]
     KillNotAlone,
@@ -202,8 +209,11 @@ impl SessionError {
             HostBlocked(_) => (ER_HOST_IS_BLOCKED, "HY000", msg),
             NoSuchThread(_) => (ER_NO_SUCH_THREAD, "HY000", msg),
             KillDenied(_) => (ER_KILL_DENIED_ERROR, "HY000", msg),
-            KillUnsupported | KillNotAlone | DynamicSqlNotAlone | ShardUnsupported(_)
-            | KillInside | XaHidden | XaRecover => (ER_NOT_SUPPORTED_YET, "42000", msg),
+            SelfInterrupted => (ER_QUERY_INTERRUPTED, "70100", msg),
+            KillUnsupported | KillExpression | KillNotAlone | DynamicSqlNotAlone
+            | ShardUnsupported(_) | KillInside | XaHidden | XaRecover => {
+                (ER_NOT_SUPPORTED_YET, "42000", msg)
+            }
             OwnSchema(_) => (ER_DBACCESS_DENIED_ERROR, "42000", msg),
             XaNotOwn(_) => (ER_XAER_NOTA, "XAE04", msg),
             ShardPartial(_) => (ER_SEXTANT_SHARD_PARTIAL, "HY000", msg),

@@ -196,6 +196,8 @@ pub enum KillStatement {
     },
     /// `KILL QUERY ID n`, `KILL USER u`: not by connection id.
     Unsupported,
+    /// An id given as an expression (`KILL CONNECTION_ID() + 1`).
+    Expression,
 }
 
 /// Reads `KILL [HARD | SOFT] [CONNECTION | QUERY] <id>`.
@@ -206,21 +208,57 @@ pub fn parse(sql: &[u8]) -> KillStatement {
         .filter(|w| !w.is_empty());
     let _kill = words.next();
     let mut query = false;
-    for w in words {
+    while let Some(w) = words.next() {
         match w.to_ascii_uppercase().as_str() {
             "HARD" | "SOFT" | "CONNECTION" => {}
             "QUERY" => query = true,
-            "CONNECTION_ID()" => return KillStatement::Own { query },
-            n => {
-                return match n.parse() {
-                    Ok(id) if query => KillStatement::Query(id),
-                    Ok(id) => KillStatement::Connection(id),
-                    Err(_) => KillStatement::Unsupported,
+            "CONNECTION_ID()" => {
+                return match rest_is_empty(&mut words) {
+                    true => KillStatement::Own { query },
+                    false => KillStatement::Expression,
                 }
+            }
+            "ID" | "USER" => return KillStatement::Unsupported,
+            n => {
+                let id = match id_of(n) {
+                    Some(id) if rest_is_empty(&mut words) => id,
+                    _ => return KillStatement::Expression,
+                };
+                return match query {
+                    true => KillStatement::Query(id),
+                    false => KillStatement::Connection(id),
+                };
             }
         }
     }
     KillStatement::Unsupported
+}
+
+fn rest_is_empty<'a>(words: &mut impl Iterator<Item = &'a str>) -> bool {
+    words.next().is_none()
+}
+
+/// The id a server makes of a KILL's one word: a number; NULL is 0; a
+/// quoted string is its leading digits (0 without any), as the server
+/// converts it.
+fn id_of(word: &str) -> Option<u64> {
+    if word.eq_ignore_ascii_case("NULL") {
+        return Some(0);
+    }
+    let quoted = ['\'', '"']
+        .iter()
+        .find_map(|q| word.strip_prefix(*q).and_then(|w| w.strip_suffix(*q)));
+    match quoted {
+        Some(inner) => {
+            let digits: String = inner
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            Some(digits.parse().unwrap_or(0))
+        }
+        None => word.parse().ok(),
+    }
 }
 
 #[cfg(test)]
@@ -239,6 +277,16 @@ mod tests {
         assert_eq!(
             parse(b"KILL QUERY connection_id()"),
             KillStatement::Own { query: true }
+        );
+        assert_eq!(parse(b"KILL NULL"), KillStatement::Connection(0));
+        assert_eq!(parse(b"KILL QUERY NULL"), KillStatement::Query(0));
+        assert_eq!(parse(b"KILL 'abc'"), KillStatement::Connection(0));
+        assert_eq!(parse(b"KILL '12'"), KillStatement::Connection(12));
+        assert_eq!(parse(b"KILL CONNECTION_ID()+1"), KillStatement::Expression);
+        assert_eq!(parse(b"KILL 1 + 1"), KillStatement::Expression);
+        assert_eq!(
+            parse(b"KILL CONNECTION_ID() + 1"),
+            KillStatement::Expression
         );
     }
 }

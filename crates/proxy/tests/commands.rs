@@ -771,6 +771,42 @@ fn kill_error(c: &mut mysql::Conn, sql: &str) -> Option<u16> {
     }
 }
 
+/// KILL's odd ids answered as the server answers them (its answers,
+/// directly, on MariaDB 10.11): NULL and a string without digits are id 0
+/// (1094), `KILL QUERY CONNECTION_ID()` interrupts itself (1317) and the
+/// session goes on; an expression sextant cannot evaluate is refused
+/// naming it. (NULL and strings got 1235 "KILL QUERY ID and KILL USER";
+/// KILL QUERY CONNECTION_ID() got OK.)
+#[test]
+fn kill_of_odd_ids_is_answered_as_the_server_does() {
+    let p = Setup::default().start();
+    let mut c = p.conn();
+    let mut d = direct(lab().primary);
+    for sql in [
+        "KILL NULL",
+        "KILL QUERY NULL",
+        "KILL 'abc'",
+        "KILL QUERY CONNECTION_ID()",
+    ] {
+        let server = kill_error(&mut d, sql);
+        let through = kill_error(&mut c, sql);
+        assert_eq!(
+            through, server,
+            "{sql}: through sextant {through:?}, directly {server:?}"
+        );
+    }
+    assert_eq!(kill_error(&mut c, "KILL QUERY CONNECTION_ID()"), Some(1317));
+    match c.query_drop("KILL CONNECTION_ID() + 1000") {
+        Err(mysql::Error::MySqlError(e)) => {
+            assert_eq!(e.code, 1235);
+            assert!(e.message.contains("not an expression"), "{}", e.message);
+        }
+        r => panic!("{r:?}"),
+    }
+    let v: Option<i64> = c.query_first("SELECT 1").unwrap();
+    assert_eq!(v, Some(1), "the session goes on");
+}
+
 #[test]
 fn kill_by_a_connection_admin_and_from_the_admin_port() {
     let p = Setup {

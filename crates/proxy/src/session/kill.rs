@@ -85,11 +85,15 @@ impl Session {
         let (id, query_only) = match k {
             KillStatement::Query(id) => (id, true),
             KillStatement::Connection(id) => (id, false),
-            KillStatement::Own { query } => match &self.registered {
-                Some(r) => (r.id() as u64, query),
+            // The KILL itself is the statement running: it interrupts
+            // itself, as on the server.
+            KillStatement::Own { query: true } => return Err(SessionError::SelfInterrupted),
+            KillStatement::Own { query: false } => match &self.registered {
+                Some(r) => (r.id() as u64, false),
                 None => return Err(SessionError::KillUnsupported),
             },
             KillStatement::Unsupported => return Err(SessionError::KillUnsupported),
+            KillStatement::Expression => return Err(SessionError::KillExpression),
         };
         let Ok(id32) = u32::try_from(id) else {
             return Err(SessionError::NoSuchThread(id));
