@@ -32,6 +32,7 @@ pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
 pub const ER_HOST_IS_BLOCKED: u16 = 1129;
 pub const ER_NO_SUCH_THREAD: u16 = 1094;
 pub const ER_QUERY_INTERRUPTED: u16 = 1317;
+pub const ER_SP_DOES_NOT_EXIST: u16 = 1305;
 pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
 pub const ER_OUT_OF_SORTMEMORY: u16 = 1038;
 pub const ER_KILL_DENIED_ERROR: u16 = 1095;
@@ -96,6 +97,8 @@ pub enum SessionError {
     /// The server's KILL takes an expression; sextant's ids are its own.
     #[error("sextant: KILL takes a connection id as a number (or a string of one, NULL, CONNECTION_ID()), not an expression; nothing was killed")]
     KillExpression,
+    #[error("SAVEPOINT {0} does not exist")]
+    NoSavepoint(String),
     /// `KILL QUERY CONNECTION_ID()`: the statement interrupted itself.
     #[error("Query execution was interrupted")]
     SelfInterrupted,
@@ -210,6 +213,7 @@ impl SessionError {
             NoSuchThread(_) => (ER_NO_SUCH_THREAD, "HY000", msg),
             KillDenied(_) => (ER_KILL_DENIED_ERROR, "HY000", msg),
             SelfInterrupted => (ER_QUERY_INTERRUPTED, "70100", msg),
+            NoSavepoint(_) => (ER_SP_DOES_NOT_EXIST, "42000", msg),
             KillUnsupported | KillExpression | KillNotAlone | DynamicSqlNotAlone
             | ShardUnsupported(_) | KillInside | XaHidden | XaRecover => {
                 (ER_NOT_SUPPORTED_YET, "42000", msg)

@@ -54,6 +54,7 @@ mod merge;
 mod names;
 mod prepared;
 mod query;
+mod savepoints;
 mod shard;
 mod spread;
 mod stmt;
@@ -91,6 +92,9 @@ pub struct Session {
     /// Sharding: a BEGIN not yet sent, waiting for the transaction's first
     /// statement to say which group it runs in.
     pending_begin: Option<Vec<u8>>,
+    /// Savepoints set while `pending_begin` waits for a group
+    /// (savepoints.rs).
+    savepoints: savepoints::Held,
     /// XA transactions this session started (a plain layout's client XA).
     own_xids: guard::OwnXids,
     /// Variables a SET that also changed session tracking assigned, read
@@ -344,6 +348,7 @@ impl Session {
             group: user.group.clone(),
             sharding: None,
             pending_begin: None,
+            savepoints: savepoints::Held::default(),
             own_xids: Vec::new(),
             tracking_readback: Vec::new(),
             dist: None,

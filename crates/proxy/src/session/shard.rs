@@ -50,6 +50,7 @@ impl Session {
                         self.reply_error(e).await?;
                         return Ok(Next::Done);
                     }
+                    self.savepoints.clear();
                     self.pending_begin = Some(sql.to_vec());
                     self.status |= status::IN_TRANS;
                     self.local_ok().await?;
@@ -106,10 +107,24 @@ impl Session {
             self.pending_begin = None;
             self.status &= !status::IN_TRANS;
         }
+        if matches!(c.kind, Kind::Savepoint | Kind::Rollback)
+            && self.pending_begin.is_some()
+            && !self.binding.in_transaction()
+            && !self.in_dist()
+        {
+            if let Some(op) = super::savepoints::op(sql, self.lex_mode()) {
+                match self.savepoints.apply(op) {
+                    Ok(()) => self.local_ok().await?,
+                    Err(name) => self.reply_error(SessionError::NoSavepoint(name)).await?,
+                }
+                return Ok(Next::Done);
+            }
+        }
         // With autocommit off and nothing run yet no transaction is open
         // either: an explicit BEGIN is held back as with it on, so that the
         // transaction may span groups.
         if c.kind == Kind::Begin && !self.pinned() && self.pending_begin.is_none() {
+            self.savepoints.clear();
             self.pending_begin = Some(sql.to_vec());
             self.status |= status::IN_TRANS;
             self.local_ok().await?;
@@ -587,6 +602,7 @@ impl Session {
         {
             // With autocommit off every statement opens a transaction:
             // sextant opens it, as XA, so that it may span groups.
+            self.savepoints.clear();
             self.pending_begin = Some(b"BEGIN".to_vec());
         }
         if !Arc::ptr_eq(&group, &self.group) {
@@ -606,18 +622,37 @@ impl Session {
                 if let Err(e) = self.xa_open(sh, i).await {
                     self.reply_error(e).await?;
                 }
-                return Ok(match self.in_dist() {
-                    true => Next::Run,
-                    false => Next::Done,
-                });
-            }
-            if let Err(e) = self.begin_in_group(&begin).await {
+                if !self.in_dist() {
+                    return Ok(Next::Done);
+                }
+            } else if let Err(e) = self.begin_in_group(&begin).await {
                 self.status &= !status::IN_TRANS;
+                self.reply_error(e).await?;
+                return Ok(Next::Done);
+            }
+            if let Err(e) = self.replay_savepoints().await {
                 self.reply_error(e).await?;
                 return Ok(Next::Done);
             }
         }
         Ok(Next::Run)
+    }
+
+    /// Sets the savepoints kept while no group had the transaction in the
+    /// branch it has just started in (savepoints.rs).
+    async fn replay_savepoints(&mut self) -> Result<(), SessionError> {
+        if self.savepoints.is_empty() {
+            return Ok(());
+        }
+        let statements = self.savepoints.statements();
+        self.savepoints.clear();
+        let Some(a) = self.binding.direct_mut() else {
+            return Ok(());
+        };
+        for s in statements {
+            a.conn_mut().exec_internal(&s).await?;
+        }
+        Ok(())
     }
 
     /// Makes `group` the session's current group, carrying the newest

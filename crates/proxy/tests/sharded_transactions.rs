@@ -1,0 +1,119 @@
+//! Transaction control on a sharded layout answered as one server answers
+//! it: savepoints set before the transaction's first statement (ORMs'
+//! nested atomic blocks), against a real lab of four groups. Each script
+//! runs on the bank's accounts through sextant, and its effect is read on
+//! the groups' primaries directly.
+
+mod common;
+use common::bank::*;
+use common::*;
+use mysql::prelude::Queryable;
+
+fn run(c: &mut mysql::Conn, script: &[&str]) -> Vec<Result<(), u16>> {
+    script
+        .iter()
+        .map(|s| match c.query_drop(*s) {
+            Ok(()) => Ok(()),
+            Err(mysql::Error::MySqlError(e)) => Err(e.code),
+            Err(e) => panic!("{s}: {e}"),
+        })
+        .collect()
+}
+
+fn balance_of(id: i64) -> i64 {
+    balances()
+        .into_iter()
+        .find(|(i, _)| *i == id)
+        .map(|(_, b)| b)
+        .expect("account")
+}
+
+/// A savepoint set before the first statement of a transaction (when no
+/// group has it yet) is where ROLLBACK TO goes back to, in whichever group
+/// the transaction then starts; a name never set is 1305, as on the
+/// server. (ROLLBACK TO got 1305 and the COMMIT kept the update.)
+#[test]
+fn a_savepoint_before_the_first_statement_is_kept_for_the_group_that_starts() {
+    let _ = LAB_ARGS.set(&["--shards", "4", "--replicas", "1"]);
+    fresh_bank(8);
+    let p = Setup {
+        proxy: "default_group = \"data1\"",
+        groups: Some(layout(&xa_table(&xa_dir(), 500, ""))),
+        ..Default::default()
+    }
+    .start();
+    let mut c = mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", DB)).unwrap())
+        .expect("connect through sextant");
+    // Account 2 lives in data3 (id mod 4), not the default group.
+    let rolled_back = run(
+        &mut c,
+        &[
+            "BEGIN",
+            "SAVEPOINT a",
+            "UPDATE acct SET balance = balance + 5 WHERE id = 2",
+            "ROLLBACK TO SAVEPOINT a",
+            "COMMIT",
+        ],
+    );
+    assert!(rolled_back.iter().all(Result::is_ok), "{rolled_back:?}");
+    assert_eq!(
+        balance_of(2),
+        1000,
+        "the update was rolled back to the savepoint"
+    );
+
+    // Nested: the inner savepoint released, the outer rolled back to.
+    let nested = run(
+        &mut c,
+        &[
+            "START TRANSACTION",
+            "SAVEPOINT outer_sp",
+            "SAVEPOINT inner_sp",
+            "RELEASE SAVEPOINT inner_sp",
+            "UPDATE acct SET balance = balance + 7 WHERE id = 3",
+            "ROLLBACK WORK TO outer_sp",
+            "UPDATE acct SET balance = balance + 1 WHERE id = 3",
+            "COMMIT",
+        ],
+    );
+    assert!(nested.iter().all(Result::is_ok), "{nested:?}");
+    assert_eq!(balance_of(3), 1001);
+
+    // Released before anything ran: ROLLBACK TO it is the server's 1305.
+    let released = run(
+        &mut c,
+        &[
+            "BEGIN",
+            "SAVEPOINT a",
+            "RELEASE SAVEPOINT a",
+            "ROLLBACK TO SAVEPOINT a",
+            "UPDATE acct SET balance = balance + 2 WHERE id = 2",
+            "ROLLBACK TO SAVEPOINT nope",
+            "COMMIT",
+        ],
+    );
+    assert_eq!(
+        released,
+        vec![Ok(()), Ok(()), Ok(()), Err(1305), Ok(()), Err(1305), Ok(())]
+    );
+    assert_eq!(balance_of(2), 1002);
+    // Directly, the same script gives the same answers.
+    let mut d = direct(lab().shards[2].0);
+    d.query_drop(format!("USE {DB}")).unwrap();
+    assert_eq!(
+        run(
+            &mut d,
+            &[
+                "BEGIN",
+                "SAVEPOINT a",
+                "RELEASE SAVEPOINT a",
+                "ROLLBACK TO SAVEPOINT a",
+                "UPDATE acct SET balance = balance - 2 WHERE id = 2",
+                "ROLLBACK TO SAVEPOINT nope",
+                "COMMIT",
+            ]
+        ),
+        released
+    );
+    assert_eq!(balance_of(2), 1000);
+}
