@@ -51,9 +51,14 @@ fn run(port: u16, base: i64, writers: u64, readers: u64, seconds: u64) -> Outcom
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
     );
-    let open = |url: &str| loop {
+    // Until the run stops: a fleet that cannot take a client (its
+    // primary gone) ends the run, not hangs it.
+    let open = |url: &str, stop: &AtomicBool| loop {
+        if stop.load(Ordering::Relaxed) {
+            return None;
+        }
         match mysql::Conn::new(mysql::Opts::from_url(url).unwrap()) {
-            Ok(c) => return c,
+            Ok(c) => return Some(c),
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     };
@@ -66,7 +71,9 @@ fn run(port: u16, base: i64, writers: u64, readers: u64, seconds: u64) -> Outcom
     for w in 0..writers {
         let (url, stop, replaced) = (url.clone(), stop.clone(), replaced.clone());
         threads.push(std::thread::spawn(move || {
-            let mut c = open(&url);
+            let Some(mut c) = open(&url, &stop) else {
+                return;
+            };
             let mut k = 0i64;
             while !stop.load(Ordering::Relaxed) {
                 let id = base + w as i64 * 1_000_000 + k / 2;
@@ -95,7 +102,10 @@ fn run(port: u16, base: i64, writers: u64, readers: u64, seconds: u64) -> Outcom
                     Err(_) => {
                         // A deadlock between writers of one id: again.
                         if c.query_drop("ROLLBACK").is_err() {
-                            c = open(&url);
+                            match open(&url, &stop) {
+                                Some(n) => c = n,
+                                None => return,
+                            }
                         }
                     }
                 }
@@ -107,14 +117,19 @@ fn run(port: u16, base: i64, writers: u64, readers: u64, seconds: u64) -> Outcom
             (url.clone(), stop.clone(), looked.clone(), missing.clone());
         let mut since = start.clone();
         threads.push(std::thread::spawn(move || {
-            let mut c = open(&url);
+            let Some(mut c) = open(&url, &stop) else {
+                return;
+            };
             while !stop.load(Ordering::Relaxed) {
                 let changed: Vec<(i64, String)> = match c.query(format!(
                     "SELECT id, CAST(mtime AS CHAR) FROM registry_instance WHERE mtime >= '{since}' ORDER BY mtime LIMIT 100"
                 )) {
                     Ok(rows) => rows,
                     Err(_) => {
-                        c = open(&url);
+                        match open(&url, &stop) {
+                            Some(n) => c = n,
+                            None => return,
+                        }
                         continue;
                     }
                 };
@@ -129,7 +144,10 @@ fn run(port: u16, base: i64, writers: u64, readers: u64, seconds: u64) -> Outcom
                 )) {
                     Ok(rows) => rows,
                     Err(_) => {
-                        c = open(&url);
+                        match open(&url, &stop) {
+                            Some(n) => c = n,
+                            None => return,
+                        }
                         continue;
                     }
                 };

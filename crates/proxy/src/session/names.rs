@@ -22,6 +22,9 @@ impl Session {
             return false;
         };
         let group = self.group.clone();
+        let Some(_asking) = Asking::take(&group.names_lookup) else {
+            return false;
+        };
         let Ok(primary) = self.primary_of(&group).await else {
             return false;
         };
@@ -62,6 +65,22 @@ impl Session {
     }
 }
 
+/// The one lookup of a group's names under way (`Group::names_lookup`),
+/// given up when dropped.
+struct Asking<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl<'a> Asking<'a> {
+    fn take(flag: &'a std::sync::atomic::AtomicBool) -> Option<Asking<'a>> {
+        (!flag.swap(true, std::sync::atomic::Ordering::AcqRel)).then_some(Asking(flag))
+    }
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// The lookup of `names` (tables and views, any schema), or None when a
 /// name cannot be put in a string literal plainly (those stay unknown:
 /// their reads go to the primary).
@@ -93,6 +112,15 @@ fn describe_sql(names: &[Box<[u8]>]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_lookup_at_a_time() {
+        let flag = std::sync::atomic::AtomicBool::new(false);
+        let first = Asking::take(&flag).expect("the first asks");
+        assert!(Asking::take(&flag).is_none(), "a second waits for none");
+        drop(first);
+        assert!(Asking::take(&flag).is_some(), "given up when done");
+    }
 
     #[test]
     fn names_that_cannot_be_quoted_plainly_are_not_looked_up() {
