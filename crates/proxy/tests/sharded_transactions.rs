@@ -9,6 +9,9 @@ use common::bank::*;
 use common::*;
 use mysql::prelude::Queryable;
 
+/// The tests share the bank: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run(c: &mut mysql::Conn, script: &[&str]) -> Vec<Result<(), u16>> {
     script
         .iter()
@@ -34,6 +37,7 @@ fn balance_of(id: i64) -> i64 {
 /// server. (ROLLBACK TO got 1305 and the COMMIT kept the update.)
 #[test]
 fn a_savepoint_before_the_first_statement_is_kept_for_the_group_that_starts() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _ = LAB_ARGS.set(&["--shards", "4", "--replicas", "1"]);
     fresh_bank(8);
     let p = Setup {
@@ -116,4 +120,47 @@ fn a_savepoint_before_the_first_statement_is_kept_for_the_group_that_starts() {
         released
     );
     assert_eq!(balance_of(2), 1000);
+}
+
+/// COMMIT AND CHAIN and ROLLBACK AND CHAIN open the next transaction, in
+/// one group or several: a later ROLLBACK undoes what ran in it. (The
+/// chained transaction's writes were autocommitted and survived.)
+#[test]
+fn and_chain_opens_the_next_transaction() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = LAB_ARGS.set(&["--shards", "4", "--replicas", "1"]);
+    fresh_bank(8);
+    let p = Setup {
+        proxy: "default_group = \"data1\"",
+        groups: Some(layout(&xa_table(&xa_dir(), 500, ""))),
+        ..Default::default()
+    }
+    .start();
+    let mut c = mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", DB)).unwrap())
+        .expect("connect through sextant");
+    let script = [
+        // One group (account 2: data3).
+        "BEGIN",
+        "UPDATE acct SET balance = balance + 1 WHERE id = 2",
+        "COMMIT AND CHAIN",
+        "UPDATE acct SET balance = balance + 10 WHERE id = 2",
+        "ROLLBACK AND CHAIN",
+        "UPDATE acct SET balance = balance + 100 WHERE id = 2",
+        "ROLLBACK",
+        // Two groups (accounts 2 and 3).
+        "START TRANSACTION",
+        "UPDATE acct SET balance = balance + 1 WHERE id IN (2, 3)",
+        "COMMIT WORK AND CHAIN",
+        "UPDATE acct SET balance = balance + 10 WHERE id IN (2, 3)",
+        "ROLLBACK",
+        // AND NO CHAIN ends it.
+        "BEGIN",
+        "UPDATE acct SET balance = balance + 1 WHERE id = 3",
+        "COMMIT AND NO CHAIN",
+        "UPDATE acct SET balance = balance + 1 WHERE id = 3",
+        "ROLLBACK",
+    ];
+    let answers = run(&mut c, &script);
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    assert_eq!((balance_of(2), balance_of(3)), (1002, 1003));
 }

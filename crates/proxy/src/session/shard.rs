@@ -36,11 +36,11 @@ impl Session {
             let mode = self.lex_mode();
             match c.kind {
                 Kind::Commit => {
-                    self.xa_finish(sh, true).await?;
+                    self.xa_finish(sh, true, chains(sql, mode)).await?;
                     return Ok(Next::Done);
                 }
                 Kind::Rollback if !rollback_to(sql, mode) => {
-                    self.xa_finish(sh, false).await?;
+                    self.xa_finish(sh, false, chains(sql, mode)).await?;
                     return Ok(Next::Done);
                 }
                 Kind::Begin => {
@@ -137,6 +137,9 @@ impl Session {
             // Nothing ran in the transaction: there is nothing to end.
             self.pending_begin = None;
             self.status &= !status::IN_TRANS;
+            if chains(sql, self.lex_mode()) {
+                self.chain_transaction();
+            }
             self.local_ok().await?;
             return Ok(Next::Done);
         }
@@ -712,9 +715,41 @@ pub(super) fn param_lits<'a>(values: &[sextant_protocol::binary::Value<'a>]) -> 
         .collect()
 }
 
+/// `COMMIT` or `ROLLBACK [WORK] AND CHAIN` (not `AND NO CHAIN`).
+fn chains(sql: &[u8], mode: sextant_sql::LexMode) -> bool {
+    let mut t = sextant_sql::Lexer::with_mode(sql, mode).skip(1);
+    let mut and = false;
+    for w in t.by_ref().take(4) {
+        if w.is_word("AND") {
+            and = true;
+        } else if and {
+            return w.is_word("CHAIN");
+        }
+    }
+    false
+}
+
 /// `ROLLBACK [WORK] TO [SAVEPOINT] name`.
 fn rollback_to(sql: &[u8], mode: sextant_sql::LexMode) -> bool {
     sextant_sql::Lexer::with_mode(sql, mode)
         .take(3)
         .any(|t| t.text.eq_ignore_ascii_case(b"TO"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chains;
+    use sextant_sql::LexMode;
+
+    #[test]
+    fn and_chain() {
+        let c = |s: &str| chains(s.as_bytes(), LexMode::DEFAULT);
+        assert!(c("COMMIT AND CHAIN"));
+        assert!(c("commit work and chain"));
+        assert!(c("ROLLBACK AND CHAIN RELEASE"));
+        assert!(!c("COMMIT AND NO CHAIN"));
+        assert!(!c("COMMIT"));
+        assert!(!c("ROLLBACK WORK"));
+        assert!(!c("COMMIT RELEASE"));
+    }
 }

@@ -319,12 +319,26 @@ impl Session {
         &mut self,
         sh: &Arc<Sharding>,
         commit: bool,
+        chain: bool,
     ) -> Result<(), SessionError> {
         let r = self.xa_end(sh, commit).await;
         match r {
-            Ok(()) => self.local_ok().await,
+            Ok(()) => {
+                if chain {
+                    // AND CHAIN: a new transaction, held back as a BEGIN is.
+                    self.chain_transaction();
+                }
+                self.local_ok().await
+            }
             Err(e) => self.reply_error(e).await,
         }
+    }
+
+    /// Opens the next transaction of a COMMIT or ROLLBACK AND CHAIN.
+    pub(super) fn chain_transaction(&mut self) {
+        self.savepoints.clear();
+        self.pending_begin = Some(b"BEGIN".to_vec());
+        self.status |= status::IN_TRANS;
     }
 
     /// Ends the distributed transaction: commits (one phase for one
