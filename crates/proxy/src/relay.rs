@@ -78,6 +78,10 @@ pub struct RelayResult {
     /// What the server's session tracking said the statement did, taken
     /// from the connection by the session once the answer is relayed.
     pub tracked: Tracked,
+    /// A result set ended with an EOF packet (a connection without
+    /// CLIENT_DEPRECATE_EOF), which carries no session state: the GTID of
+    /// a write answered by rows (INSERT ... RETURNING) is not in it.
+    pub eof_ended: bool,
 }
 
 /// What session tracking reported about a statement, beyond the answer.
@@ -299,6 +303,7 @@ pub async fn relay(
                 }
                 Packet::Eof => {
                     res.status = t.status();
+                    res.eof_ended = true;
                     // An EOF cannot say what changed; the flag alone is
                     // for clients that asked to hear of any change.
                     let told = opts.session_track

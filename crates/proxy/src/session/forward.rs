@@ -545,6 +545,25 @@ impl Session {
                     last_insert_id_set: conn.track.last_insert_id_set.take(),
                     wrote: conn.track.last_gtid.take(),
                 };
+                if res.tracked.wrote.is_none()
+                    && res.eof_ended
+                    && !res.error
+                    && !conn.in_transaction()
+                    && conn.is_mariadb()
+                    && may_write_rows(
+                        self.scratch
+                            .get(sextant_protocol::codec::HEADER_LEN..)
+                            .unwrap_or_default(),
+                    )
+                {
+                    // A write answered by rows reported no GTID (no OK
+                    // packet ends its answer): asked for, so that the
+                    // session's next read sees it.
+                    if let Some(g) = written_gtid(conn).await {
+                        self.user.latest_write.publish(&g);
+                        res.tracked.wrote = Some(g);
+                    }
+                }
                 if res.connection_ending {
                     let span = self.span.clone();
                     tracing::info!(parent: &span, server = %a.server.addr, "the server ended a connection");
@@ -737,5 +756,72 @@ fn client_failed(e: RelayError) -> SessionError {
             addr: String::new(),
             reason,
         },
+    }
+}
+
+/// Whether a statement (a COM_QUERY payload) may write and answer with
+/// rows: `INSERT`, `REPLACE` or `DELETE ... RETURNING`, a `CALL`, or one
+/// opened by a comment or `WITH` (not read further here). A SELECT is
+/// not. (A prepared statement's execution is not told apart here: its
+/// text is not at hand.)
+fn may_write_rows(payload: &[u8]) -> bool {
+    let Some((&com, sql)) = payload.split_first() else {
+        return false;
+    };
+    if com != sextant_protocol::consts::com::QUERY {
+        return false;
+    }
+    let mut word = [0u8; 7];
+    let start = sql
+        .iter()
+        .position(|b| !b.is_ascii_whitespace() && *b != b'(')
+        .unwrap_or(sql.len());
+    let n = (sql.len() - start).min(word.len());
+    word[..n].copy_from_slice(&sql[start..start + n]);
+    word.make_ascii_uppercase();
+    [
+        &b"INSERT"[..],
+        b"REPLACE",
+        b"DELETE",
+        b"CALL",
+        b"WITH",
+        b"/*",
+        b"#",
+        b"--",
+    ]
+    .iter()
+    .any(|w| word[..n].starts_with(w))
+}
+
+/// The GTID of the write the connection's session committed last
+/// (MariaDB's `@@last_gtid`); None when it cannot be read.
+async fn written_gtid(
+    conn: &mut sextant_backend::BackendConn,
+) -> Option<sextant_backend::gtid::Gtid> {
+    let rows = conn.query_internal("SELECT @@last_gtid").await.ok()?;
+    let v = rows.first()?.first()?.as_deref()?;
+    sextant_backend::gtid::Gtid::parse(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_write_rows;
+
+    #[test]
+    fn writes_that_may_answer_with_rows() {
+        let q = |s: &str| {
+            let mut p = vec![3u8];
+            p.extend_from_slice(s.as_bytes());
+            may_write_rows(&p)
+        };
+        assert!(q("INSERT INTO t VALUES (1) RETURNING id"));
+        assert!(q("  delete from t returning *"));
+        assert!(q("REPLACE INTO t VALUES (1) RETURNING id"));
+        assert!(q("CALL p()"));
+        assert!(q("/* orm */ INSERT INTO t VALUES (1) RETURNING id"));
+        assert!(!q("SELECT 1"));
+        assert!(!q("SHOW TABLES"));
+        assert!(!q(""));
+        assert!(!may_write_rows(&[0x17, 1, 0, 0, 0]));
     }
 }
