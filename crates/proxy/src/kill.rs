@@ -200,64 +200,72 @@ pub enum KillStatement {
     Expression,
 }
 
-/// Reads `KILL [HARD | SOFT] [CONNECTION | QUERY] <id>`.
+/// Reads `KILL [HARD | SOFT] [CONNECTION | QUERY] <id>` with the lexer,
+/// so that comments and spacing read as the server reads them.
 pub fn parse(sql: &[u8]) -> KillStatement {
-    let text = String::from_utf8_lossy(sql);
-    let mut words = text
-        .split(|c: char| c.is_whitespace() || c == ';')
-        .filter(|w| !w.is_empty());
-    let _kill = words.next();
+    use sextant_sql::TokenKind;
+    let mut t = sextant_sql::Lexer::new(sql)
+        .filter(|t| t.kind != TokenKind::Hint)
+        .peekable();
+    let _kill = t.next();
     let mut query = false;
-    while let Some(w) = words.next() {
-        match w.to_ascii_uppercase().as_str() {
-            "HARD" | "SOFT" | "CONNECTION" => {}
-            "QUERY" => query = true,
-            "CONNECTION_ID()" => {
-                return match rest_is_empty(&mut words) {
-                    true => KillStatement::Own { query },
-                    false => KillStatement::Expression,
-                }
-            }
-            "ID" | "USER" => return KillStatement::Unsupported,
-            n => {
-                let id = match id_of(n) {
-                    Some(id) if rest_is_empty(&mut words) => id,
-                    _ => return KillStatement::Expression,
-                };
-                return match query {
-                    true => KillStatement::Query(id),
-                    false => KillStatement::Connection(id),
-                };
-            }
+    while let Some(w) = t.next() {
+        if ["HARD", "SOFT", "CONNECTION"].iter().any(|k| w.is_word(k)) {
+            continue;
         }
+        if w.is_word("QUERY") {
+            query = true;
+            continue;
+        }
+        if w.is_word("ID") || w.is_word("USER") {
+            return KillStatement::Unsupported;
+        }
+        let own = w.is_word("CONNECTION_ID")
+            && t.next().is_some_and(|p| p.is_punct(b'('))
+            && t.next().is_some_and(|p| p.is_punct(b')'));
+        let id = match own {
+            true => None,
+            false => id_of(&w),
+        };
+        // Nothing may follow but a semicolon.
+        let rest_empty = match t.next() {
+            None => true,
+            Some(p) => p.is_punct(b';') && t.next().is_none(),
+        };
+        return match (own, id, rest_empty) {
+            (true, _, true) => KillStatement::Own { query },
+            (false, Some(id), true) if query => KillStatement::Query(id),
+            (false, Some(id), true) => KillStatement::Connection(id),
+            _ => KillStatement::Expression,
+        };
     }
     KillStatement::Unsupported
 }
 
-fn rest_is_empty<'a>(words: &mut impl Iterator<Item = &'a str>) -> bool {
-    words.next().is_none()
-}
-
-/// The id a server makes of a KILL's one word: a number; NULL is 0; a
-/// quoted string is its leading digits (0 without any), as the server
-/// converts it.
-fn id_of(word: &str) -> Option<u64> {
-    if word.eq_ignore_ascii_case("NULL") {
-        return Some(0);
-    }
-    let quoted = ['\'', '"']
-        .iter()
-        .find_map(|q| word.strip_prefix(*q).and_then(|w| w.strip_suffix(*q)));
-    match quoted {
-        Some(inner) => {
-            let digits: String = inner
-                .trim_start()
-                .chars()
-                .take_while(char::is_ascii_digit)
+/// The id a server makes of a KILL's one token: a number; NULL is 0; a
+/// string is its leading digits (0 without any), as the server converts
+/// it.
+fn id_of(t: &sextant_sql::Token<'_>) -> Option<u64> {
+    use sextant_sql::TokenKind;
+    match t.kind {
+        TokenKind::Number => std::str::from_utf8(t.text).ok()?.parse().ok(),
+        TokenKind::Word if t.is_word("NULL") => Some(0),
+        TokenKind::Str => {
+            let value = sextant_sql::string_literal(t.text, sextant_sql::LexMode::DEFAULT);
+            let digits: Vec<u8> = value
+                .iter()
+                .copied()
+                .skip_while(u8::is_ascii_whitespace)
+                .take_while(u8::is_ascii_digit)
                 .collect();
-            Some(digits.parse().unwrap_or(0))
+            Some(
+                std::str::from_utf8(&digits)
+                    .ok()
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or(0),
+            )
         }
-        None => word.parse().ok(),
+        _ => None,
     }
 }
 
