@@ -257,6 +257,14 @@ impl Router {
                 names(&|p| !matches!(p, Place::Global(_)))
             ));
         }
+        // The tables of a UNION's parts are not joined: its own reason
+        // comes first.
+        if a.merge == Some("UNION") && required.len() > 1 {
+            return Route::Refuse(format!(
+                "a read over {} groups with UNION needs its results merged, which this version does not do yet; restrict it by the shard key to one group",
+                required.len()
+            ));
+        }
         if !self.colocated(&sharded, &a.key_joins) {
             return Route::Refuse(format!(
                 "the statement joins sharded tables ({}) other than on equal shard keys of one vdb: their rows may be in different groups",

@@ -33,6 +33,8 @@ SELECT * FROM warehouse WHERE w_id = 1 AND EXISTS (SELECT 1 FROM district WHERE 
 SELECT * FROM warehouse WHERE w_id IN (SELECT d_w_id FROM district)
 SELECT * FROM (SELECT * FROM warehouse) AS x
 SELECT * FROM warehouse WHERE w_id = 1 UNION SELECT * FROM warehouse WHERE w_id = 5
+SELECT w_id FROM warehouse UNION SELECT d_w_id FROM district
+SELECT w_id FROM warehouse WHERE w_id = 1 UNION ALL SELECT w_id FROM warehouse WHERE w_id = 2
 INSERT INTO warehouse (w_id, w_name) VALUES (1, 'a')
 INSERT INTO warehouse (w_name, w_id) VALUES ('a', 2), ('b', 6)
 INSERT INTO warehouse (w_name, w_id) VALUES ('a', 2), ('b', 3)
