@@ -41,14 +41,6 @@ pub struct GroupServers {
     /// Set when a session ran DDL through the group: the monitor reads the
     /// catalogue again at its next check instead of waiting its turn.
     pub catalogue_stale: std::sync::atomic::AtomicBool,
-    /// A session is asking the primary about names the catalogue does not
-    /// list: the others do not ask too, and wait for its answer
-    /// (`names_learned`). Hundreds of sessions reading a new table at once
-    /// sent hundreds of information_schema scans at once, under which a
-    /// MariaDB 10.11 primary crashed.
-    pub names_lookup: std::sync::atomic::AtomicBool,
-    /// Told when a lookup of names ends.
-    pub names_learned: tokio::sync::Notify,
     /// The primary's position as read for reads that must see writes
     /// acknowledged by any instance of a fleet.
     pub primary_position: crate::position::PrimaryPosition,
@@ -100,8 +92,6 @@ impl GroupServers {
             heartbeat_us: std::sync::atomic::AtomicI64::new(0),
             catalogue: Default::default(),
             catalogue_stale: std::sync::atomic::AtomicBool::new(true),
-            names_lookup: std::sync::atomic::AtomicBool::new(false),
-            names_learned: tokio::sync::Notify::new(),
             primary_position: Default::default(),
         }
     }

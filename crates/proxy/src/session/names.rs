@@ -22,17 +22,6 @@ impl Session {
             return false;
         };
         let group = self.group.clone();
-        // Registered before the flag is read: an end of the lookup under
-        // way between the two is not missed.
-        let learned = group.names_learned.notified();
-        tokio::pin!(learned);
-        learned.as_mut().enable();
-        let Some(_asking) = Asking::take(&group.names_lookup, &group.names_learned) else {
-            // Another session is asking: its answer, then classify again
-            // (what is still unknown then goes to the primary).
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), learned).await;
-            return true;
-        };
         let Ok(primary) = self.primary_of(&group).await else {
             return false;
         };
@@ -73,26 +62,6 @@ impl Session {
     }
 }
 
-/// The one lookup of a group's names under way (`Group::names_lookup`),
-/// given up when dropped, which wakes the sessions waiting for it.
-struct Asking<'a>(&'a std::sync::atomic::AtomicBool, &'a tokio::sync::Notify);
-
-impl<'a> Asking<'a> {
-    fn take(
-        flag: &'a std::sync::atomic::AtomicBool,
-        done: &'a tokio::sync::Notify,
-    ) -> Option<Asking<'a>> {
-        (!flag.swap(true, std::sync::atomic::Ordering::AcqRel)).then_some(Asking(flag, done))
-    }
-}
-
-impl Drop for Asking<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, std::sync::atomic::Ordering::Release);
-        self.1.notify_waiters();
-    }
-}
-
 /// The lookup of `names` (tables and views, any schema), or None when a
 /// name cannot be put in a string literal plainly (those stay unknown:
 /// their reads go to the primary).
@@ -124,25 +93,6 @@ fn describe_sql(names: &[Box<[u8]>]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn one_lookup_at_a_time_and_the_others_are_told_when_it_ends() {
-        let flag = std::sync::atomic::AtomicBool::new(false);
-        let done = tokio::sync::Notify::new();
-        let first = Asking::take(&flag, &done).expect("the first asks");
-        let waiting = done.notified();
-        tokio::pin!(waiting);
-        waiting.as_mut().enable();
-        assert!(
-            Asking::take(&flag, &done).is_none(),
-            "a second does not ask"
-        );
-        drop(first);
-        tokio::time::timeout(std::time::Duration::from_secs(1), waiting)
-            .await
-            .expect("told when the lookup ended");
-        assert!(Asking::take(&flag, &done).is_some(), "given up when done");
-    }
 
     #[test]
     fn names_that_cannot_be_quoted_plainly_are_not_looked_up() {
