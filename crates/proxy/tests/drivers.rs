@@ -210,3 +210,61 @@ fn java_driver_gets_the_answers_it_gets_directly() {
     let expect: Vec<(&str, &str)> = expect.iter().map(|(c, w)| (c.as_str(), *w)).collect();
     compare(&direct, &proxied, &expect);
 }
+
+/// Oracle's MySQL Connector/J, as its users run it: it sets
+/// character_set_results to NULL at connect (session tracking reports ''),
+/// and with rewriteBatchedStatements sends a batch of more than four
+/// statements as one multi-statement between COM_SET_OPTION on and off,
+/// right after a write (on the connection the session holds) and after
+/// pauses longer than the hold window (on other pooled connections).
+/// (Through sextant: 9002 after each pause, and the batch got 1064.)
+#[test]
+fn oracle_java_driver_gets_the_answers_it_gets_directly() {
+    let dir = drivers().join("java");
+    let lib = dir.join("lib");
+    assert!(
+        lib.join("mysql-connector-j-9.1.0.jar").is_file(),
+        "MySQL Connector/J is not installed: run scripts/deps"
+    );
+    let classes = Path::new(env!("CARGO_TARGET_TMPDIR")).join("drivercheck-java-cj");
+    let cp = format!("{}/*", lib.display());
+    let built = Command::new("javac")
+        .args(["-d"])
+        .arg(&classes)
+        .args(["-cp", &cp, "OracleChecks.java"])
+        .current_dir(&dir)
+        .output()
+        .expect("javac (run scripts/deps first)");
+    assert!(
+        built.status.success(),
+        "javac:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let java = || {
+        let mut c = Command::new("java");
+        c.args([
+            "-cp",
+            &format!("{}:{cp}", classes.display()),
+            "OracleChecks",
+        ])
+        .env("PAUSE_MS", "300");
+        c
+    };
+    let p = Setup {
+        group: "[routing]\nhold_ms = 100\n",
+        ..Default::default()
+    }
+    .start();
+    let direct = run(&mut java(), lab().primary, "d");
+    let proxied = run(&mut java(), p.port, "p");
+    compare(
+        &direct,
+        &proxied,
+        &[
+            ("rewritten_batch", "statements=10 rows=11"),
+            ("rewritten_prepared_batch", "rows=31"),
+            ("after_pauses", "31/1 31/1 31/1"),
+            ("batch_after_pause", "rows=37"),
+        ],
+    );
+}
