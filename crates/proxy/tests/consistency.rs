@@ -232,6 +232,9 @@ fn reads_needing_the_same_write_share_one_wait_per_replica() {
     let mut w = p.conn();
     table(&mut w, "sw_t");
     sync_replicas();
+    // The first read of a new table asks the primary what it is: done
+    // here, so that the readers below arrive together and meet one wait.
+    w.query_drop("SELECT COUNT(*) FROM sw_t").unwrap();
     let _delay = Delay::set(1);
     let lab = lab();
     let primary_port = lab.primary as i64;
