@@ -167,30 +167,12 @@ fn node_driver_gets_the_answers_it_gets_directly() {
 #[test]
 fn java_driver_gets_the_answers_it_gets_directly() {
     let dir = drivers().join("java");
-    let lib = dir.join("lib");
     assert!(
-        lib.join("mariadb-java-client-3.5.6.jar").is_file(),
+        dir.join("lib/mariadb-java-client-3.5.6.jar").is_file(),
         "Connector/J is not installed: run scripts/deps"
     );
-    let classes = Path::new(env!("CARGO_TARGET_TMPDIR")).join("drivercheck-java");
-    let cp = format!("{}/*", lib.display());
-    let built = Command::new("javac")
-        .args(["-d"])
-        .arg(&classes)
-        .args(["-cp", &cp, "Checks.java"])
-        .current_dir(&dir)
-        .output()
-        .expect("javac (run scripts/deps first)");
-    assert!(
-        built.status.success(),
-        "javac:\n{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let java = || {
-        let mut c = Command::new("java");
-        c.args(["-cp", &format!("{}:{cp}", classes.display()), "Checks"]);
-        c
-    };
+    let cp = javac(&dir, "Checks");
+    let java = || java(&cp, "Checks");
     let p = Setup::default().start();
     let direct = run(&mut java(), lab().primary, "d");
     let proxied = run(&mut java(), p.port, "p");
@@ -221,33 +203,14 @@ fn java_driver_gets_the_answers_it_gets_directly() {
 #[test]
 fn oracle_java_driver_gets_the_answers_it_gets_directly() {
     let dir = drivers().join("java");
-    let lib = dir.join("lib");
     assert!(
-        lib.join("mysql-connector-j-9.1.0.jar").is_file(),
+        dir.join("lib/mysql-connector-j-9.1.0.jar").is_file(),
         "MySQL Connector/J is not installed: run scripts/deps"
     );
-    let classes = Path::new(env!("CARGO_TARGET_TMPDIR")).join("drivercheck-java-cj");
-    let cp = format!("{}/*", lib.display());
-    let built = Command::new("javac")
-        .args(["-d"])
-        .arg(&classes)
-        .args(["-cp", &cp, "OracleChecks.java"])
-        .current_dir(&dir)
-        .output()
-        .expect("javac (run scripts/deps first)");
-    assert!(
-        built.status.success(),
-        "javac:\n{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    let cp = javac(&dir, "OracleChecks");
     let java = || {
-        let mut c = Command::new("java");
-        c.args([
-            "-cp",
-            &format!("{}:{cp}", classes.display()),
-            "OracleChecks",
-        ])
-        .env("PAUSE_MS", "300");
+        let mut c = java(&cp, "OracleChecks");
+        c.env("PAUSE_MS", "300");
         c
     };
     let p = Setup {
@@ -267,4 +230,31 @@ fn oracle_java_driver_gets_the_answers_it_gets_directly() {
             ("batch_after_pause", "rows=37"),
         ],
     );
+}
+
+/// `class` of the Java checks in `dir`, compiled against the drivers in
+/// `dir/lib`: the classpath to run it with.
+fn javac(dir: &Path, class: &str) -> String {
+    let classes = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("drivercheck-java-{class}"));
+    let cp = format!("{}/*", dir.join("lib").display());
+    let built = Command::new("javac")
+        .args(["-d"])
+        .arg(&classes)
+        .args(["-cp", &cp, &format!("{class}.java")])
+        .current_dir(dir)
+        .output()
+        .expect("javac (run scripts/deps first)");
+    assert!(
+        built.status.success(),
+        "javac:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    format!("{}:{cp}", classes.display())
+}
+
+/// `java` running `class` with classpath `cp`.
+fn java(cp: &str, class: &str) -> Command {
+    let mut c = Command::new("java");
+    c.args(["-cp", cp, class]);
+    c
 }

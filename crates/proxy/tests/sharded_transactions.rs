@@ -12,6 +12,23 @@ use mysql::prelude::Queryable;
 /// The tests share the bank: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// A fresh bank of 8 accounts, sextant in front of it, and a client of
+/// it (the guard keeps the other tests off the bank meanwhile).
+fn bank_session() -> (std::sync::MutexGuard<'static, ()>, Proxy, mysql::Conn) {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = LAB_ARGS.set(&["--shards", "4", "--replicas", "1"]);
+    fresh_bank(8);
+    let p = Setup {
+        proxy: "default_group = \"data1\"",
+        groups: Some(layout(&xa_table(&xa_dir(), 500, ""))),
+        ..Default::default()
+    }
+    .start();
+    let c = mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", DB)).unwrap())
+        .expect("connect through sextant");
+    (serial, p, c)
+}
+
 fn run(c: &mut mysql::Conn, script: &[&str]) -> Vec<Result<(), u16>> {
     script
         .iter()
@@ -37,17 +54,7 @@ fn balance_of(id: i64) -> i64 {
 /// server. (ROLLBACK TO got 1305 and the COMMIT kept the update.)
 #[test]
 fn a_savepoint_before_the_first_statement_is_kept_for_the_group_that_starts() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = LAB_ARGS.set(&["--shards", "4", "--replicas", "1"]);
-    fresh_bank(8);
-    let p = Setup {
-        proxy: "default_group = \"data1\"",
-        groups: Some(layout(&xa_table(&xa_dir(), 500, ""))),
-        ..Default::default()
-    }
-    .start();
-    let mut c = mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", DB)).unwrap())
-        .expect("connect through sextant");
+    let (_serial, _p, mut c) = bank_session();
     // Account 2 lives in data3 (id mod 4), not the default group.
     let rolled_back = run(
         &mut c,
@@ -127,17 +134,7 @@ fn a_savepoint_before_the_first_statement_is_kept_for_the_group_that_starts() {
 /// chained transaction's writes were autocommitted and survived.)
 #[test]
 fn and_chain_opens_the_next_transaction() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = LAB_ARGS.set(&["--shards", "4", "--replicas", "1"]);
-    fresh_bank(8);
-    let p = Setup {
-        proxy: "default_group = \"data1\"",
-        groups: Some(layout(&xa_table(&xa_dir(), 500, ""))),
-        ..Default::default()
-    }
-    .start();
-    let mut c = mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", DB)).unwrap())
-        .expect("connect through sextant");
+    let (_serial, _p, mut c) = bank_session();
     let script = [
         // One group (account 2: data3).
         "BEGIN",

@@ -760,10 +760,10 @@ fn client_failed(e: RelayError) -> SessionError {
 }
 
 /// Whether a statement (a COM_QUERY payload) may write and answer with
-/// rows: `INSERT`, `REPLACE` or `DELETE ... RETURNING`, a `CALL`, or one
-/// opened by a comment or `WITH` (not read further here). A SELECT is
-/// not. (A prepared statement's execution is not told apart here: its
-/// text is not at hand.)
+/// rows: `INSERT`, `REPLACE` or `DELETE ... RETURNING`, or a `CALL`, its
+/// first word read past comments and hints. A SELECT is not. (A prepared
+/// statement's execution is not told apart here: its text is not at
+/// hand.)
 fn may_write_rows(payload: &[u8]) -> bool {
     let Some((&com, sql)) = payload.split_first() else {
         return false;
@@ -771,26 +771,13 @@ fn may_write_rows(payload: &[u8]) -> bool {
     if com != sextant_protocol::consts::com::QUERY {
         return false;
     }
-    let mut word = [0u8; 7];
-    let start = sql
-        .iter()
-        .position(|b| !b.is_ascii_whitespace() && *b != b'(')
-        .unwrap_or(sql.len());
-    let n = (sql.len() - start).min(word.len());
-    word[..n].copy_from_slice(&sql[start..start + n]);
-    word.make_ascii_uppercase();
-    [
-        &b"INSERT"[..],
-        b"REPLACE",
-        b"DELETE",
-        b"CALL",
-        b"WITH",
-        b"/*",
-        b"#",
-        b"--",
-    ]
-    .iter()
-    .any(|w| word[..n].starts_with(w))
+    let first = sextant_sql::Lexer::new(sql)
+        .find(|t| t.kind != sextant_sql::TokenKind::Hint && !t.is_punct(b'('));
+    first.is_some_and(|w| {
+        ["INSERT", "REPLACE", "DELETE", "CALL"]
+            .iter()
+            .any(|k| w.is_word(k))
+    })
 }
 
 /// The GTID of the write the connection's session committed last
@@ -820,6 +807,9 @@ mod tests {
         assert!(q("CALL p()"));
         assert!(q("/* orm */ INSERT INTO t VALUES (1) RETURNING id"));
         assert!(!q("SELECT 1"));
+        assert!(!q("/*# READWRITE */ SELECT 1"));
+        assert!(!q("/* app */ SELECT 1"));
+        assert!(!q("WITH x AS (SELECT 1) SELECT * FROM x"));
         assert!(!q("SHOW TABLES"));
         assert!(!q(""));
         assert!(!may_write_rows(&[0x17, 1, 0, 0, 0]));
