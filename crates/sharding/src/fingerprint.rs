@@ -58,6 +58,57 @@ pub struct Tokens {
     pub calc_found_rows: bool,
     /// It calls a window function (`... OVER`).
     pub window: bool,
+    /// The first value it reads that may differ from one server connection
+    /// to another, or from one call to the next (`UUID()`, `NOW()`, a user
+    /// or system variable): a write of it to every copy of a global table
+    /// would leave the copies different.
+    pub volatile: Option<&'static str>,
+}
+
+/// Functions whose value may differ between two connections running the
+/// same statement: the time (each group's clock and moment), random
+/// values, and the connection's own state.
+const VOLATILE: &[&str] = &[
+    "connection_id",
+    "current_date",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "curdate",
+    "curtime",
+    "found_rows",
+    "last_insert_id",
+    "localtime",
+    "localtimestamp",
+    "nextval",
+    "now",
+    "rand",
+    "random_bytes",
+    "row_count",
+    "session_user",
+    "sys_guid",
+    "sysdate",
+    "system_user",
+    "unix_timestamp",
+    "user",
+    "utc_date",
+    "utc_time",
+    "utc_timestamp",
+    "uuid",
+    "uuid_short",
+];
+
+/// The name as written in a refusal.
+fn volatile_name(t: &sextant_sql::Token<'_>) -> Option<&'static str> {
+    match t.kind {
+        TokenKind::UserVar => Some("a user variable"),
+        TokenKind::SysVar => Some("a system variable"),
+        TokenKind::Word => VOLATILE
+            .iter()
+            .find(|v| t.text.eq_ignore_ascii_case(v.as_bytes()))
+            .copied(),
+        _ => None,
+    }
 }
 
 /// Words that may follow SELECT before its select list and change how the
@@ -191,6 +242,19 @@ fn write_shape<'a>(
         }
         if t.is_word("over") {
             facts.window = true;
+        }
+        if facts.volatile.is_none() {
+            // A function is one when called; CURRENT_TIMESTAMP and its
+            // kind are also without parentheses.
+            if let Some(v) = volatile_name(&t).filter(|v| {
+                t.kind != TokenKind::Word
+                    || v.starts_with("current_")
+                    || v.starts_with("local")
+                    || v.starts_with("utc_")
+                    || lexer.peek().is_some_and(|n| n.is_punct(b'('))
+            }) {
+                facts.volatile = Some(v);
+            }
         }
         if shape.is_empty() && (t.is_word("insert") || t.is_word("replace")) {
             insert = true;

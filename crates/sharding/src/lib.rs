@@ -20,6 +20,7 @@ mod layout;
 pub mod merge;
 pub mod placement;
 pub mod route;
+pub mod session;
 
 pub use error::LayoutError;
 pub use fingerprint::Lit;

@@ -154,6 +154,10 @@ pub struct Session {
     /// connection (address, id) where LAST_INSERT_ID() returns it.
     last_insert_id: u64,
     last_insert_conn: Option<(Arc<str>, u32)>,
+    /// The last statement ran over several groups: what ROW_COUNT(),
+    /// FOUND_ROWS() and @@warning_count report of it is in no one server
+    /// connection.
+    after_spread: bool,
     /// The GTID of this session's last write.
     last_write: Option<Gtid>,
     /// The statement being run (empty between statements).
@@ -378,6 +382,7 @@ impl Session {
             status: status::AUTOCOMMIT,
             last_insert_id: 0,
             last_insert_conn: None,
+            after_spread: false,
             last_write: None,
             stmt: Default::default(),
             sticky: None,

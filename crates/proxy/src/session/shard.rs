@@ -32,6 +32,15 @@ impl Session {
         sql: &[u8],
         packet: &[u8],
     ) -> Result<Next, SessionError> {
+        if std::mem::take(&mut self.after_spread) {
+            if let Some(f) = about_last_statement(sql) {
+                self.reply_error(SessionError::ShardUnsupported(format!(
+                    "{f} right after a statement that ran over several groups: no one server holds its value, and sextant does not compute it yet; read it after a statement that runs in one group"
+                )))
+                .await?;
+                return Ok(Next::Done);
+            }
+        }
         if self.in_dist() {
             let mode = self.lex_mode();
             match c.kind {
@@ -467,6 +476,7 @@ impl Session {
         let names_tables = !matches!(route, Route::Session);
         let (group, index) = match route {
             Route::Write(w) => {
+                self.after_spread = true;
                 return match self.spread_write(sh, &w, packet).await {
                     Ok(()) => Ok(Next::Done),
                     Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_))) => Err(e),
@@ -521,6 +531,18 @@ impl Session {
                     Route::Scatter(set) | Route::Broadcast(set) => *set,
                     _ => GroupSet::default(),
                 };
+                if !matches!(route, Route::Broadcast(_)) {
+                    let vars = self.vars.vars.iter().map(|(k, v)| (&**k, &**v));
+                    if let Some(why) = sextant_sharding::session::unmodelled_setting(vars) {
+                        let e = SessionError::ShardUnsupported(format!(
+                            "a read over {} groups ({}) under {why}",
+                            set.len(),
+                            names(sh, set)
+                        ));
+                        self.reply_error(e).await?;
+                        return Ok(Next::Done);
+                    }
+                }
                 let in_trx = self.pinned()
                     || self.pending_begin.is_some()
                     || self.status & status::AUTOCOMMIT == 0;
@@ -560,6 +582,7 @@ impl Session {
                     self.reply_error(e).await?;
                     return Ok(Next::Done);
                 }
+                self.after_spread = true;
                 let res = match &route {
                     Route::Merge(plan) => self.merge(sh, plan, packet, binary).await,
                     Route::Scatter(_) => self.scatter(sh, set, packet, binary).await,
@@ -716,6 +739,22 @@ pub(super) fn param_lits<'a>(values: &[sextant_protocol::binary::Value<'a>]) -> 
 }
 
 /// `COMMIT` or `ROLLBACK [WORK] AND CHAIN` (not `AND NO CHAIN`).
+/// The session function a statement reads that reports on the statement
+/// before it, if any.
+fn about_last_statement(sql: &[u8]) -> Option<&'static str> {
+    let has = |w: &[u8]| sql.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
+    [
+        (&b"row_count"[..], "ROW_COUNT()"),
+        (b"found_rows", "FOUND_ROWS()"),
+        (b"warning_count", "@@warning_count"),
+        (b"show warnings", "SHOW WARNINGS"),
+        (b"show count", "SHOW COUNT(*) WARNINGS"),
+    ]
+    .into_iter()
+    .find(|(w, _)| has(w))
+    .map(|(_, f)| f)
+}
+
 fn chains(sql: &[u8], mode: sextant_sql::LexMode) -> bool {
     let mut t = sextant_sql::Lexer::with_mode(sql, mode).skip(1);
     let mut and = false;

@@ -91,6 +91,15 @@ pub struct TableUse {
     pub name: String,
     pub place: Place,
     pub keys: Keys,
+    /// In the statement's own FROM (not a subquery's, a derived table's or
+    /// a CTE's) and on no side of an outer join that may be missing: each
+    /// row of the result holds exactly one row of it. A read over several
+    /// groups is exact only when a sharded table is such an anchor (else
+    /// each group answers for its own copy of the other tables' rows).
+    pub anchor: bool,
+    /// In the statement's own FROM (an anchor unless on an outer join's
+    /// optional side).
+    pub top: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +162,9 @@ pub struct Analysis {
     /// The top-level SELECT's FROM tables: index in `tables`, and the name
     /// a column is qualified with there (its alias, else its name).
     pub top_from: Vec<(usize, String)>,
+    /// The first value the statement reads that may differ between two
+    /// connections (see [`Tokens::volatile`]).
+    pub volatile: Option<&'static str>,
 }
 
 impl Analysis {
@@ -175,6 +187,7 @@ impl Analysis {
             write_limit: false,
             grouping: None,
             top_from: Vec::new(),
+            volatile: None,
         }
     }
 
@@ -194,6 +207,7 @@ pub fn analyze(layout: &Layout, db: Option<&str>, stmts: &[Statement], tokens: T
         db,
         a: Analysis::new(StmtKind::Other),
         selects: 0,
+        blocks: 0,
         outer: Vec::new(),
         semi: None,
     };
@@ -207,6 +221,7 @@ pub fn analyze(layout: &Layout, db: Option<&str>, stmts: &[Statement], tokens: T
         // A SELECT the walk did not reach: its tables are unknown.
         cx.a.refuse("a subquery in a place sextant does not read".into());
     }
+    cx.a.volatile = tokens.volatile;
     if tokens.window {
         cx.a.blocks_merge("window functions (OVER)");
     } else if tokens.aggregate && tokens.selects == 1 && cx.a.grouping.is_none() {
@@ -225,6 +240,9 @@ struct Cx<'l> {
     a: Analysis,
     /// SELECT blocks reached, to compare with the lexer's count.
     selects: u32,
+    /// Query blocks around the walk: the statement's own is 1 (an UPDATE's
+    /// or DELETE's tables are at 0).
+    blocks: u32,
     /// The scopes of the SELECT blocks being read, outermost first: a
     /// subquery's condition may name their tables (a correlated subquery).
     outer: Vec<Vec<ScopeTable>>,
@@ -422,6 +440,12 @@ impl Cx<'_> {
     /// A query block (with its UNIONs, CTEs, derived tables and
     /// subqueries). `top`: its rows are the statement's result.
     fn query(&mut self, q: &Query, top: bool) {
+        self.blocks += 1;
+        self.query_block(q, top);
+        self.blocks -= 1;
+    }
+
+    fn query_block(&mut self, q: &Query, top: bool) {
         if let Some(with) = &q.with {
             self.a.blocks_merge("WITH");
             for cte in &with.cte_tables {

@@ -33,9 +33,20 @@ impl Cx<'_> {
     /// A FROM item: its tables join the scope; inner joins' ON conditions
     /// restrict keys as WHERE does.
     pub(super) fn join_tree(&mut self, t: &TableWithJoins, scope: &mut Vec<ScopeTable>) {
+        let start = self.a.tables.len();
         self.factor(&t.relation, scope);
         for j in &t.joins {
+            let before = self.a.tables.len();
             self.factor(&j.relation, scope);
+            // The side an outer join may fill with NULLs is no anchor.
+            let optional = match &j.join_operator {
+                JoinOperator::Left(_) | JoinOperator::LeftOuter(_) => before..self.a.tables.len(),
+                JoinOperator::Right(_) | JoinOperator::RightOuter(_) => start..before,
+                _ => 0..0,
+            };
+            for t in &mut self.a.tables[optional] {
+                t.anchor = false;
+            }
             let (inner, c) = match &j.join_operator {
                 JoinOperator::Join(c)
                 | JoinOperator::Inner(c)
@@ -162,6 +173,8 @@ impl Cx<'_> {
             },
             place,
             keys: Keys::Any,
+            anchor: self.blocks <= 1,
+            top: self.blocks <= 1,
         });
         self.a.tables.len() - 1
     }

@@ -200,6 +200,11 @@ impl Router {
                         "no group holds a copy of every global table named ({})",
                         names(&|p| matches!(p, Place::Global(_)))
                     )),
+                    Some(_) if a.volatile.is_some() => Route::Refuse(format!(
+                        "a write to every copy of global table {} with {}: each copy would compute its own value and the copies would differ; compute the value in the application and write it as a literal or parameter",
+                        names(&|p| matches!(p, Place::Global(_))),
+                        volatile_shown(a.volatile.unwrap_or_default())
+                    )),
                     // Every copy, atomically.
                     _ => Route::Write(Box::new(WritePlan {
                         groups: copies,
@@ -233,7 +238,17 @@ impl Router {
         if let Some(g) = required.first().filter(|_| required.len() == 1) {
             return Route::One(g);
         }
-        // Several groups.
+        // Several groups: exact only when each result row holds one row
+        // of a sharded table (the groups' rows are then disjoint).
+        if !singles
+            && (writes || a.merge.is_none())
+            && !a
+                .tables
+                .iter()
+                .any(|t| t.anchor && matches!(t.place, Place::Sharded { .. }))
+        {
+            return Route::Refuse(unanchored(a, required.len()));
+        }
         if writes && !singles && self.colocated(&sharded, &a.key_joins) {
             if a.limit.is_some() || a.write_limit {
                 return Route::Refuse(format!(
@@ -398,5 +413,44 @@ impl Router {
             }
         }
         sharded.iter().all(|(t, _)| reached.contains(t))
+    }
+}
+
+/// Why a read over several groups has no sharded table its rows are made
+/// from, naming the construct: each group would answer for the other
+/// tables' rows (a global table's copy) once.
+fn unanchored(a: &Analysis, groups: u32) -> String {
+    let sharded = a
+        .tables
+        .iter()
+        .find(|t| matches!(t.place, Place::Sharded { .. }))
+        .map_or("?", |t| t.name.as_str());
+    let outer = a
+        .tables
+        .iter()
+        .find(|t| t.anchor)
+        .map(|t| format!(" (its rows come from {})", t.name));
+    let top = a
+        .tables
+        .iter()
+        .any(|t| matches!(t.place, Place::Sharded { .. }) && t.top);
+    match (top, outer) {
+        (true, outer) => format!(
+            "sharded table {sharded} on the side of an outer join that may be missing{}, over {groups} groups: each group would add the other side's unmatched rows once",
+            outer.unwrap_or_default()
+        ),
+        (false, Some(outer)) => format!(
+            "sharded table {sharded} only inside a subquery, derived table or CTE{outer}, over {groups} groups: each group would answer the outer rows from its own part of {sharded}"
+        ),
+        (false, None) => format!(
+            "sharded table {sharded} only inside a subquery, over {groups} groups: each group would answer from its own part of it"
+        ),
+    }
+}
+
+fn volatile_shown(v: &str) -> String {
+    match v.starts_with("a ") {
+        true => v.to_string(),
+        false => format!("{}()", v.to_ascii_uppercase()),
     }
 }

@@ -144,6 +144,15 @@ UPDATE customer c JOIN district d ON c.c_w_id = d.d_w_id SET c.c_balance = 0 WHE
 UPDATE customer c JOIN district d ON c.c_d_id = d.d_id SET c.c_balance = 0
 UPDATE item SET i_price = 1 WHERE i_id = 5
 INSERT INTO item (i_id, i_name) VALUES (1, 'a'), (2, 'b')
+# A value each copy would compute for itself: refused.
+INSERT INTO item (i_id, i_name) VALUES (3, UUID())
+UPDATE item SET i_data = NOW(6) WHERE i_id = 5
+UPDATE item SET i_data = CURRENT_TIMESTAMP WHERE i_id = 5
+UPDATE item SET i_price = RAND() * 10
+UPDATE item SET i_name = @name WHERE i_id = 5
+UPDATE item SET i_name = @@hostname WHERE i_id = 5
+UPDATE item SET i_name = 'now()' WHERE i_id = 5
+UPDATE item SET i_name = 'x' WHERE `uuid` = 5
 DELETE FROM item
 # Row constructors: the shard key's place in each tuple.
 @layout part.json tpcc_shard default_group
@@ -151,6 +160,19 @@ DELETE FROM new_orders WHERE (no_w_id, no_d_id, no_o_id) IN ((3, 1, 2101), (3, 2
 UPDATE orders SET o_carrier_id = 5 WHERE (o_w_id, o_d_id, o_id) IN ((1, 1, 7), (2, 1, 7))
 SELECT o_d_id, o_c_id FROM orders WHERE (o_d_id, o_id) IN ((1, 7), (2, 7))
 @layout part.json tpcc_shard global
+# A global table's rows with a sharded table's inside: each group would
+# answer for the global rows once; exact only when each result row holds
+# one row of a sharded table of the statement's own FROM.
+SELECT COUNT(*) FROM item i LEFT JOIN stock s ON s.s_i_id = i.i_id
+SELECT COUNT(*) FROM stock s LEFT JOIN item i ON s.s_i_id = i.i_id
+SELECT i_name FROM item i RIGHT JOIN stock s ON s.s_i_id = i.i_id
+SELECT i_name FROM stock s RIGHT JOIN item i ON s.s_i_id = i.i_id
+SELECT COUNT(*) FROM item WHERE i_id IN (SELECT s_i_id FROM stock)
+SELECT i_name FROM item WHERE NOT EXISTS (SELECT 1 FROM stock WHERE s_i_id = i_id)
+SELECT i_name FROM item WHERE i_price = (SELECT MAX(s_quantity) FROM stock)
+SELECT (SELECT COUNT(*) FROM stock)
+SELECT i_name FROM item JOIN stock ON s_i_id = i_id
+SELECT s_quantity FROM stock WHERE s_i_id IN (SELECT i_id FROM item WHERE i_price > 5)
 SELECT i_price, i_name FROM item WHERE i_id = 5
 SELECT s_quantity, i_name FROM stock JOIN item ON s_i_id = i_id WHERE s_w_id = 2
 # Keys equal to a restricted key: restricted too (inner joins and WHERE
@@ -205,3 +227,5 @@ SELECT w_name FROM warehouse WHERE w_id = (SELECT 5)
 SELECT c_last FROM customer c WHERE EXISTS (SELECT 1 FROM district d WHERE d.d_w_id = c.c_w_id)
 SELECT c_last FROM customer WHERE c_w_id IN (SELECT d_w_id FROM district WHERE d_tax > 1)
 SELECT c_last FROM customer c WHERE c.c_w_id = 3 AND EXISTS (SELECT 1 FROM district d WHERE d.d_w_id = c.c_w_id)
+@layout part.json tpcc_shard default_group
+UPDATE district SET d_ytd = d_ytd + 1 WHERE d_w_id IN (SELECT w_id FROM warehouse WHERE w_tax = 10)
