@@ -742,7 +742,13 @@ pub(super) fn param_lits<'a>(values: &[sextant_protocol::binary::Value<'a>]) -> 
 /// The session function a statement reads that reports on the statement
 /// before it, if any.
 fn about_last_statement(sql: &[u8]) -> Option<&'static str> {
-    let has = |w: &[u8]| sql.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
+    // As a word of its own (SQL_CALC_FOUND_ROWS is not FOUND_ROWS()).
+    let has = |w: &[u8]| {
+        sql.windows(w.len()).enumerate().any(|(i, x)| {
+            x.eq_ignore_ascii_case(w)
+                && (i == 0 || !(sql[i - 1].is_ascii_alphanumeric() || sql[i - 1] == b'_'))
+        })
+    };
     [
         (&b"row_count"[..], "ROW_COUNT()"),
         (b"found_rows", "FOUND_ROWS()"),
