@@ -525,3 +525,109 @@ fn inserts_without_a_column_list_land_where_named_ones_do() {
     assert_eq!(found, Some((5200, 9)));
     checksums_agree(&mut reference, "an INSERT after ALTER TABLE ... FIRST");
 }
+
+/// ROW_COUNT(), FOUND_ROWS(), @@warning_count and SHOW WARNINGS after a
+/// statement in one group read that group's connection, whichever group
+/// it is (a statement naming no table otherwise goes to the default
+/// group); state held on one connection is named as such when a read
+/// over several groups is refused for it.
+#[test]
+fn session_functions_follow_the_statement_before_into_its_group() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_p, mut c, mut reference) = start();
+    // Users in each of the four groups (the hash spreads 1..=12 over all).
+    for user in 1..=12 {
+        for (sql, then) in [
+            (
+                format!("UPDATE orders SET note = 'n{user}' WHERE user_id = {user}"),
+                "SELECT ROW_COUNT()",
+            ),
+            (
+                format!("SELECT id FROM orders WHERE user_id = {user} ORDER BY id LIMIT 2"),
+                "SELECT FOUND_ROWS()",
+            ),
+            (
+                format!(
+                    "SELECT CAST(CONCAT(qty, 'x') AS SIGNED) FROM orders WHERE user_id = {user}"
+                ),
+                "SELECT @@warning_count",
+            ),
+            (
+                format!(
+                    "SELECT CAST(CONCAT(id, 'y') AS SIGNED) FROM orders WHERE user_id = {user}"
+                ),
+                "SHOW WARNINGS",
+            ),
+        ] {
+            let before = rows_of(&mut reference, &sql).expect("the reference runs it");
+            let got = rows_of(&mut c, &sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+            assert_eq!(got.len(), before.len(), "{sql}");
+            let want = rows_of(&mut reference, then).unwrap();
+            let got = rows_of(&mut c, then).unwrap_or_else(|e| panic!("{then} after {sql}: {e:?}"));
+            assert_eq!(got, want, "{then} after {sql}");
+        }
+    }
+    checksums_agree(&mut reference, "the notes' updates");
+    // Not a transaction: state on one connection, and the refusal says so.
+    for (tie, named) in [
+        ("SET @x = 1", "user variables"),
+        ("SELECT GET_LOCK('sextant_diff_lock', 0)", "named locks"),
+    ] {
+        c.query_drop(tie).unwrap();
+        let (n, msg) = code(c.query_drop("SELECT COUNT(*) FROM orders").unwrap_err());
+        assert_eq!(n, 1235, "{msg}");
+        assert!(
+            msg.contains(named) && !msg.contains("transaction"),
+            "after {tie}: {msg}"
+        );
+        c.reset().unwrap();
+        c.query_drop(format!("USE {DB}")).unwrap();
+    }
+}
+
+/// Forms sextant's parser does not read run as written when the rest of
+/// the statement puts them in one group, and are refused naming the form
+/// over several.
+#[test]
+fn forms_sextant_does_not_read_run_in_one_group() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_p, mut c, mut reference) = start();
+    let mut tally = Tally::default();
+    for user in [3, 7, 11, 20] {
+        tally.read(
+            &mut c,
+            &mut reference,
+            &format!("SELECT status, item_id, SUM(qty) FROM orders WHERE user_id = {user} GROUP BY status, item_id WITH ROLLUP"),
+            true,
+        );
+        let sql = format!("UPDATE orders SET note = 'top{user}' WHERE user_id = {user} ORDER BY qty DESC, id LIMIT 2");
+        let want = reference.query_iter(&sql).unwrap().affected_rows();
+        let got = c.query_iter(&sql).unwrap().affected_rows();
+        assert_eq!(got, want, "{sql}");
+        let plan: Vec<mysql::Row> = c
+            .query(format!(
+                "EXPLAIN SELECT * FROM orders WHERE user_id = {user}"
+            ))
+            .unwrap();
+        assert!(!plan.is_empty());
+        c.query_drop(format!(
+            "EXPLAIN UPDATE orders SET qty = 1 WHERE user_id = {user}"
+        ))
+        .unwrap();
+    }
+    assert_eq!(tally.compared, 4, "{:?}", tally.refused);
+    checksums_agree(&mut reference, "UPDATE ... ORDER BY ... LIMIT in one group");
+    for (sql, form) in [
+        (
+            "SELECT status, COUNT(*) FROM orders GROUP BY status WITH ROLLUP",
+            "WITH ROLLUP",
+        ),
+        ("EXPLAIN SELECT * FROM orders", "EXPLAIN over 4 groups"),
+        ("UPDATE orders SET note = 'x' ORDER BY id LIMIT 1", "LIMIT"),
+    ] {
+        let (n, msg) = code(c.query_drop(sql).unwrap_err());
+        assert_eq!(n, 1235, "{sql}: {msg}");
+        assert!(msg.contains(form), "{sql}: {msg}");
+    }
+    checksums_agree(&mut reference, "the refused statements");
+}

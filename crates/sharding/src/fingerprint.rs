@@ -12,10 +12,30 @@ use sextant_sql::{string_literal, LexMode, Lexer, TokenKind};
 use std::borrow::Cow;
 
 impl Lit<'_> {
+    /// A number as the text gives it: an integer in i64 or u64, else
+    /// one sextant does not place.
+    pub fn number(text: &str) -> Lit<'static> {
+        match (text.parse::<i64>(), text.parse::<u64>()) {
+            (Ok(i), _) => Lit::Int(i),
+            (_, Ok(u)) => Lit::Big(u),
+            _ => Lit::Other,
+        }
+    }
+
+    /// Minus the value, where it is one sextant places.
+    pub fn negated(&self) -> Lit<'static> {
+        match self {
+            Lit::Int(i) => i.checked_neg().map_or(Lit::Big(1 << 63), Lit::Int),
+            Lit::Big(u) if *u == 1 << 63 => Lit::Int(i64::MIN),
+            _ => Lit::Other,
+        }
+    }
+
     /// The same value, owning its bytes.
     pub fn into_owned(self) -> Lit<'static> {
         match self {
             Lit::Int(i) => Lit::Int(i),
+            Lit::Big(u) => Lit::Big(u),
             Lit::Str(s) => Lit::Str(std::borrow::Cow::Owned(s.into_owned())),
             Lit::Null => Lit::Null,
             Lit::Other => Lit::Other,
@@ -27,6 +47,9 @@ impl Lit<'_> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lit<'a> {
     Int(i64),
+    /// An integer past i64::MAX (up to 2^64 - 1): negated, 2^63 is
+    /// i64::MIN; a LIMIT may be as large.
+    Big(u64),
     /// A string's bytes, unescaped.
     Str(Cow<'a, [u8]>),
     Null,
@@ -286,10 +309,7 @@ fn write_shape<'a>(
             _ if !placeholders => None,
             TokenKind::Str => Some(Slot::Lit(Lit::Str(string_literal(t.text, mode)))),
             TokenKind::Number => Some(Slot::Lit(
-                std::str::from_utf8(t.text)
-                    .ok()
-                    .and_then(|s| s.parse::<i64>().ok())
-                    .map_or(Lit::Other, Lit::Int),
+                std::str::from_utf8(t.text).map_or(Lit::Other, Lit::number),
             )),
             TokenKind::Punct if t.text == b"?" => {
                 params += 1;

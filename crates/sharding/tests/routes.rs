@@ -151,3 +151,35 @@ fn sequence_ids_are_written_into_inserts() {
     // The rows counted by the parse and by the text disagree: not filled.
     assert!(fill("INSERT INTO t (a) VALUES (1), (2)", 1).is_none());
 }
+
+/// A key written as a literal goes where the same key as a parameter
+/// goes, at the ends of the integer range too (-2^63 is the literal
+/// 2^63, past i64, negated).
+#[test]
+fn literal_keys_and_parameters_agree_at_the_ends_of_the_range() {
+    use sextant_sharding::Lit;
+    let text = std::fs::read_to_string(golden("part.json")).expect("layout");
+    let layout = cetus::parse(&text, "part.json", Unlisted::DefaultGroup).expect("layout");
+    let r = Router::new(layout);
+    let mode = LexMode::DEFAULT;
+    let prepared = "INSERT INTO warehouse (w_id, w_name) VALUES (?, 'x')";
+    let c = sextant_sql::classify_in(prepared.as_bytes(), || mode);
+    for key in [i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX] {
+        let by_param = r.route(
+            Some("tpcc_shard"),
+            prepared.as_bytes(),
+            mode,
+            &[Lit::Int(key)],
+            &c,
+        );
+        let sql = format!("INSERT INTO warehouse (w_id, w_name) VALUES ({key}, 'x')");
+        let c = sextant_sql::classify_in(sql.as_bytes(), || mode);
+        let by_text = r.route(Some("tpcc_shard"), sql.as_bytes(), mode, &[], &c);
+        assert!(
+            matches!(by_text, Route::One(_)),
+            "{sql}: {}",
+            show(&r, &by_text)
+        );
+        assert_eq!(show(&r, &by_text), show(&r, &by_param), "{sql}");
+    }
+}

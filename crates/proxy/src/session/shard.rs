@@ -179,6 +179,14 @@ impl Session {
         let route = sh
             .router
             .route(self.vars.schema.as_deref(), sql, self.lex_mode(), &[], c);
+        if matches!(route, Route::Session)
+            && (c.needs_previous_connection() || about_last_statement(sql).is_some())
+        {
+            // ROW_COUNT(), FOUND_ROWS(), warnings: about the statement
+            // before, which ran in the session's group (not the default
+            // one a statement naming no table goes to).
+            return Ok(Next::Run);
+        }
         self.shard_route(sh, route, packet, false).await
     }
 
@@ -549,6 +557,20 @@ impl Session {
                 if in_trx {
                     tracing::debug!(parent: &self.span, groups = %names(sh, set), "a statement over several groups in a transaction: {:?}", String::from_utf8_lossy(&packet[packet.len().min(1)..packet.len().min(300)]));
                 }
+                let no_trx = self.pending_begin.is_none()
+                    && !self.binding.in_transaction()
+                    && self.status & status::AUTOCOMMIT != 0;
+                if in_trx && no_trx && !self.in_dist() {
+                    // Pinned by state, not by a transaction.
+                    let e = SessionError::ShardUnsupported(format!(
+                        "a statement for several groups ({}) while this session holds state on its connection in group {} ({}): the other groups' connections do not have it; run it after the state is gone (or in a new session)",
+                        names(sh, set),
+                        self.group.name,
+                        tie_names(self.pins),
+                    ));
+                    self.reply_error(e).await?;
+                    return Ok(Next::Done);
+                }
                 if in_trx && !self.in_dist() {
                     let why = match &route {
                         Route::Broadcast(_) => Some(
@@ -728,7 +750,7 @@ pub(super) fn param_lits<'a>(values: &[sextant_protocol::binary::Value<'a>]) -> 
         .map(|v| match v {
             Value::Null => Lit::Null,
             Value::Int(i) => Lit::Int(*i),
-            Value::UInt(u) => i64::try_from(*u).map_or(Lit::Other, Lit::Int),
+            Value::UInt(u) => i64::try_from(*u).map_or(Lit::Big(*u), Lit::Int),
             // 5.0 is 5 to an integer column.
             Value::Double(d) if d.fract() == 0.0 && d.abs() < 9.0e15 => Lit::Int(*d as i64),
             Value::Bytes(b) => Lit::Str(std::borrow::Cow::Borrowed(b)),
@@ -759,6 +781,35 @@ fn about_last_statement(sql: &[u8]) -> Option<&'static str> {
     .into_iter()
     .find(|(w, _)| has(w))
     .map(|(_, f)| f)
+}
+
+/// What ties a session to its connection, as a user would name it.
+fn tie_names(pins: sextant_routing::Pins) -> String {
+    use sextant_routing::Pins;
+    let names = [
+        (
+            Pins::OPAQUE,
+            "user variables, temporary tables, named locks or the like",
+        ),
+        (Pins::LOCK_TABLES, "LOCK TABLES"),
+        (Pins::CURSOR, "an open cursor"),
+        (Pins::LONG_DATA, "long data sent for a prepared statement"),
+        (Pins::NEXT_TRX, "SET TRANSACTION for the next transaction"),
+        (
+            Pins::FOUND_ROWS,
+            "SQL_CALC_FOUND_ROWS for a FOUND_ROWS() to come",
+        ),
+        (Pins::INSERT_ID, "SET insert_id for the next INSERT"),
+    ];
+    let out: Vec<&str> = names
+        .iter()
+        .filter(|(p, _)| pins.contains(*p))
+        .map(|(_, n)| *n)
+        .collect();
+    match out.is_empty() {
+        true => "a connection-level state".into(),
+        false => out.join(", "),
+    }
 }
 
 fn chains(sql: &[u8], mode: sextant_sql::LexMode) -> bool {

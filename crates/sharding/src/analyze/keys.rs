@@ -335,7 +335,7 @@ pub(super) fn val_of(e: &Expr) -> Option<Val> {
             expr,
         } => match val_of(expr)? {
             Val::Slot(i) => Some(Val::Neg(i)),
-            Val::Lit(Lit::Int(i)) => Some(Val::Lit(i.checked_neg().map_or(Lit::Other, Lit::Int))),
+            Val::Lit(l @ (Lit::Int(_) | Lit::Big(_))) => Some(Val::Lit(l.negated())),
             _ => None,
         },
         // LAST_INSERT_ID(v) is v (sextant writes a sequence's first id so).
@@ -360,7 +360,7 @@ pub(super) fn val_of(e: &Expr) -> Option<Val> {
             .and_then(|n| n.checked_sub(1))
             .map(Val::Slot),
         Expr::Value(v) => match &v.value {
-            Value::Number(n, _) => Some(Val::Lit(n.parse::<i64>().map_or(Lit::Other, Lit::Int))),
+            Value::Number(n, _) => Some(Val::Lit(Lit::number(n))),
             Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
                 Some(Val::Lit(Lit::Str(Cow::Owned(s.clone().into_bytes()))))
             }

@@ -659,6 +659,12 @@ mod tests {
             pad_compare(&[0, 0x41, 0, 0x42], &[0, 0x41, 0, 0x42, 0, 0x09], &sp),
             Greater
         );
+        // NO PAD: the third weight column repeats the second, and 'ab'
+        // sorts before 'ab '.
+        let ab = [0, 0x61, 0, 0x62];
+        let ab_sp = [0, 0x61, 0, 0x62, 0, 0x20];
+        assert_eq!(weight_compare(&ab, &ab_sp, &ab_sp), Equal);
+        assert_eq!(weight_compare(&ab, &ab, &ab_sp), Less);
         let r = row(&[Some("a"), None, Some("bc")]);
         assert_eq!(r.cell(1), None);
         assert_eq!(r.cell(2), Some(&b"bc"[..]));

@@ -1,7 +1,7 @@
 //! The route of an analysed statement: where it runs, and how its
 //! results are merged.
 
-use super::keys::{key_columns, key_value, literal_number, OwnedKey};
+use super::keys::{count_value, key_columns, key_value, literal_number, OwnedKey};
 use super::merge_plan::grouped_plan;
 use super::{MergePlan, Rewrite, Route, Router, WritePlan};
 use crate::analyze::{Analysis, GroupSet, OrderItem, Place, StmtKind};
@@ -298,10 +298,7 @@ impl Router {
                 Some(OwnedKey::Null)
             )
         };
-        let number = |v: &Val| match key_value(v, slots, params, KeyType::Int) {
-            Some(OwnedKey::Int(i)) if i >= 0 => Some(i as u64),
-            _ => None,
-        };
+        let number = |v: &Val| count_value(v, slots, params);
         let limit = match &a.limit {
             None => (0, None),
             Some((count, offset)) => {

@@ -7,12 +7,16 @@ use crate::placement::KeyValue;
 
 /// The three columns a merge compares a value by: the value, its
 /// `WEIGHT_STRING` and that of it with a space appended (bytes that sort as
-/// the server's collation sorts strings, and the weight of a space).
+/// the server's collation sorts strings, and the weight of a space). In a
+/// NO PAD collation ('abc' < 'abc ') the third is the second again, a
+/// space weighing nothing to add: the server says which by comparing the
+/// value with itself and a space, in the value's own collation (the
+/// column definitions name the results' character set, not it).
 pub(super) fn key_columns(e: &str) -> [String; 3] {
     [
         e.to_string(),
         format!("WEIGHT_STRING({e})"),
-        format!("WEIGHT_STRING(CONCAT({e}, ' '))"),
+        format!("IF(CONCAT({e}) = CONCAT({e}, ' '), WEIGHT_STRING(CONCAT({e}, ' ')), WEIGHT_STRING({e}))"),
     ]
 }
 
@@ -47,6 +51,23 @@ impl OwnedKey {
 
 /// A statement value read as a key of type `kt`, as the server would
 /// compare it with the column: None when sextant cannot tell.
+/// A LIMIT's count or offset: a non-negative integer up to 2^64 - 1.
+pub(super) fn count_value(v: &Val, slots: &[Slot<'_>], params: &[Lit<'_>]) -> Option<u64> {
+    let lit = match v {
+        Val::Slot(i) => match slots.get(*i as usize)? {
+            Slot::Lit(l) => l,
+            Slot::Param(n) => params.get(*n as usize)?,
+        },
+        Val::Lit(l) => l,
+        Val::Neg(_) => return None,
+    };
+    match lit {
+        Lit::Int(i) => u64::try_from(*i).ok(),
+        Lit::Big(u) => Some(*u),
+        _ => None,
+    }
+}
+
 pub(super) fn key_value(
     v: &Val,
     slots: &[Slot<'_>],
@@ -65,7 +86,11 @@ pub(super) fn key_value(
     };
     match (kt, lit) {
         (_, Lit::Null) => Some(OwnedKey::Null),
-        (KeyType::Int, Lit::Int(i)) => Some(OwnedKey::Int(if neg { i.checked_neg()? } else { *i })),
+        (KeyType::Int, Lit::Int(_) | Lit::Big(_)) => match (neg, lit.negated(), lit) {
+            (true, Lit::Int(n), _) => Some(OwnedKey::Int(n)),
+            (false, _, Lit::Int(i)) => Some(OwnedKey::Int(*i)),
+            _ => None,
+        },
         (KeyType::Int, Lit::Str(s)) if !neg => {
             // '42' compares with an integer column as 42.
             let s = std::str::from_utf8(s).ok()?.trim();
@@ -76,6 +101,7 @@ pub(super) fn key_value(
             let i = if neg { i.checked_neg()? } else { *i };
             Some(OwnedKey::Str(i.to_string().into_bytes()))
         }
+        (KeyType::Str, Lit::Big(u)) if !neg => Some(OwnedKey::Str(u.to_string().into_bytes())),
         (KeyType::Date | KeyType::DateTime, Lit::Str(s)) if !neg => {
             crate::dates::epoch(std::str::from_utf8(s).ok()?).map(OwnedKey::Int)
         }

@@ -8,6 +8,7 @@ mod decide;
 mod groups;
 mod keys;
 mod merge_plan;
+mod one_group;
 mod rewrite;
 mod sequences;
 
@@ -209,13 +210,26 @@ impl Router {
             }
         }
         let mut slots = Vec::new();
-        match self.lookup(db, sql, mode, &mut slots) {
+        let r = match self.lookup(db, sql, mode, &mut slots) {
             Lookup::Shape(a) => {
                 let r = self.route_analysis(&a, &slots, params);
                 self.finish(self.other(r, &a, sql, mode, may_write), &a, sql, mode)
             }
             Lookup::AsWritten(tokens) => self.as_written(db, sql, mode, tokens, may_write),
+        };
+        // EXPLAIN of a write analyses as naming no table.
+        let unread = match r {
+            Route::Refuse(_) => true,
+            Route::Session => one_group::explains(sql, mode),
+            _ => false,
+        };
+        if unread {
+            if let Some((inner, form)) = one_group::without_form(sql, mode) {
+                let ic = sextant_sql::classify_in(&inner, || mode);
+                return self.in_one_group(self.route(db, &inner, mode, params, &ic), form);
+            }
         }
+        r
     }
 
     /// The analysis of a statement's shape, from this thread's cache
@@ -275,6 +289,16 @@ impl Router {
         mode: LexMode,
         may_write: bool,
     ) -> Route {
+        let r = self.prepare_place(db, sql, mode, may_write);
+        if let Route::Refuse(_) = r {
+            if let Some((inner, form)) = one_group::without_form(sql, mode) {
+                return self.in_one_group(self.route_prepare(db, &inner, mode, may_write), form);
+            }
+        }
+        r
+    }
+
+    fn prepare_place(&self, db: Option<&str>, sql: &[u8], mode: LexMode, may_write: bool) -> Route {
         let (a, parsed) = self.analysis(db, sql, mode);
         let Some(a) = a else {
             return self.unparsed(db, sql, mode, may_write, &parsed);

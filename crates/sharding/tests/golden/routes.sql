@@ -229,3 +229,21 @@ SELECT c_last FROM customer WHERE c_w_id IN (SELECT d_w_id FROM district WHERE d
 SELECT c_last FROM customer c WHERE c.c_w_id = 3 AND EXISTS (SELECT 1 FROM district d WHERE d.d_w_id = c.c_w_id)
 @layout part.json tpcc_shard default_group
 UPDATE district SET d_ytd = d_ytd + 1 WHERE d_w_id IN (SELECT w_id FROM warehouse WHERE w_tax = 10)
+# within one group a statement sextant cannot read runs there: the answer is the server's
+@layout part.json tpcc_shard default_group
+SELECT w_name, COUNT(*) FROM warehouse WHERE w_id = 3 GROUP BY w_name WITH ROLLUP
+UPDATE warehouse SET w_tax = 1 WHERE w_id = 3 ORDER BY w_name LIMIT 1
+DELETE FROM warehouse WHERE w_id = 3 ORDER BY w_name LIMIT 1
+EXPLAIN SELECT * FROM warehouse WHERE w_id = 3
+EXPLAIN SELECT * FROM warehouse
+EXPLAIN UPDATE warehouse SET w_tax = 1 WHERE w_id = 3
+SELECT w_id FROM warehouse ORDER BY w_id LIMIT 2, 18446744073709551615
+SELECT w_id FROM warehouse WHERE w_id = 3 LIMIT 2, 18446744073709551615
+INSERT INTO warehouse (w_id, w_name) VALUES (-9223372036854775808, 'x')
+INSERT INTO warehouse (w_id, w_name) VALUES (9223372036854775807, 'x')
+SELECT w_name, (SELECT MAX(i_price) FROM item) FROM warehouse
+EXPLAIN FORMAT=JSON SELECT * FROM warehouse WHERE w_id = 7
+DESCRIBE warehouse
+UPDATE warehouse SET w_tax = 1 ORDER BY w_name LIMIT 1
+SELECT w_name, COUNT(*) FROM warehouse GROUP BY w_name WITH ROLLUP
+EXPLAIN SELECT w_name, COUNT(*) FROM warehouse WHERE w_id = 3 GROUP BY w_name WITH ROLLUP
