@@ -28,6 +28,10 @@ pub struct UserEntry {
     /// The newest write of any session of this user, for read_your_writes
     /// with scope "user".
     pub latest_write: sextant_backend::gtid::Newest,
+    /// On a sharded layout, the same per group of the layout (in its
+    /// order): each group has its own primary and GTIDs, and one write
+    /// over several groups is a write in each.
+    pub shard_writes: Box<[sextant_backend::gtid::Newest]>,
     /// Most sessions at once (0: no limit), and how many there are.
     pub max_connections: usize,
     pub connections: std::sync::atomic::AtomicUsize,
@@ -126,6 +130,7 @@ impl Runtime {
             pool.groups.insert(name.clone(), group);
         }
         let mut users = HashMap::new();
+        let shard_groups = config.layout.as_ref().map_or(0, |l| l.groups.len());
         for u in &config.users {
             let gname = config.group_for(u);
             let group =
@@ -147,6 +152,7 @@ impl Runtime {
                     && e.max_connections == u.max_connections
                     && e.ed25519 == ed25519
                     && e.connection_admin == u.connection_admin
+                    && e.shard_writes.len() == shard_groups
             });
             let entry = match kept {
                 Some(e) => e.clone(),
@@ -158,6 +164,7 @@ impl Runtime {
                     connection_admin: u.connection_admin,
                     policy: PolicyCell::new(policy),
                     latest_write: Default::default(),
+                    shard_writes: (0..shard_groups).map(|_| Default::default()).collect(),
                     backend_user: u.backend_user().to_string(),
                     backend_password: u.backend_password().to_string(),
                     group,

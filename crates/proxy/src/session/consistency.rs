@@ -151,7 +151,7 @@ impl Session {
     fn own_write(&self, scope: ConsistencyScope) -> Option<Gtid> {
         match scope {
             ConsistencyScope::Session => self.last_write,
-            ConsistencyScope::User => self.user.latest_write.load().or(self.last_write),
+            ConsistencyScope::User => self.user_newest().load().or(self.last_write),
         }
     }
 
@@ -166,7 +166,13 @@ impl Session {
     /// another way).
     pub(super) fn note_write(&mut self, g: Gtid) {
         self.last_write = Some(g);
-        self.user.latest_write.publish(&g);
+        self.user_newest().publish(&g);
+    }
+
+    /// The newest write of any session of this user where this session
+    /// is: its group of a sharded layout, else its user's group.
+    pub(super) fn user_newest(&self) -> &sextant_backend::gtid::Newest {
+        user_newest(self.sharding.as_deref(), &self.group, &self.user)
     }
 }
 
@@ -222,4 +228,17 @@ async fn primary_position(
     .ok_or(Unknown)?;
     let own = sextant_backend::gtid::parse_list(list).find(|g| g.domain == own_domain);
     Ok(own)
+}
+
+/// [`Session::user_newest`] from the session's fields (borrowed apart from
+/// its connection while a statement is relayed).
+pub(super) fn user_newest<'u>(
+    sharding: Option<&crate::runtime::Sharding>,
+    group: &Arc<sextant_backend::Group>,
+    user: &'u crate::runtime::UserEntry,
+) -> &'u sextant_backend::gtid::Newest {
+    sharding
+        .and_then(|sh| sh.groups.iter().position(|g| Arc::ptr_eq(g, group)))
+        .and_then(|i| user.shard_writes.get(i))
+        .unwrap_or(&user.latest_write)
 }

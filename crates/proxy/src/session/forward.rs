@@ -485,12 +485,14 @@ impl Session {
         expect: Expect,
         client_stmt_id: Option<u32>,
     ) -> Result<Outcome, SessionError> {
+        let newest =
+            super::consistency::user_newest(self.sharding.as_deref(), &self.group, &self.user);
         let Some(a) = self.binding.direct_mut() else {
             return Ok(Outcome::Reported);
         };
         let opts = RelayOpts {
             session_track: self.session_track,
-            writes: Some(&self.user.latest_write),
+            writes: Some(newest),
             deprecate_eof: self.deprecate_eof,
             client_stmt_id,
             hold_read_only_error: self.stmt.retry == Retry::WriteAfterSwitchover,
@@ -560,7 +562,7 @@ impl Session {
                     // packet ends its answer): asked for, so that the
                     // session's next read sees it.
                     if let Some(g) = written_gtid(conn).await {
-                        self.user.latest_write.publish(&g);
+                        newest.publish(&g);
                         res.tracked.wrote = Some(g);
                     }
                 }

@@ -664,8 +664,14 @@ impl Session {
         let here = sh.groups.iter().position(|x| Arc::ptr_eq(x, &self.group));
         if here == Some(b.group) {
             self.note_write(g);
-        } else if let Some(slot) = self.shard_writes.get_mut(b.group) {
-            *slot = Some(g);
+        } else {
+            if let Some(slot) = self.shard_writes.get_mut(b.group) {
+                *slot = Some(g);
+            }
+            // For the user's other sessions (consistency_scope = "user").
+            if let Some(n) = self.user.shard_writes.get(b.group) {
+                n.publish(&g);
+            }
         }
     }
 
