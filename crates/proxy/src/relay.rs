@@ -82,6 +82,23 @@ pub struct RelayResult {
     /// CLIENT_DEPRECATE_EOF), which carries no session state: the GTID of
     /// a write answered by rows (INSERT ... RETURNING) is not in it.
     pub eof_ended: bool,
+    /// How the answer's last result ended, and how many results it had
+    /// (for ROW_COUNT() and FOUND_ROWS(), which sextant answers itself).
+    pub ended: Ended,
+    pub results: u32,
+    /// Rows of the result set being relayed.
+    pub(crate) set_rows: u64,
+}
+
+/// How an answer's last result ended.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    #[default]
+    Nothing,
+    /// An OK packet of its own (not ending rows): the rows it affected.
+    Ok { affected: u64 },
+    /// A result set: its rows.
+    Rows(u64),
 }
 
 /// What session tracking reported about a statement, beyond the answer.
@@ -230,6 +247,7 @@ pub async fn relay(
                 run.get_or_insert(pos);
                 pos += n;
                 res.rows += rows;
+                res.set_rows += rows;
                 next_seq = seq.wrapping_add(1);
                 continue;
             }
@@ -253,6 +271,7 @@ pub async fn relay(
                     .feed(h.len, &be.rbuf[pos + HEADER_LEN..pos + HEADER_LEN + 1])
                     .map_err(|e| server_err(proto(e), sent_any, body_left, next_seq))?;
                 res.rows += (row && kind == Packet::Data) as u64;
+                res.set_rows += (row && kind == Packet::Data) as u64;
                 run.get_or_insert(pos);
                 pos += HEADER_LEN;
                 body_left = h.len;
@@ -270,6 +289,7 @@ pub async fn relay(
                 .map_err(|e| server_err(e.to_string(), sent_any, 0, next_seq))?;
             next_seq = h.seq.wrapping_add(1);
             res.rows += (row && kind == Packet::Data) as u64;
+            res.set_rows += (row && kind == Packet::Data) as u64;
             // Whether the packet goes to the client as the server sent it.
             let mut as_is = true;
             match kind {
@@ -278,6 +298,13 @@ pub async fn relay(
                         .map_err(|e| server_err(e.to_string(), sent_any, 0, next_seq))?;
                     res.status = ok.status;
                     res.rows += ok.affected_rows;
+                    res.results += 1;
+                    res.ended = match row {
+                        true => Ended::Rows(std::mem::take(&mut res.set_rows)),
+                        false => Ended::Ok {
+                            affected: ok.affected_rows,
+                        },
+                    };
                     if ok.last_insert_id != 0 {
                         res.last_insert_id = ok.last_insert_id;
                     }
@@ -304,6 +331,10 @@ pub async fn relay(
                 Packet::Eof => {
                     res.status = t.status();
                     res.eof_ended = true;
+                    if row {
+                        res.results += 1;
+                        res.ended = Ended::Rows(std::mem::take(&mut res.set_rows));
+                    }
                     // An EOF cannot say what changed; the flag alone is
                     // for clients that asked to hear of any change.
                     let told = opts.session_track

@@ -236,6 +236,87 @@ fn last_insert_id_and_found_rows() {
     assert_eq!(total, real);
 }
 
+/// ROW_COUNT() and FOUND_ROWS() describe the session's statement before
+/// wherever they run: with hold_ms = 0 a read after a read on a replica, or
+/// after a write, runs on whichever connection the pool gives (and
+/// FOUND_ROWS() after a LIMIT read answered 0 or another session's count).
+/// Each is compared with a direct connection running the same statements.
+#[test]
+fn row_count_and_found_rows_follow_the_session() {
+    let p = tight_proxy();
+    let mut a = p.conn();
+    let mut d = direct(lab().primary);
+    d.query_drop("CREATE DATABASE IF NOT EXISTS sextant_test")
+        .unwrap();
+    d.query_drop("USE sextant_test").unwrap();
+    // The same rows twice: rc_t for sextant, rc_d for the direct session.
+    for t in ["rc_t", "rc_d"] {
+        d.query_drop(format!(
+            "CREATE TABLE IF NOT EXISTS {t} (id INT PRIMARY KEY, v INT)"
+        ))
+        .unwrap();
+        d.query_drop(format!("DELETE FROM {t}")).unwrap();
+        d.query_drop(format!(
+            "INSERT INTO {t} VALUES (1, 1), (2, 2), (3, 3), (4, 4), (5, 5)"
+        ))
+        .unwrap();
+    }
+    sync_replicas();
+    // Another session keeps the pool's connections busy with answers of
+    // its own.
+    let mut b = p.conn();
+    let script = [
+        ("SELECT id FROM rc_t WHERE id < 4", "SELECT FOUND_ROWS()"),
+        (
+            "SELECT id FROM rc_t LIMIT 2",
+            "SELECT FOUND_ROWS(), ROW_COUNT()",
+        ),
+        (
+            "UPDATE rc_t SET v = v + 1 WHERE id > 2",
+            "SELECT ROW_COUNT()",
+        ),
+        (
+            "UPDATE rc_t SET v = v WHERE id = 1",
+            "SELECT ROW_COUNT() AS n",
+        ),
+        (
+            "SELECT * FROM rc_t WHERE id = 99",
+            "SELECT FOUND_ROWS() + 10",
+        ),
+        (
+            "INSERT INTO rc_t VALUES (1, 1)",
+            "SELECT ROW_COUNT(), FOUND_ROWS()",
+        ),
+        ("DELETE FROM rc_t WHERE id = 5", "SELECT ROW_COUNT()"),
+        ("BEGIN", "SELECT ROW_COUNT()"),
+        ("SELECT id FROM rc_t", "SELECT FOUND_ROWS()"),
+        ("COMMIT", "SELECT FOUND_ROWS()"),
+    ];
+    for (before, read) in script {
+        let _ = d.query_drop(before.replace("rc_t", "rc_d"));
+        let want: Vec<mysql::Row> = d.query(read).unwrap();
+        let _ = a.query_drop(before);
+        let _: Vec<mysql::Row> = b.query("SELECT id FROM rc_t WHERE id = 2").unwrap();
+        let got: Vec<mysql::Row> = a.query(read).unwrap();
+        assert_eq!(
+            text_rows(got.clone()),
+            text_rows(want.clone()),
+            "{read} after {before}"
+        );
+        let names = |r: &[mysql::Row]| -> Vec<String> {
+            r.first()
+                .map(|r| {
+                    r.columns_ref()
+                        .iter()
+                        .map(|c| c.name_str().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        assert_eq!(names(&got), names(&want), "column names of {read}");
+    }
+}
+
 /// Raw protocol: a server-side cursor (COM_STMT_EXECUTE with
 /// CURSOR_TYPE_READ_ONLY, then COM_STMT_FETCH) and COM_STMT_SEND_LONG_DATA.
 #[test]

@@ -568,6 +568,23 @@ fn session_functions_follow_the_statement_before_into_its_group() {
         }
     }
     checksums_agree(&mut reference, "the notes' updates");
+    // After an error sextant gave (a form it refuses over several
+    // groups), as after a statement the server failed: ROW_COUNT() -1,
+    // FOUND_ROWS() as it was, the one condition in @@warning_count.
+    rows_of(&mut reference, "SELECT id FROM orders WHERE user_id = 5").unwrap();
+    rows_of(&mut c, "SELECT id FROM orders WHERE user_id = 5").unwrap();
+    rows_of(&mut reference, "SELECT * FROM sextant_diff_no_such_table").unwrap_err();
+    let (n, _) = code(
+        c.query_drop("SELECT status, COUNT(*) FROM orders GROUP BY status WITH ROLLUP")
+            .unwrap_err(),
+    );
+    assert_eq!(n, 1235);
+    let read = "SELECT ROW_COUNT(), FOUND_ROWS(), @@warning_count";
+    assert_eq!(
+        rows_of(&mut c, read).unwrap(),
+        rows_of(&mut reference, read).unwrap(),
+        "{read} after a refusal"
+    );
     // Not a transaction: state on one connection, and the refusal says so.
     for (tie, named) in [
         ("SET @x = 1", "user variables"),

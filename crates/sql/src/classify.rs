@@ -454,6 +454,9 @@ fn classify_with<'a>(
                 {
                     flags.insert(Flags::LAST_INSERT_ID);
                 }
+                if crate::session_info::is_warning_count(t.text) {
+                    flags.insert(Flags::SESSION_INFO);
+                }
                 if let Some(v) = crate::session_info::client_variable(t.text) {
                     flags.insert(Flags::SESSION_INFO);
                     if v.starts_with("session_track_") {
@@ -680,8 +683,9 @@ fn function_call(name: &[u8], flags: &mut Flags) {
         6 if is("LASTVAL") || is("SETVAL") => flags.insert(Flags::SEQUENCE),
         7 if is("NEXTVAL") || is("LASTVAL") => flags.insert(Flags::SEQUENCE),
         8 if is("GET_LOCK") => flags.insert(Flags::NAMED_LOCK),
-        9 if is("ROW_COUNT") => flags.insert(Flags::ROW_COUNT),
-        10 if is("FOUND_ROWS") => flags.insert(Flags::FOUND_ROWS),
+        // The proxy writes in the values it knows (session_info).
+        9 if is("ROW_COUNT") => flags.insert(Flags::ROW_COUNT | Flags::SESSION_INFO),
+        10 if is("FOUND_ROWS") => flags.insert(Flags::FOUND_ROWS | Flags::SESSION_INFO),
         13 if is("CONNECTION_ID") => flags.insert(Flags::SESSION_INFO),
         12 if is("RELEASE_LOCK") || is("IS_USED_LOCK") || is("IS_FREE_LOCK") => {
             flags.insert(Flags::NAMED_LOCK)

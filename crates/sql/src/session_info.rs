@@ -52,8 +52,35 @@ pub fn session_show(sql: &[u8], mode: LexMode) -> Option<SessionShow> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Subject<'a> {
     ConnectionId,
+    /// `ROW_COUNT()` and `FOUND_ROWS()`: the session's statement before
+    /// may have run on another server connection.
+    RowCount,
+    FoundRows,
+    /// `@@warning_count` (of the session, not `@@global.`).
+    WarningCount,
     /// A session variable of [`CLIENT_VARIABLES`] (lower case).
     Variable(&'a str),
+}
+
+/// `@@warning_count`, `@@session.warning_count` or `@@local.warning_count`.
+pub fn is_warning_count(sysvar: &[u8]) -> bool {
+    let Some(rest) = sysvar.strip_prefix(b"@@") else {
+        return false;
+    };
+    let name = match rest.iter().position(|&c| c == b'.') {
+        Some(dot) => {
+            let scope = &rest[..dot];
+            if !scope.eq_ignore_ascii_case(b"session") && !scope.eq_ignore_ascii_case(b"local") {
+                return false;
+            }
+            &rest[dot + 1..]
+        }
+        None => rest,
+    };
+    name.strip_prefix(b"`")
+        .and_then(|n| n.strip_suffix(b"`"))
+        .unwrap_or(name)
+        .eq_ignore_ascii_case(b"warning_count")
 }
 
 /// `@@x`, `@@session.x`, `@@local.x` naming a client variable: its name.
@@ -425,11 +452,17 @@ pub fn rewrite(
         let mut found: Option<(Subject<'_>, usize)> = None;
         match t.kind {
             TokenKind::Word
-                if t.text.eq_ignore_ascii_case(b"CONNECTION_ID")
-                    && tokens.get(i + 1).is_some_and(|n| n.is_punct(b'('))
+                if tokens.get(i + 1).is_some_and(|n| n.is_punct(b'('))
                     && tokens.get(i + 2).is_some_and(|n| n.is_punct(b')')) =>
             {
-                found = Some((Subject::ConnectionId, i + 2));
+                let subject = [
+                    ("CONNECTION_ID", Subject::ConnectionId),
+                    ("ROW_COUNT", Subject::RowCount),
+                    ("FOUND_ROWS", Subject::FoundRows),
+                ]
+                .into_iter()
+                .find(|(name, _)| t.text.eq_ignore_ascii_case(name.as_bytes()));
+                found = subject.map(|(_, s)| (s, i + 2));
             }
             TokenKind::SysVar => {
                 let assigned = is_set
@@ -438,6 +471,8 @@ pub fn rewrite(
                         .is_some_and(|n| n.is_punct(b'=') || n.text == b":=");
                 if let Some(v) = client_variable(t.text).filter(|_| !assigned) {
                     found = Some((Subject::Variable(v), i));
+                } else if is_warning_count(t.text) {
+                    found = Some((Subject::WarningCount, i));
                 }
             }
             _ => {}
@@ -482,6 +517,9 @@ mod tests {
             Subject::ConnectionId => Some("CAST(7 AS UNSIGNED)".into()),
             Subject::Variable("wait_timeout") => Some("5".into()),
             Subject::Variable(_) => None,
+            Subject::RowCount => Some("CAST(-1 AS SIGNED)".into()),
+            Subject::FoundRows => None,
+            Subject::WarningCount => Some("CAST(1 AS UNSIGNED)".into()),
         });
         out.map(|o| String::from_utf8(o).unwrap())
             .unwrap_or_else(|| "(unchanged)".into())
@@ -576,6 +614,15 @@ mod tests {
             (
                 "SELECT /*# x=1 */ CONNECTION_ID()",
                 "SELECT /*# x=1 */ CAST(7 AS UNSIGNED) AS `CONNECTION_ID()`",
+            ),
+            (
+                "SELECT row_count() + 1, FOUND_ROWS()",
+                "SELECT CAST(-1 AS SIGNED) + 1 AS `row_count() + 1`, FOUND_ROWS()",
+            ),
+            ("SELECT FOUND_ROWS()", "(unchanged)"),
+            (
+                "SELECT @@warning_count, @@session.WARNING_COUNT, @@global.warning_count",
+                "SELECT CAST(1 AS UNSIGNED) AS `@@warning_count`, CAST(1 AS UNSIGNED) AS `@@session.WARNING_COUNT`, @@global.warning_count",
             ),
         ];
         for (sql, want) in cases {

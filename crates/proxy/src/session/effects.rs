@@ -39,6 +39,7 @@ impl Session {
         res: Option<&RelayResult>,
     ) {
         let e = effects(st, ran, target, res.map(answer).as_ref());
+        self.last = self.last.after(st, res);
         self.apply(e, res);
     }
 

@@ -194,7 +194,12 @@ impl Session {
     /// connection id, timeouts and session-tracking settings in place of
     /// what the server connection would answer; None if it asks nothing
     /// the server would answer differently.
-    pub(super) fn answer_session_info(&self, p: &[u8], at: usize) -> Option<Vec<u8>> {
+    pub(super) fn answer_session_info(
+        &self,
+        p: &[u8],
+        at: usize,
+        prepare: bool,
+    ) -> Option<Vec<u8>> {
         use sextant_sql::session_info::{rewrite, Subject};
         let id = self.registered.as_ref().map(|r| r.id());
         // `IF(1, value, @@global.x)` has the column type the server gives
@@ -212,6 +217,23 @@ impl Session {
         };
         let sql = rewrite(&p[at..], self.lex_mode(), |s| match s {
             Subject::ConnectionId => id.map(|id| format!("CAST({id} AS UNSIGNED)")),
+            // A prepared statement reads them when it runs, not now.
+            Subject::RowCount if !prepare => self
+                .last
+                .row_count
+                .known()
+                .map(|n| format!("CAST({n} AS SIGNED)")),
+            Subject::FoundRows if !prepare => self
+                .last
+                .found_rows
+                .known()
+                .map(|n| format!("CAST({n} AS UNSIGNED)")),
+            Subject::WarningCount if !prepare => self
+                .last
+                .warnings
+                .known()
+                .map(|n| format!("CAST({n} AS UNSIGNED)")),
+            Subject::RowCount | Subject::FoundRows | Subject::WarningCount => None,
             Subject::Variable(v) => match v.strip_prefix("session_track_") {
                 Some(which) => match &self.client.tracking {
                     Some(t) => t.value(which).map(|value| typed(v, &value)),

@@ -50,6 +50,7 @@ mod forward;
 mod guard;
 mod info;
 mod kill;
+mod last;
 mod merge;
 mod names;
 mod prepared;
@@ -154,10 +155,9 @@ pub struct Session {
     /// connection (address, id) where LAST_INSERT_ID() returns it.
     last_insert_id: u64,
     last_insert_conn: Option<(Arc<str>, u32)>,
-    /// The last statement ran over several groups: what ROW_COUNT(),
-    /// FOUND_ROWS() and @@warning_count report of it is in no one server
-    /// connection.
-    after_spread: bool,
+    /// ROW_COUNT(), FOUND_ROWS() and @@warning_count of the statement
+    /// before (last.rs).
+    last: last::Last,
     /// The GTID of this session's last write.
     last_write: Option<Gtid>,
     /// The statement being run (empty between statements).
@@ -382,7 +382,7 @@ impl Session {
             status: status::AUTOCOMMIT,
             last_insert_id: 0,
             last_insert_conn: None,
-            after_spread: false,
+            last: Default::default(),
             last_write: None,
             stmt: Default::default(),
             sticky: None,
@@ -406,6 +406,7 @@ impl Session {
 
     async fn reply_error(&mut self, e: SessionError) -> Result<(), SessionError> {
         tracing::debug!(parent: &self.span, "error for client: {e}");
+        self.last = self.last.refused();
         self.client.send_error(1, &e).await
     }
 

@@ -194,7 +194,7 @@ impl Session {
             .flags
             .contains(sextant_sql::Flags::SESSION_INFO)
         {
-            true => match self.answer_session_info(p, 1) {
+            true => match self.answer_session_info(p, 1, true) {
                 Some(q) => {
                     answered = q;
                     &answered[..]

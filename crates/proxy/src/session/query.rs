@@ -186,7 +186,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         // Functions of the session sextant answers itself, put in place.
         let answered = match c.flags.contains(Flags::SESSION_INFO) {
-            true => self.answer_session_info(p, at),
+            true => self.answer_session_info(p, at, false),
             false => None,
         };
         let p = answered.as_deref().unwrap_or(p);

@@ -32,14 +32,12 @@ impl Session {
         sql: &[u8],
         packet: &[u8],
     ) -> Result<Next, SessionError> {
-        if std::mem::take(&mut self.after_spread) {
-            if let Some(f) = about_last_statement(sql) {
-                self.reply_error(SessionError::ShardUnsupported(format!(
-                    "{f} right after a statement that ran over several groups: no one server holds its value, and sextant does not compute it yet; read it after a statement that runs in one group"
-                )))
-                .await?;
-                return Ok(Next::Done);
-            }
+        if let Some(f) = about_last_statement(sql, self.last) {
+            self.reply_error(SessionError::ShardUnsupported(format!(
+                "{f} after a statement that ran over several groups: no one server holds its value, and sextant does not compute it yet; read it after a statement that runs in one group"
+            )))
+            .await?;
+            return Ok(Next::Done);
         }
         if self.in_dist() {
             let mode = self.lex_mode();
@@ -180,7 +178,8 @@ impl Session {
             .router
             .route(self.vars.schema.as_deref(), sql, self.lex_mode(), &[], c);
         if matches!(route, Route::Session)
-            && (c.needs_previous_connection() || about_last_statement(sql).is_some())
+            && (c.needs_previous_connection()
+                || about_last_statement(sql, super::last::Last::nowhere()).is_some())
         {
             // ROW_COUNT(), FOUND_ROWS(), warnings: about the statement
             // before, which ran in the session's group (not the default
@@ -484,7 +483,7 @@ impl Session {
         let names_tables = !matches!(route, Route::Session);
         let (group, index) = match route {
             Route::Write(w) => {
-                self.after_spread = true;
+                self.last = self.last.spread(None, 0);
                 return match self.spread_write(sh, &w, packet).await {
                     Ok(()) => Ok(Next::Done),
                     Err(e @ (SessionError::ClientClosed | SessionError::ClientIo(_))) => Err(e),
@@ -604,7 +603,9 @@ impl Session {
                     self.reply_error(e).await?;
                     return Ok(Next::Done);
                 }
-                self.after_spread = true;
+                self.last = self
+                    .last
+                    .spread((!matches!(route, Route::Broadcast(_))).then_some(0), 0);
                 let res = match &route {
                     Route::Merge(plan) => self.merge(sh, plan, packet, binary).await,
                     Route::Scatter(_) => self.scatter(sh, set, packet, binary).await,
@@ -733,6 +734,8 @@ impl Session {
     }
 
     pub(super) async fn local_ok(&mut self) -> Result<(), SessionError> {
+        // BEGIN, COMMIT, savepoints: as the server's OK for them.
+        self.last = self.last.control();
         let ok = OkPacket {
             status: self.status,
             ..Default::default()
@@ -763,7 +766,7 @@ pub(super) fn param_lits<'a>(values: &[sextant_protocol::binary::Value<'a>]) -> 
 /// `COMMIT` or `ROLLBACK [WORK] AND CHAIN` (not `AND NO CHAIN`).
 /// The session function a statement reads that reports on the statement
 /// before it, if any.
-fn about_last_statement(sql: &[u8]) -> Option<&'static str> {
+fn about_last_statement(sql: &[u8], last: super::last::Last) -> Option<&'static str> {
     // As a word of its own (SQL_CALC_FOUND_ROWS is not FOUND_ROWS()).
     let has = |w: &[u8]| {
         sql.windows(w.len()).enumerate().any(|(i, x)| {
@@ -771,16 +774,28 @@ fn about_last_statement(sql: &[u8]) -> Option<&'static str> {
                 && (i == 0 || !(sql[i - 1].is_ascii_alphanumeric() || sql[i - 1] == b'_'))
         })
     };
+    use super::last::Val;
+    // Values no one connection holds; the others sextant writes in, or
+    // the connection answers.
+    let nowhere = last.warnings == Val::Nowhere;
     [
-        (&b"row_count"[..], "ROW_COUNT()"),
-        (b"found_rows", "FOUND_ROWS()"),
-        (b"warning_count", "@@warning_count"),
-        (b"show warnings", "SHOW WARNINGS"),
-        (b"show count", "SHOW COUNT(*) WARNINGS"),
+        (
+            &b"row_count"[..],
+            "ROW_COUNT()",
+            last.row_count == Val::Nowhere,
+        ),
+        (
+            b"found_rows",
+            "FOUND_ROWS()",
+            last.found_rows == Val::Nowhere,
+        ),
+        (b"warning_count", "@@warning_count", nowhere),
+        (b"show warnings", "SHOW WARNINGS", nowhere),
+        (b"show count", "SHOW COUNT(*) WARNINGS", nowhere),
     ]
     .into_iter()
-    .find(|(w, _)| has(w))
-    .map(|(_, f)| f)
+    .find(|(w, _, unknown)| *unknown && has(w))
+    .map(|(_, f, _)| f)
 }
 
 /// What ties a session to its connection, as a user would name it.

@@ -942,6 +942,7 @@ impl Session {
             self.last_insert_conn = None;
         }
         ok.status = self.status;
+        self.last = self.last.spread(None, ok.affected_rows);
         sextant_protocol::packets::write_ok(&mut self.client.out, 1, &ok, false);
         self.client.flush().await
     }

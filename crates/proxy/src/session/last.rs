@@ -1,0 +1,233 @@
+//! What ROW_COUNT() and FOUND_ROWS() return after a statement, kept by
+//! sextant from the answers it relayed or made: a server keeps them per
+//! connection, and the statement that reads them may run on another
+//! connection (a pooled one, a replica's, another group's) than the
+//! statement before. Where sextant knows the value it writes it into the
+//! statement in place of the call; where it does not, the call goes to
+//! the server connection as written.
+
+use crate::relay::{Ended, RelayResult};
+use sextant_routing::Statement;
+use sextant_sql::{Flags, Kind};
+
+/// Where one of these values is.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Val<T> {
+    /// Sextant knows it, and writes it in.
+    Known(T),
+    /// The server connection that ran the statement before holds it.
+    #[default]
+    Connection,
+    /// No one connection holds it (the statement ran over several groups).
+    Nowhere,
+}
+
+impl<T: Copy> Val<T> {
+    pub fn known(self) -> Option<T> {
+        match self {
+            Val::Known(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// ROW_COUNT(), FOUND_ROWS() and @@warning_count of the session's
+/// statement before.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Last {
+    pub row_count: Val<i64>,
+    pub found_rows: Val<u64>,
+    pub warnings: Val<u16>,
+}
+
+impl Last {
+    /// After statement `st`, answered with `res` (None: it failed, and the
+    /// client was told).
+    ///
+    /// As MariaDB keeps them: ROW_COUNT() is -1 after a result set or an
+    /// error and the rows an OK reports as affected otherwise; FOUND_ROWS()
+    /// is the number of rows a SELECT sent (its total before LIMIT with
+    /// SQL_CALC_FOUND_ROWS, which only the server knows) and stays as it
+    /// was across errors and transaction control. Other statements change
+    /// FOUND_ROWS() in ways of their own (a subquery in a SET or an
+    /// UPDATE, SELECT ... INTO, SHOW, DELETE ... RETURNING), a CALL or
+    /// several statements in one packet leave what their last inner
+    /// statement left, and warnings stay from one statement to the next
+    /// when the next uses no table: those are the connection's.
+    pub fn after(self, st: &Statement, res: Option<&RelayResult>) -> Last {
+        let error = res.is_none_or(|r| r.error);
+        if error {
+            return Last {
+                row_count: Val::Known(-1),
+                found_rows: self.found_rows,
+                warnings: Val::Connection,
+            };
+        }
+        let Some(res) = res else { return self };
+        if st.kind == Kind::Call || st.flags.contains(Flags::MULTI) || res.results != 1 {
+            return Last::default();
+        }
+        match res.ended {
+            Ended::Rows(n) => Last {
+                row_count: Val::Known(-1),
+                found_rows: match st.kind == Kind::Select && !st.flags.contains(Flags::FOUND_ROWS) {
+                    true => Val::Known(n),
+                    false => Val::Connection,
+                },
+                warnings: Val::Connection,
+            },
+            Ended::Ok { affected } => Last {
+                row_count: i64::try_from(affected).map_or(Val::Connection, Val::Known),
+                found_rows: match st.kind {
+                    Kind::Begin | Kind::Commit | Kind::Rollback | Kind::Savepoint => {
+                        self.found_rows
+                    }
+                    _ => Val::Connection,
+                },
+                warnings: Val::Connection,
+            },
+            Ended::Nothing => Last::default(),
+        }
+    }
+
+    /// After a statement over several groups: `rows` of a result set
+    /// sextant merged, or an OK with `affected` rows. What each group's
+    /// connection keeps describes its own part.
+    pub fn spread(self, rows: Option<u64>, affected: u64) -> Last {
+        Last {
+            row_count: match rows {
+                Some(_) => Val::Known(-1),
+                None => i64::try_from(affected).map_or(Val::Nowhere, Val::Known),
+            },
+            found_rows: Val::Nowhere,
+            warnings: Val::Nowhere,
+        }
+    }
+
+    /// Every value nowhere (to ask which functions read any of them).
+    pub fn nowhere() -> Last {
+        Last {
+            row_count: Val::Nowhere,
+            found_rows: Val::Nowhere,
+            warnings: Val::Nowhere,
+        }
+    }
+
+    /// After an error sextant gave itself: the one condition is that error.
+    pub fn refused(self) -> Last {
+        Last {
+            row_count: Val::Known(-1),
+            found_rows: self.found_rows,
+            warnings: Val::Known(1),
+        }
+    }
+
+    /// After an OK sextant gave itself for transaction control (a held-back
+    /// BEGIN, a savepoint kept for later): such statements use no table
+    /// and leave FOUND_ROWS() and the warnings as they were.
+    pub fn control(self) -> Last {
+        Last {
+            row_count: Val::Known(0),
+            ..self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(kind: Kind, flags: Flags) -> Statement {
+        Statement {
+            kind,
+            flags,
+            read_only: kind == Kind::Select,
+        }
+    }
+
+    fn answered(ended: Ended, results: u32) -> RelayResult {
+        RelayResult {
+            ended,
+            results,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn values_as_the_server_keeps_them() {
+        let before = Last {
+            row_count: Val::Known(3),
+            found_rows: Val::Known(7),
+            warnings: Val::Known(2),
+        };
+        let select = st(Kind::Select, Flags::empty());
+        let rows = answered(Ended::Rows(2), 1);
+        assert_eq!(
+            before.after(&select, Some(&rows)),
+            Last {
+                row_count: Val::Known(-1),
+                found_rows: Val::Known(2),
+                warnings: Val::Connection,
+            }
+        );
+        // SQL_CALC_FOUND_ROWS: the total is the server's.
+        let calc = st(Kind::Select, Flags::FOUND_ROWS);
+        assert_eq!(before.after(&calc, Some(&rows)).found_rows, Val::Connection);
+        let update = st(Kind::Update, Flags::empty());
+        let ok = answered(Ended::Ok { affected: 4 }, 1);
+        assert_eq!(
+            before.after(&update, Some(&ok)),
+            Last {
+                row_count: Val::Known(4),
+                found_rows: Val::Connection,
+                warnings: Val::Connection,
+            }
+        );
+        let commit = st(Kind::Commit, Flags::empty());
+        assert_eq!(
+            before
+                .after(&commit, Some(&answered(Ended::Ok { affected: 0 }, 1)))
+                .found_rows,
+            Val::Known(7)
+        );
+        // An error: ROW_COUNT() -1, FOUND_ROWS() as it was.
+        let mut err = answered(Ended::Nothing, 0);
+        err.error = true;
+        for res in [Some(&err), None] {
+            assert_eq!(
+                before.after(&update, res),
+                Last {
+                    row_count: Val::Known(-1),
+                    found_rows: Val::Known(7),
+                    warnings: Val::Connection,
+                }
+            );
+        }
+        // CALL, several statements, several results: unknown.
+        let call = st(Kind::Call, Flags::empty());
+        assert_eq!(before.after(&call, Some(&ok)), Last::default());
+        let multi = st(Kind::Select, Flags::MULTI);
+        assert_eq!(before.after(&multi, Some(&rows)), Last::default());
+        assert_eq!(
+            before.after(&select, Some(&answered(Ended::Rows(2), 2))),
+            Last::default()
+        );
+        // Over several groups: no one connection holds them.
+        let spread = before.spread(None, 9);
+        assert_eq!(
+            (spread.row_count, spread.found_rows),
+            (Val::Known(9), Val::Nowhere)
+        );
+        // sextant's own error is the one condition; FOUND_ROWS() stays.
+        let refused = spread.refused();
+        assert_eq!(
+            refused,
+            Last {
+                row_count: Val::Known(-1),
+                found_rows: Val::Nowhere,
+                warnings: Val::Known(1),
+            }
+        );
+        assert_eq!(refused.control().warnings, Val::Known(1));
+    }
+}
