@@ -12,6 +12,7 @@
 pub mod analyze;
 pub mod cetus;
 pub mod columns;
+pub mod constructs;
 pub mod dates;
 mod error;
 pub mod fingerprint;
