@@ -282,6 +282,39 @@ impl Tester {
         }
     }
 
+    /// Runs a transaction script (statements joined by "; ") one statement
+    /// at a time on both: each must answer alike (errors as errors); a
+    /// refusal ends the transaction on both, and the tables are compared
+    /// after it.
+    fn script(&mut self, script: &str) -> (Outcome, String) {
+        let end = |t: &mut Tester| {
+            let _ = run(&mut t.c, "ROLLBACK");
+            let _ = run(&mut t.reference, "ROLLBACK");
+        };
+        for sql in script.split("; ") {
+            let got = run(&mut self.c, sql);
+            if let Answer::Error(1235, why) = &got {
+                *self.refusals.entry(shorten(why)).or_default() += 1;
+                let why = format!("{sql}: {why}");
+                end(self);
+                return (Outcome::Refused, why);
+            }
+            let want = run(&mut self.reference, sql);
+            let same = match (&got, &want) {
+                (Answer::Error(..), Answer::Error(..)) => true,
+                (a, b) => a == b,
+            };
+            if !same {
+                end(self);
+                return (
+                    Outcome::Different,
+                    format!("{sql}: server {want:?}; sextant {got:?}"),
+                );
+            }
+        }
+        (Outcome::Same, String::new())
+    }
+
     fn count(&mut self, constructs: &[String], o: Outcome) {
         let i = match o {
             Outcome::Same => 0,
@@ -495,8 +528,81 @@ fn reduce(t: &mut Tester, s: &Select) -> Select {
     }
 }
 
+/// The tests share the groups' tables: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The server's own schemas are read where the session is, not from the
+/// groups in turn (information_schema lists other tables in each); a
+/// temporary table is the session's, on its connection in its group,
+/// whatever its name: created there and nowhere else (it went to every
+/// group, on connections that went back to the pools), read there while
+/// it shadows a global table; a write naming it, which would go to every
+/// copy of the global table, is refused, and a name the layout shards is
+/// refused at CREATE.
+#[test]
+fn server_schemas_and_temporary_tables_stay_with_the_session() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (p, mut t) = start();
+    let c = &mut t.c;
+    let tables =
+        format!("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '{DB}'");
+    let counts: std::collections::BTreeSet<u64> = (0..12)
+        .map(|_| c.query_first::<u64, _>(&tables).unwrap().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 1, "information_schema answered {counts:?}");
+    let global: u64 = c
+        .query_first("SELECT COUNT(*) FROM items")
+        .unwrap()
+        .unwrap();
+    assert!(global > 1);
+    c.query_drop("CREATE TEMPORARY TABLE items (x INT)")
+        .unwrap();
+    for _ in 0..8 {
+        let n: u64 = c
+            .query_first("SELECT COUNT(*) FROM items")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            n, 0,
+            "the session read the global table, not its temporary one"
+        );
+    }
+    let refused = |e: mysql::Error| code(&e).expect("a server error");
+    let (n, msg) = refused(c.query_drop("INSERT INTO items VALUES (1)").unwrap_err());
+    assert_eq!(n, 1235, "{msg}");
+    // Other sessions find no temporary table on the pools' connections.
+    let mut others: Vec<mysql::Conn> = (0..6)
+        .map(|_| {
+            mysql::Conn::new(mysql::Opts::from_url(&p.url("app", "apppass", DB)).unwrap()).unwrap()
+        })
+        .collect();
+    for o in &mut others {
+        for _ in 0..4 {
+            let n: u64 = o
+                .query_first("SELECT COUNT(*) FROM items")
+                .unwrap()
+                .unwrap();
+            assert_eq!(n, global, "another session read a temporary table");
+        }
+    }
+    c.query_drop("DROP TEMPORARY TABLE items").unwrap();
+    let n: u64 = c
+        .query_first("SELECT COUNT(*) FROM items")
+        .unwrap()
+        .unwrap();
+    assert_eq!(n, global);
+    let (n, msg) = refused(
+        c.query_drop("CREATE TEMPORARY TABLE orders (x INT)")
+            .unwrap_err(),
+    );
+    assert_eq!(n, 1235, "{msg}");
+    assert!(msg.contains("temporary table"), "{msg}");
+    t.tables_agree().expect("the tables as loaded");
+}
+
 #[test]
 fn generated_statements_answer_as_one_server() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let seed: u64 = std::env::var("SEXTANT_GEN_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -526,7 +632,12 @@ fn generated_statements_answer_as_one_server() {
                 let (sql, ordered) = grammar::other_read(&mut r);
                 (sql, ordered, None)
             }
-            _ => (grammar::write(&mut r, &mut next_id, &forms), false, None),
+            75..=95 => (grammar::write(&mut r, &mut next_id, &forms), false, None),
+            _ => (
+                grammar::script(&mut r, &mut next_id, &forms).join("; "),
+                false,
+                None,
+            ),
         };
         // Now and then under a setting that changes results.
         let setting = (r.gen_range(0..20) == 0).then(|| grammar::setting(&mut r));
@@ -538,7 +649,10 @@ fn generated_statements_answer_as_one_server() {
         if std::env::var_os("SEXTANT_GEN_TRACE").is_some() {
             eprintln!("#{n}: {sql}");
         }
-        let (mut outcome, mut detail) = t.compare(&sql, ordered);
+        let (mut outcome, mut detail) = match roll {
+            96.. => t.script(&sql),
+            _ => t.compare(&sql, ordered),
+        };
         let writes = select.is_none() && roll >= 75;
         if writes && outcome != Outcome::Different {
             if let Err(e) = t.tables_agree() {
@@ -564,6 +678,9 @@ fn generated_statements_answer_as_one_server() {
             }
         }
         let mut keys = constructs(&sql);
+        if roll >= 96 {
+            keys.push("transaction script".into());
+        }
         if let Some((set, _)) = &setting {
             keys.push(format!(
                 "setting {}",

@@ -176,6 +176,10 @@ impl Layout {
             return Placement::Single { group: g };
         }
         let db = k.0;
+        // The server's own schemas describe each server: never a layout's.
+        if SERVER_SCHEMAS.contains(&db.as_str()) {
+            return Placement::Unknown;
+        }
         match self.unlisted {
             Unlisted::DefaultGroup => match self.default_group.get(&db) {
                 Some(g) => Placement::Default { group: g },
@@ -299,3 +303,6 @@ fn ranges(slots: &[u32]) -> String {
     }
     parts.join(", ")
 }
+
+/// Schemas each server has of its own (lower case, as `key` folds them).
+const SERVER_SCHEMAS: &[&str] = &["information_schema", "mysql", "performance_schema", "sys"];

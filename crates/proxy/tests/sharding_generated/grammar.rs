@@ -721,3 +721,45 @@ pub fn session_function(r: &mut StdRng) -> &'static str {
     ];
     FUNCTIONS[r.gen_range(0..FUNCTIONS.len())]
 }
+
+/// A transaction script: BEGIN, writes, a savepoint (before the first
+/// write or after it) rolled back to or released, and an end that
+/// commits, rolls back, or chains into another transaction.
+pub fn script(r: &mut StdRng, next_id: &mut u64, forms: &[Form]) -> Vec<String> {
+    let mut s = vec![pick(r, &["BEGIN", "START TRANSACTION"]).to_string()];
+    let early = r.gen_bool(0.4);
+    if early {
+        s.push("SAVEPOINT s1".into());
+    }
+    s.push(write(r, next_id, forms));
+    if !early && r.gen_bool(0.6) {
+        s.push("SAVEPOINT s1".into());
+        s.push(write(r, next_id, forms));
+    }
+    if s.iter().any(|x| x == "SAVEPOINT s1") {
+        let to = [
+            "ROLLBACK TO SAVEPOINT s1",
+            "ROLLBACK TO s1",
+            "RELEASE SAVEPOINT s1",
+        ];
+        s.push(pick(r, &to).to_string());
+    }
+    if r.gen_bool(0.5) {
+        s.push(write(r, next_id, forms));
+    }
+    let end = *pick(
+        r,
+        &[
+            "COMMIT",
+            "ROLLBACK",
+            "COMMIT AND CHAIN",
+            "ROLLBACK AND CHAIN",
+        ],
+    );
+    s.push(end.to_string());
+    if end.ends_with("CHAIN") {
+        s.push(write(r, next_id, forms));
+        s.push(pick(r, &["COMMIT", "ROLLBACK"]).to_string());
+    }
+    s
+}

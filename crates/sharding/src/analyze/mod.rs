@@ -143,6 +143,9 @@ pub struct Analysis {
     pub sets_key: Vec<(usize, Option<Val>)>,
     /// The statement cannot be served on a sharded layout, and why.
     pub refuse: Option<String>,
+    /// CREATE or DROP TEMPORARY TABLE: the table is the session's own,
+    /// on its connection in its group, whatever its name.
+    pub temporary: bool,
     /// The top-level ORDER BY, for a merge of several groups' rows: each
     /// item (an expression as SQL text, ready to be selected again, or a
     /// position in the select list), and whether it is descending. Err:
@@ -181,6 +184,7 @@ impl Analysis {
             insert_rows: None,
             sets_key: Vec::new(),
             refuse: None,
+            temporary: false,
             order: Ok(Vec::new()),
             projection: Vec::new(),
             limit: None,
@@ -384,6 +388,7 @@ impl Cx<'_> {
             }
             Statement::CreateTable(ct) => {
                 self.a.kind = StmtKind::Ddl;
+                self.a.temporary = ct.temporary;
                 self.table(&ct.name);
                 if let Some(like) = &ct.like {
                     let name = match like {
@@ -404,9 +409,11 @@ impl Cx<'_> {
             Statement::Drop {
                 object_type: ObjectType::Table,
                 names,
+                temporary,
                 ..
             } => {
                 self.a.kind = StmtKind::Ddl;
+                self.a.temporary = *temporary;
                 for n in names {
                     self.table(n);
                 }

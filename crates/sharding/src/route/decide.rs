@@ -180,6 +180,17 @@ impl Router {
             }
         }
         let globals = a.tables.iter().any(|t| matches!(t.place, Place::Global(_)));
+        if a.kind == StmtKind::Ddl && a.temporary {
+            // The session's own table, on its connection: a name the layout
+            // shards would send later statements naming it to other groups.
+            return match a.tables.iter().find(|t| matches!(t.place, Place::Sharded { .. })) {
+                Some(t) => Route::Refuse(format!(
+                    "a temporary table named like {}, which the layout shards: statements naming it would go to the groups of the sharded table; give it another name",
+                    t.name
+                )),
+                None => Route::Session,
+            };
+        }
         if a.kind == StmtKind::Ddl {
             let set = match globals {
                 true => required.union(copies),

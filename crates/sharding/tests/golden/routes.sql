@@ -247,3 +247,14 @@ DESCRIBE warehouse
 UPDATE warehouse SET w_tax = 1 ORDER BY w_name LIMIT 1
 SELECT w_name, COUNT(*) FROM warehouse GROUP BY w_name WITH ROLLUP
 EXPLAIN SELECT w_name, COUNT(*) FROM warehouse WHERE w_id = 3 GROUP BY w_name WITH ROLLUP
+# the server's own schemas, and temporary tables named like layout tables
+@layout part.json tpcc_shard global
+SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'tpcc_shard'
+SELECT * FROM information_schema.columns WHERE table_name = 'warehouse'
+SELECT * FROM mysql.user
+SELECT * FROM performance_schema.threads
+CREATE TEMPORARY TABLE item (x INT)
+CREATE TEMPORARY TABLE warehouse (x INT)
+CREATE TEMPORARY TABLE tmp_x (x INT)
+DROP TEMPORARY TABLE item
+SELECT * FROM tmp_x
