@@ -754,3 +754,50 @@ fn a_write_answered_by_rows_is_read_back() {
         "stale reads after INSERT ... RETURNING: {stale:?}"
     );
 }
+
+/// The same for a prepared INSERT ... RETURNING (COM_STMT_EXECUTE, rows in
+/// the binary protocol, the answer ended by an EOF): the GTID is asked
+/// for after the execution too. (Without that, reads of the row returned
+/// were stale on the delayed replicas.)
+#[test]
+fn a_prepared_write_answered_by_rows_is_read_back() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = proxy("causal_wait_ms = 5000");
+    let mut other = p.conn();
+    other
+        .query_drop("CREATE TABLE IF NOT EXISTS retp_t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+        .unwrap();
+    sync_replicas();
+    let _delay = Delay::set(2);
+    let mut r = Raw::login(p.port, "app", "apppass", Some("sextant_test"));
+    let mut prepare = vec![0x16];
+    prepare.extend_from_slice(b"INSERT INTO retp_t (v) VALUES (?) RETURNING id");
+    r.send(0, &prepare);
+    let ok = r.read_response_as(sextant_protocol::tracker::Expect::Prepare);
+    assert_eq!(ok[0][0], 0, "prepared: {:?}", ok[0]);
+    let id = u32::from_le_bytes([ok[0][1], ok[0][2], ok[0][3], ok[0][4]]);
+    let mut stale = Vec::new();
+    for i in 0..5i32 {
+        // MYSQL_TYPE_LONG, the value little-endian.
+        r.execute_one(id, 3, &i.to_le_bytes());
+        let resp = r.read_response_as(sextant_protocol::tracker::Expect::Execute);
+        // The one binary row: 0x00, a null bitmap of one byte, the INT.
+        let row = resp
+            .iter()
+            .find(|p| p.first() == Some(&0) && p.len() == 6)
+            .unwrap_or_else(|| panic!("a binary row in {resp:?}"));
+        let new_id = i32::from_le_bytes([row[2], row[3], row[4], row[5]]);
+        r.query(&format!("SELECT v FROM retp_t WHERE id = {new_id}"));
+        let same = first_column(&r.read_response());
+        let v: Option<i32> = other
+            .query_first(format!("SELECT v FROM retp_t WHERE id = {new_id}"))
+            .unwrap();
+        if same != [i.to_string()] || v != Some(i) {
+            stale.push((new_id, same, v));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale reads after a prepared INSERT ... RETURNING: {stale:?}"
+    );
+}

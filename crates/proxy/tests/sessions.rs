@@ -275,6 +275,9 @@ fn row_count_and_found_rows_follow_the_session() {
             "UPDATE rc_t SET v = v + 1 WHERE id > 2",
             "SELECT ROW_COUNT()",
         ),
+        // A write that reads no table keeps FOUND_ROWS() (of SELECT 1).
+        ("SELECT id FROM rc_t WHERE id > 1", "SELECT 1"),
+        ("INSERT INTO rc_t VALUES (6, 6)", "SELECT FOUND_ROWS()"),
         (
             "UPDATE rc_t SET v = v WHERE id = 1",
             "SELECT ROW_COUNT() AS n",

@@ -30,16 +30,26 @@ pub(super) fn answer(res: &RelayResult) -> Answer {
 impl Session {
     /// Works out and applies what statement `st` (run by `ran`, planned
     /// for `target`) changed; `res`: its relayed answer, None when it
-    /// failed and the client has been told.
+    /// failed and the client has been told; `text`: the statement's, for
+    /// a query or an execution.
     pub(super) fn after(
         &mut self,
         st: &Statement,
         ran: Ran,
         target: Target,
         res: Option<&RelayResult>,
+        text: Option<&[u8]>,
     ) {
         let e = effects(st, ran, target, res.map(answer).as_ref());
-        self.last = self.last.after(st, res);
+        self.last = match ran {
+            Ran::Query | Ran::Bulk | Ran::Execute { cursor: false } => {
+                let selects = text.is_none_or(super::last::selects);
+                self.last.after(st, res, selects)
+            }
+            // Rows fetched from a cursor: the connection counts them.
+            Ran::Execute { cursor: true } | Ran::Fetch => super::last::Last::default(),
+            Ran::LongData | Ran::StmtReset => self.last,
+        };
         self.apply(e, res);
     }
 

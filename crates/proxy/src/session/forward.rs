@@ -552,11 +552,12 @@ impl Session {
                     && !res.error
                     && !conn.in_transaction()
                     && conn.is_mariadb()
-                    && may_write_rows(
-                        self.scratch
-                            .get(sextant_protocol::codec::HEADER_LEN..)
-                            .unwrap_or_default(),
-                    )
+                    && (self.stmt.writes_rows
+                        || may_write_rows(
+                            self.scratch
+                                .get(sextant_protocol::codec::HEADER_LEN..)
+                                .unwrap_or_default(),
+                        ))
                 {
                     // A write answered by rows reported no GTID (no OK
                     // packet ends its answer): asked for, so that the
@@ -770,9 +771,12 @@ fn may_write_rows(payload: &[u8]) -> bool {
     let Some((&com, sql)) = payload.split_first() else {
         return false;
     };
-    if com != sextant_protocol::consts::com::QUERY {
-        return false;
-    }
+    com == sextant_protocol::consts::com::QUERY && writes_rows(sql)
+}
+
+/// Whether a statement's text starts with a write that may answer with
+/// rows (INSERT / REPLACE / DELETE ... RETURNING, CALL).
+pub(super) fn writes_rows(sql: &[u8]) -> bool {
     let first = sextant_sql::Lexer::new(sql)
         .find(|t| t.kind != sextant_sql::TokenKind::Hint && !t.is_punct(b'('));
     first.is_some_and(|w| {

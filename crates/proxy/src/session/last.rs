@@ -54,7 +54,9 @@ impl Last {
     /// several statements in one packet leave what their last inner
     /// statement left, and warnings stay from one statement to the next
     /// when the next uses no table: those are the connection's.
-    pub fn after(self, st: &Statement, res: Option<&RelayResult>) -> Last {
+    /// `selects`: the statement's text has a SELECT in it (a write with a
+    /// subquery reading a table sets FOUND_ROWS() to that subquery's rows).
+    pub fn after(self, st: &Statement, res: Option<&RelayResult>, selects: bool) -> Last {
         let error = res.is_none_or(|r| r.error);
         if error {
             return Last {
@@ -80,6 +82,9 @@ impl Last {
                 row_count: i64::try_from(affected).map_or(Val::Connection, Val::Known),
                 found_rows: match st.kind {
                     Kind::Begin | Kind::Commit | Kind::Rollback | Kind::Savepoint => {
+                        self.found_rows
+                    }
+                    Kind::Insert | Kind::Update | Kind::Delete | Kind::Replace if !selects => {
                         self.found_rows
                     }
                     _ => Val::Connection,
@@ -113,6 +118,15 @@ impl Last {
         }
     }
 
+    /// After a statement over several groups failed with a server's
+    /// error: its condition is on some group's connection.
+    pub fn spread_failed() -> Last {
+        Last {
+            row_count: Val::Known(-1),
+            ..Last::nowhere()
+        }
+    }
+
     /// After an error sextant gave itself: the one condition is that error.
     pub fn refused(self) -> Last {
         Last {
@@ -131,6 +145,12 @@ impl Last {
             ..self
         }
     }
+}
+
+/// Whether a statement's text has the word SELECT in it (anywhere: a
+/// false yes only leaves FOUND_ROWS() to the connection).
+pub fn selects(text: &[u8]) -> bool {
+    text.windows(6).any(|w| w.eq_ignore_ascii_case(b"select"))
 }
 
 #[cfg(test)]
@@ -163,7 +183,7 @@ mod tests {
         let select = st(Kind::Select, Flags::empty());
         let rows = answered(Ended::Rows(2), 1);
         assert_eq!(
-            before.after(&select, Some(&rows)),
+            before.after(&select, Some(&rows), false),
             Last {
                 row_count: Val::Known(-1),
                 found_rows: Val::Known(2),
@@ -172,21 +192,36 @@ mod tests {
         );
         // SQL_CALC_FOUND_ROWS: the total is the server's.
         let calc = st(Kind::Select, Flags::FOUND_ROWS);
-        assert_eq!(before.after(&calc, Some(&rows)).found_rows, Val::Connection);
+        assert_eq!(
+            before.after(&calc, Some(&rows), false).found_rows,
+            Val::Connection
+        );
         let update = st(Kind::Update, Flags::empty());
         let ok = answered(Ended::Ok { affected: 4 }, 1);
+        // A write that reads no table keeps FOUND_ROWS(); one with a
+        // SELECT in it may set it to its subquery's rows.
         assert_eq!(
-            before.after(&update, Some(&ok)),
+            before.after(&update, Some(&ok), true),
             Last {
                 row_count: Val::Known(4),
                 found_rows: Val::Connection,
                 warnings: Val::Connection,
             }
         );
+        assert_eq!(
+            before.after(&update, Some(&ok), false).found_rows,
+            Val::Known(7)
+        );
+        assert!(selects(b"UPDATE t SET a = 1 WHERE b IN (Select c FROM u)"));
+        assert!(!selects(b"UPDATE t SET a = 1 WHERE b = 2"));
         let commit = st(Kind::Commit, Flags::empty());
         assert_eq!(
             before
-                .after(&commit, Some(&answered(Ended::Ok { affected: 0 }, 1)))
+                .after(
+                    &commit,
+                    Some(&answered(Ended::Ok { affected: 0 }, 1)),
+                    false
+                )
                 .found_rows,
             Val::Known(7)
         );
@@ -195,7 +230,7 @@ mod tests {
         err.error = true;
         for res in [Some(&err), None] {
             assert_eq!(
-                before.after(&update, res),
+                before.after(&update, res, false),
                 Last {
                     row_count: Val::Known(-1),
                     found_rows: Val::Known(7),
@@ -205,11 +240,11 @@ mod tests {
         }
         // CALL, several statements, several results: unknown.
         let call = st(Kind::Call, Flags::empty());
-        assert_eq!(before.after(&call, Some(&ok)), Last::default());
+        assert_eq!(before.after(&call, Some(&ok), false), Last::default());
         let multi = st(Kind::Select, Flags::MULTI);
-        assert_eq!(before.after(&multi, Some(&rows)), Last::default());
+        assert_eq!(before.after(&multi, Some(&rows), false), Last::default());
         assert_eq!(
-            before.after(&select, Some(&answered(Ended::Rows(2), 2))),
+            before.after(&select, Some(&answered(Ended::Rows(2), 2)), false),
             Last::default()
         );
         // Over several groups: no one connection holds them.

@@ -436,6 +436,7 @@ impl Session {
         );
         sextant_admin::traffic::statement(st.route.kind, plan.rule);
         let statement = st.route.statement();
+        let text = st.sql.clone();
         if let Some(r) = plan.refuse {
             return self.reply_error(SessionError::WriteOnReplica(r)).await;
         }
@@ -450,7 +451,7 @@ impl Session {
             true => Ran::Bulk,
             false => Ran::Execute { cursor },
         };
-        self.after(&statement, ran, plan.target, r?.as_ref());
+        self.after(&statement, ran, plan.target, r?.as_ref(), Some(&text));
         Ok(())
     }
 
@@ -487,6 +488,7 @@ impl Session {
         if let Some(a) = self.binding.direct_mut() {
             a.conn_mut().stmt_used(&sql, sent_types);
         }
+        self.stmt.writes_rows = super::forward::writes_rows(&sql);
         self.send_and_relay(Expect::Execute, None).await
     }
 
@@ -693,7 +695,7 @@ impl Session {
             self.detach_discard();
             return Ok(());
         }
-        self.after(&statement, Ran::LongData, Target::Primary, None);
+        self.after(&statement, Ran::LongData, Target::Primary, None, None);
         Ok(())
     }
 
@@ -726,7 +728,13 @@ impl Session {
                     Outcome::Done(res) => Some(res),
                     _ => None,
                 };
-                self.after(&statement, Ran::StmtReset, Target::Primary, res.as_ref());
+                self.after(
+                    &statement,
+                    Ran::StmtReset,
+                    Target::Primary,
+                    res.as_ref(),
+                    None,
+                );
                 Ok(())
             }
             _ => {
@@ -762,7 +770,7 @@ impl Session {
         };
         let statement = self.stmts.get(&id).map(|st| st.route.statement());
         if let Some(statement) = statement {
-            self.after(&statement, Ran::Fetch, Target::Primary, res.as_ref());
+            self.after(&statement, Ran::Fetch, Target::Primary, res.as_ref(), None);
         }
         Ok(())
     }

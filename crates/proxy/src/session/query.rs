@@ -230,7 +230,13 @@ impl Session {
             Box::pin(self.tracking_done(assigned, before, ran)).await;
         }
         let res = res?;
-        self.after(&Statement::of(c), Ran::Query, plan.target, res.as_ref());
+        self.after(
+            &Statement::of(c),
+            Ran::Query,
+            plan.target,
+            res.as_ref(),
+            Some(&p[at..]),
+        );
         Ok(())
     }
 }

@@ -246,6 +246,9 @@ impl Session {
         if sent.is_none() {
             self.client.out.clear();
         }
+        // An error, whichever gives it; which connection holds its
+        // condition no one knows.
+        self.last = super::last::Last::spread_failed();
         let e = match e {
             Fail::Server(_, pkt) if sent.is_none() => {
                 write_packet(&mut self.client.out, 1, &pkt);
@@ -318,6 +321,7 @@ impl Session {
                     drop(leases);
                     if done.is_empty() {
                         // Nothing ran anywhere: the server's own error.
+                        self.last = super::last::Last::spread_failed();
                         self.client.out.clear();
                         write_packet(&mut self.client.out, 1, &pkt);
                         return self.client.flush().await;

@@ -24,6 +24,10 @@ pub(super) struct Stmt {
     pub mono: bool,
     /// Its wait on a replica for the write it must see.
     pub wait: ReplicaWait,
+    /// A prepared statement's execution whose text may write and answer
+    /// with rows (INSERT ... RETURNING, CALL): read-your-writes asks for
+    /// its GTID when no OK packet carried it.
+    pub writes_rows: bool,
 }
 
 impl Default for Stmt {
@@ -35,6 +39,7 @@ impl Default for Stmt {
             to_primary: false,
             mono: false,
             wait: ReplicaWait::default(),
+            writes_rows: false,
         }
     }
 }

@@ -912,6 +912,7 @@ impl Session {
                 }
                 if !pkt.is_empty() {
                     // The server's own error: the statement failed whole.
+                    self.last = super::last::Last::spread_failed();
                     self.client.out.clear();
                     write_packet(&mut self.client.out, 1, &pkt);
                     return self.client.flush().await;
