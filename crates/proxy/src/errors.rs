@@ -127,6 +127,8 @@ pub enum SessionError {
     /// Sharding: a statement sextant will not run on the layout, and why.
     #[error("sextant (sharding): {0}")]
     ShardUnsupported(String),
+    #[error("sextant: FOUND_ROWS() of the statement before is held by the server connection that ran it (after SQL_CALC_FOUND_ROWS, or a write with a subquery), which has gone back to the pool; read FOUND_ROWS() right after that statement (within [routing] hold_ms), or count with COUNT(*)")]
+    FoundRowsGone,
     /// Sharding: a merge over several groups would hold more than its
     /// bound.
     #[error("sextant (sharding): this read's merge over several groups needs more than merge_memory_mb = {0} MB (groups sorted by an aggregate are held until the last arrives); add a LIMIT, restrict it by the shard key, or raise [sharding] merge_memory_mb")]
@@ -215,7 +217,7 @@ impl SessionError {
             SelfInterrupted => (ER_QUERY_INTERRUPTED, "70100", msg),
             NoSavepoint(_) => (ER_SP_DOES_NOT_EXIST, "42000", msg),
             KillUnsupported | KillExpression | KillNotAlone | DynamicSqlNotAlone
-            | ShardUnsupported(_) | KillInside | XaHidden | XaRecover => {
+            | ShardUnsupported(_) | KillInside | XaHidden | XaRecover | FoundRowsGone => {
                 (ER_NOT_SUPPORTED_YET, "42000", msg)
             }
             OwnSchema(_) => (ER_DBACCESS_DENIED_ERROR, "42000", msg),

@@ -300,7 +300,9 @@ fn row_count_and_found_rows_follow_the_session() {
         let want: Vec<mysql::Row> = d.query(read).unwrap();
         let _ = a.query_drop(before);
         let _: Vec<mysql::Row> = b.query("SELECT id FROM rc_t WHERE id = 2").unwrap();
-        let got: Vec<mysql::Row> = a.query(read).unwrap();
+        let got: Vec<mysql::Row> = a
+            .query(read)
+            .unwrap_or_else(|e| panic!("{read} after {before}: {e}"));
         assert_eq!(
             text_rows(got.clone()),
             text_rows(want.clone()),
@@ -318,6 +320,22 @@ fn row_count_and_found_rows_follow_the_session() {
         };
         assert_eq!(names(&got), names(&want), "column names of {read}");
     }
+    // A write whose subquery reads a table sets FOUND_ROWS() on its
+    // connection only; with hold_ms = 0 that connection is back in the
+    // pool before the next statement: refused, not another connection's.
+    a.query_drop("UPDATE rc_t SET v = v WHERE id IN (SELECT id FROM (SELECT id FROM rc_t) s)")
+        .unwrap();
+    match a.query_drop("SELECT FOUND_ROWS()") {
+        Err(mysql::Error::MySqlError(e)) => {
+            assert_eq!(e.code, 1235, "{}", e.message);
+            assert!(e.message.contains("FOUND_ROWS()"), "{}", e.message);
+        }
+        other => panic!("FOUND_ROWS() after its connection went back to the pool: {other:?}"),
+    }
+    // The next SELECT sets it again.
+    let _: Vec<i32> = a.query("SELECT id FROM rc_t WHERE id < 3").unwrap();
+    let n: Option<u64> = a.query_first("SELECT FOUND_ROWS()").unwrap();
+    assert_eq!(n, Some(2));
 }
 
 /// Raw protocol: a server-side cursor (COM_STMT_EXECUTE with

@@ -467,8 +467,9 @@ impl Session {
     pub(super) fn release(&mut self) {
         self.hold_until = None;
         // Lent to others from now on, the connection may come back with
-        // another session's LAST_INSERT_ID().
+        // another session's LAST_INSERT_ID() and FOUND_ROWS().
         self.last_insert_conn = None;
+        self.last = self.last.released();
         self.binding.release();
     }
 
@@ -479,6 +480,7 @@ impl Session {
         self.pins = Pins::empty();
         self.hold_until = None;
         self.last_insert_conn = None;
+        self.last = self.last.released();
         self.binding.discard();
     }
 }

@@ -43,8 +43,8 @@ impl Session {
         let e = effects(st, ran, target, res.map(answer).as_ref());
         self.last = match ran {
             Ran::Query | Ran::Bulk | Ran::Execute { cursor: false } => {
-                let selects = text.is_none_or(super::last::selects);
-                self.last.after(st, res, selects)
+                let text = text.map_or(super::last::Text::UNKNOWN, super::last::Text::of);
+                self.last.after(st, res, text)
             }
             // Rows fetched from a cursor: the connection counts them.
             Ran::Execute { cursor: true } | Ran::Fetch => super::last::Last::default(),

@@ -199,8 +199,10 @@ impl Session {
         p: &[u8],
         at: usize,
         prepare: bool,
-    ) -> Option<Vec<u8>> {
+    ) -> Result<Option<Vec<u8>>, SessionError> {
+        use super::last::Val;
         use sextant_sql::session_info::{rewrite, Subject};
+        let mut gone = false;
         let id = self.registered.as_ref().map(|r| r.id());
         // `IF(1, value, @@global.x)` has the column type the server gives
         // `@@x` (drivers map types: a BIGINT read as a string, say).
@@ -223,11 +225,14 @@ impl Session {
                 .row_count
                 .known()
                 .map(|n| format!("CAST({n} AS SIGNED)")),
-            Subject::FoundRows if !prepare => self
-                .last
-                .found_rows
-                .known()
-                .map(|n| format!("CAST({n} AS UNSIGNED)")),
+            Subject::FoundRows if !prepare => match self.last.found_rows {
+                Val::Known(n) => Some(format!("CAST({n} AS UNSIGNED)")),
+                Val::Gone => {
+                    gone = true;
+                    None
+                }
+                _ => None,
+            },
             Subject::WarningCount if !prepare => self
                 .last
                 .warnings
@@ -254,10 +259,14 @@ impl Session {
                     None => None,
                 },
             },
-        })?;
+        });
+        if gone {
+            return Err(SessionError::FoundRowsGone);
+        }
+        let Some(sql) = sql else { return Ok(None) };
         let mut out = Vec::with_capacity(sql.len() + 1);
         out.extend_from_slice(&p[..at]);
         out.extend_from_slice(&sql);
-        Some(out)
+        Ok(Some(out))
     }
 }

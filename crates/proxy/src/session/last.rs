@@ -20,6 +20,8 @@ pub enum Val<T> {
     Connection,
     /// No one connection holds it (the statement ran over several groups).
     Nowhere,
+    /// The connection that held it went back to the pool.
+    Gone,
 }
 
 impl<T: Copy> Val<T> {
@@ -54,9 +56,11 @@ impl Last {
     /// several statements in one packet leave what their last inner
     /// statement left, and warnings stay from one statement to the next
     /// when the next uses no table: those are the connection's.
-    /// `selects`: the statement's text has a SELECT in it (a write with a
-    /// subquery reading a table sets FOUND_ROWS() to that subquery's rows).
-    pub fn after(self, st: &Statement, res: Option<&RelayResult>, selects: bool) -> Last {
+    /// `text`: what the statement's text has in it (a write with a
+    /// subquery reading a table sets FOUND_ROWS() to that subquery's rows;
+    /// SQL_CALC_FOUND_ROWS makes it a count only the server knows).
+    pub fn after(self, st: &Statement, res: Option<&RelayResult>, text: Text) -> Last {
+        let selects = text.selects;
         let error = res.is_none_or(|r| r.error);
         if error {
             return Last {
@@ -72,7 +76,7 @@ impl Last {
         match res.ended {
             Ended::Rows(n) => Last {
                 row_count: Val::Known(-1),
-                found_rows: match st.kind == Kind::Select && !st.flags.contains(Flags::FOUND_ROWS) {
+                found_rows: match st.kind == Kind::Select && !text.calc_found_rows {
                     true => Val::Known(n),
                     false => Val::Connection,
                 },
@@ -106,6 +110,22 @@ impl Last {
             },
             found_rows: Val::Nowhere,
             warnings: Val::Nowhere,
+        }
+    }
+
+    /// The session gave its connection back: what only it held is gone.
+    /// (ROW_COUNT() is the connection's only after a CALL or several
+    /// statements in one packet. Warnings are left to whichever connection
+    /// answers: a client
+    /// reads them right after its statement, and refusing them after
+    /// every pause would break more than it mends.)
+    pub fn released(self) -> Last {
+        Last {
+            found_rows: match self.found_rows {
+                Val::Connection => Val::Gone,
+                v => v,
+            },
+            ..self
         }
     }
 
@@ -147,10 +167,29 @@ impl Last {
     }
 }
 
-/// Whether a statement's text has the word SELECT in it (anywhere: a
-/// false yes only leaves FOUND_ROWS() to the connection).
-pub fn selects(text: &[u8]) -> bool {
-    text.windows(6).any(|w| w.eq_ignore_ascii_case(b"select"))
+/// What a statement's text has in it, read as bytes (anywhere, strings
+/// and comments too: a false yes only leaves FOUND_ROWS() to the
+/// connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Text {
+    pub selects: bool,
+    pub calc_found_rows: bool,
+}
+
+impl Text {
+    pub fn of(text: &[u8]) -> Text {
+        let has = |w: &[u8]| text.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
+        Text {
+            selects: has(b"select"),
+            calc_found_rows: has(b"sql_calc_found_rows"),
+        }
+    }
+
+    /// Unknown text: the worst case.
+    pub const UNKNOWN: Text = Text {
+        selects: true,
+        calc_found_rows: true,
+    };
 }
 
 #[cfg(test)]
@@ -183,7 +222,7 @@ mod tests {
         let select = st(Kind::Select, Flags::empty());
         let rows = answered(Ended::Rows(2), 1);
         assert_eq!(
-            before.after(&select, Some(&rows), false),
+            before.after(&select, Some(&rows), Text::of(b"")),
             Last {
                 row_count: Val::Known(-1),
                 found_rows: Val::Known(2),
@@ -192,8 +231,9 @@ mod tests {
         );
         // SQL_CALC_FOUND_ROWS: the total is the server's.
         let calc = st(Kind::Select, Flags::FOUND_ROWS);
+        let calc_text = Text::of(b"SELECT SQL_CALC_FOUND_ROWS a FROM t LIMIT 2");
         assert_eq!(
-            before.after(&calc, Some(&rows), false).found_rows,
+            before.after(&calc, Some(&rows), calc_text).found_rows,
             Val::Connection
         );
         let update = st(Kind::Update, Flags::empty());
@@ -201,7 +241,7 @@ mod tests {
         // A write that reads no table keeps FOUND_ROWS(); one with a
         // SELECT in it may set it to its subquery's rows.
         assert_eq!(
-            before.after(&update, Some(&ok), true),
+            before.after(&update, Some(&ok), Text::UNKNOWN),
             Last {
                 row_count: Val::Known(4),
                 found_rows: Val::Connection,
@@ -209,18 +249,25 @@ mod tests {
             }
         );
         assert_eq!(
-            before.after(&update, Some(&ok), false).found_rows,
+            before.after(&update, Some(&ok), Text::of(b"")).found_rows,
             Val::Known(7)
         );
-        assert!(selects(b"UPDATE t SET a = 1 WHERE b IN (Select c FROM u)"));
-        assert!(!selects(b"UPDATE t SET a = 1 WHERE b = 2"));
+        assert!(Text::of(b"UPDATE t SET a = 1 WHERE b IN (Select c FROM u)").selects);
+        assert!(!Text::of(b"UPDATE t SET a = 1 WHERE b = 2").selects);
+        // FOUND_ROWS() itself is no SQL_CALC_FOUND_ROWS.
+        let found = Text::of(b"SELECT FOUND_ROWS() + 10");
+        assert!(!found.calc_found_rows);
+        assert_eq!(
+            before.after(&calc, Some(&rows), found).found_rows,
+            Val::Known(2)
+        );
         let commit = st(Kind::Commit, Flags::empty());
         assert_eq!(
             before
                 .after(
                     &commit,
                     Some(&answered(Ended::Ok { affected: 0 }, 1)),
-                    false
+                    Text::of(b"COMMIT")
                 )
                 .found_rows,
             Val::Known(7)
@@ -230,7 +277,7 @@ mod tests {
         err.error = true;
         for res in [Some(&err), None] {
             assert_eq!(
-                before.after(&update, res, false),
+                before.after(&update, res, Text::of(b"")),
                 Last {
                     row_count: Val::Known(-1),
                     found_rows: Val::Known(7),
@@ -240,11 +287,17 @@ mod tests {
         }
         // CALL, several statements, several results: unknown.
         let call = st(Kind::Call, Flags::empty());
-        assert_eq!(before.after(&call, Some(&ok), false), Last::default());
-        let multi = st(Kind::Select, Flags::MULTI);
-        assert_eq!(before.after(&multi, Some(&rows), false), Last::default());
         assert_eq!(
-            before.after(&select, Some(&answered(Ended::Rows(2), 2)), false),
+            before.after(&call, Some(&ok), Text::of(b"")),
+            Last::default()
+        );
+        let multi = st(Kind::Select, Flags::MULTI);
+        assert_eq!(
+            before.after(&multi, Some(&rows), Text::of(b"")),
+            Last::default()
+        );
+        assert_eq!(
+            before.after(&select, Some(&answered(Ended::Rows(2), 2)), Text::of(b"")),
             Last::default()
         );
         // Over several groups: no one connection holds them.
@@ -264,5 +317,9 @@ mod tests {
             }
         );
         assert_eq!(refused.control().warnings, Val::Known(1));
+        // What only the connection held is gone with it.
+        let held = before.after(&update, Some(&ok), Text::UNKNOWN);
+        assert_eq!(held.released().found_rows, Val::Gone);
+        assert_eq!(before.released(), before);
     }
 }

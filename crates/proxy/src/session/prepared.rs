@@ -195,11 +195,12 @@ impl Session {
             .contains(sextant_sql::Flags::SESSION_INFO)
         {
             true => match self.answer_session_info(p, 1, true) {
-                Some(q) => {
+                Ok(Some(q)) => {
                     answered = q;
                     &answered[..]
                 }
-                None => p,
+                Ok(None) => p,
+                Err(e) => return self.reply_error(e).await,
             },
             false => p,
         };

@@ -186,7 +186,10 @@ impl Session {
     ) -> Result<(), SessionError> {
         // Functions of the session sextant answers itself, put in place.
         let answered = match c.flags.contains(Flags::SESSION_INFO) {
-            true => self.answer_session_info(p, at, false),
+            true => match self.answer_session_info(p, at, false) {
+                Ok(a) => a,
+                Err(e) => return self.reply_error(e).await,
+            },
             false => None,
         };
         let p = answered.as_deref().unwrap_or(p);
