@@ -127,7 +127,7 @@ pub enum SessionError {
     /// Sharding: a statement sextant will not run on the layout, and why.
     #[error("sextant (sharding): {0}")]
     ShardUnsupported(String),
-    #[error("sextant: FOUND_ROWS() of the statement before is held by the server connection that ran it (after SQL_CALC_FOUND_ROWS, or a write with a subquery), which has gone back to the pool; read FOUND_ROWS() right after that statement (within [routing] hold_ms), or count with COUNT(*)")]
+    #[error("sextant: FOUND_ROWS() of the statement before is held by the server connection that ran it (after SQL_CALC_FOUND_ROWS, an UPDATE or DELETE, or an INSERT ... SELECT), which has gone back to the pool; read FOUND_ROWS() right after that statement (within [routing] hold_ms), or count with COUNT(*)")]
     FoundRowsGone,
     /// Sharding: a merge over several groups would hold more than its
     /// bound.

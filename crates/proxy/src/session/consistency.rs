@@ -148,7 +148,7 @@ impl Session {
     }
 
     /// The newest write of this session, or of any session of its user.
-    fn own_write(&self, scope: ConsistencyScope) -> Option<Gtid> {
+    pub(super) fn own_write(&self, scope: ConsistencyScope) -> Option<Gtid> {
         match scope {
             ConsistencyScope::Session => self.last_write,
             ConsistencyScope::User => self.user_newest().load().or(self.last_write),

@@ -50,6 +50,20 @@ impl Session {
             Ran::Execute { cursor: true } | Ran::Fetch => super::last::Last::default(),
             Ran::LongData | Ran::StmtReset => self.last,
         };
+        if self.sharding.is_some()
+            && self.last.found_rows == super::last::Val::Connection
+            && matches!(
+                st.kind,
+                sextant_sql::Kind::Update
+                    | sextant_sql::Kind::Delete
+                    | sextant_sql::Kind::Insert
+                    | sextant_sql::Kind::Replace
+            )
+        {
+            // What a write sets FOUND_ROWS() to follows the plan the
+            // server chose for one group's rows, not one server's.
+            self.last.found_rows = super::last::Val::Nowhere;
+        }
         self.apply(e, res);
     }
 

@@ -88,9 +88,10 @@ impl Last {
                     Kind::Begin | Kind::Commit | Kind::Rollback | Kind::Savepoint => {
                         self.found_rows
                     }
-                    Kind::Insert | Kind::Update | Kind::Delete | Kind::Replace if !selects => {
-                        self.found_rows
-                    }
+                    // INSERT ... VALUES; an UPDATE or DELETE may set it
+                    // (ORDER BY, a join, several tables), and one with a
+                    // subquery reading a table does.
+                    Kind::Insert | Kind::Replace if !selects => self.found_rows,
                     _ => Val::Connection,
                 },
                 warnings: Val::Connection,
@@ -238,8 +239,9 @@ mod tests {
         );
         let update = st(Kind::Update, Flags::empty());
         let ok = answered(Ended::Ok { affected: 4 }, 1);
-        // A write that reads no table keeps FOUND_ROWS(); one with a
-        // SELECT in it may set it to its subquery's rows.
+        // An UPDATE leaves FOUND_ROWS() to the connection; an INSERT ...
+        // VALUES keeps it, one with a SELECT in it may set it to its
+        // subquery's rows.
         assert_eq!(
             before.after(&update, Some(&ok), Text::UNKNOWN),
             Last {
@@ -250,7 +252,24 @@ mod tests {
         );
         assert_eq!(
             before.after(&update, Some(&ok), Text::of(b"")).found_rows,
+            Val::Connection
+        );
+        let insert = st(Kind::Insert, Flags::empty());
+        assert_eq!(
+            before
+                .after(&insert, Some(&ok), Text::of(b"INSERT INTO t VALUES (1)"))
+                .found_rows,
             Val::Known(7)
+        );
+        assert_eq!(
+            before
+                .after(
+                    &insert,
+                    Some(&ok),
+                    Text::of(b"INSERT INTO t SELECT * FROM u")
+                )
+                .found_rows,
+            Val::Connection
         );
         assert!(Text::of(b"UPDATE t SET a = 1 WHERE b IN (Select c FROM u)").selects);
         assert!(!Text::of(b"UPDATE t SET a = 1 WHERE b = 2").selects);

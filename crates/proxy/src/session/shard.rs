@@ -34,7 +34,7 @@ impl Session {
     ) -> Result<Next, SessionError> {
         if let Some(f) = about_last_statement(sql, self.last) {
             self.reply_error(SessionError::ShardUnsupported(format!(
-                "{f} after a statement that ran over several groups: no one server holds its value, and sextant does not compute it yet; read it after a statement that runs in one group"
+                "{f} after a statement that ran over several groups (or, for FOUND_ROWS(), a write, which counts one group's rows): no one server holds its value, and sextant does not compute it yet; read it after a SELECT that runs in one group"
             )))
             .await?;
             return Ok(Next::Done);

@@ -16,12 +16,15 @@ use std::sync::Arc;
 
 impl Session {
     /// One connection per group, each brought to the session's state, for
-    /// `target` (a read's replica or primary, by each group's rules).
+    /// `target` (a read's replica or primary, by each group's rules);
+    /// `own_writes`: the read must see the session's (or its user's)
+    /// writes, each group its own.
     pub(super) async fn leases_for(
         &mut self,
         sh: &Arc<Sharding>,
         set: GroupSet,
         target: Target,
+        own_writes: Option<sextant_config::ConsistencyScope>,
     ) -> Result<Vec<Lease>, SessionError> {
         let home = self.group.clone();
         let mut leases = Vec::with_capacity(set.len() as usize);
@@ -34,6 +37,11 @@ impl Session {
             };
             (self.stmt.need, self.stmt.fleet) = (need, fleet);
             self.enter_group(sh, g, Some(i));
+            // The write this group's connection must have is this group's
+            // (the plan was made in the session's own group).
+            if let Some(scope) = own_writes {
+                self.stmt.need = self.own_write(scope);
+            }
             let got = self.attach(target).await;
             let lease = match std::mem::take(&mut self.binding) {
                 Binding::Direct(l) => Some(l),
@@ -65,7 +73,7 @@ impl Session {
         let p = plan_for(self, c);
         self.require(&p);
         self.release();
-        self.leases_for(sh, set, p.target).await
+        self.leases_for(sh, set, p.target, p.read.own_writes).await
     }
 
     /// Gives back what [`Session::spread_leases`] lent. `finished`: which
@@ -284,7 +292,7 @@ impl Session {
         for i in set.iter() {
             let name = sh.router.group_name(i);
             let mut leases = self
-                .leases_for(sh, GroupSet::one(i), Target::Primary)
+                .leases_for(sh, GroupSet::one(i), Target::Primary, None)
                 .await?;
             let Some(l) = leases.first_mut() else {
                 continue;
