@@ -1,8 +1,8 @@
-//! What ROW_COUNT() and FOUND_ROWS() return after a statement, kept by
-//! sextant from the answers it relayed or made: a server keeps them per
-//! connection, and the statement that reads them may run on another
-//! connection (a pooled one, a replica's, another group's) than the
-//! statement before. Where sextant knows the value it writes it into the
+//! What ROW_COUNT(), FOUND_ROWS() and @@warning_count return after a
+//! statement, kept by sextant from the answers it relayed or made: a
+//! server keeps them per connection, and the statement that reads them
+//! may run on another connection (a pooled one, a replica's, another
+//! group's) than the statement before. Where sextant knows the value it writes it into the
 //! statement in place of the call; where it does not, the call goes to
 //! the server connection as written.
 
@@ -18,7 +18,8 @@ pub enum Val<T> {
     /// The server connection that ran the statement before holds it.
     #[default]
     Connection,
-    /// No one connection holds it (the statement ran over several groups).
+    /// No one connection holds it as one server would (the statement ran
+    /// over several groups, or a write counted one group's rows).
     Nowhere,
     /// The connection that held it went back to the pool.
     Gone,
@@ -117,9 +118,8 @@ impl Last {
     /// The session gave its connection back: what only it held is gone.
     /// (ROW_COUNT() is the connection's only after a CALL or several
     /// statements in one packet. Warnings are left to whichever connection
-    /// answers: a client
-    /// reads them right after its statement, and refusing them after
-    /// every pause would break more than it mends.)
+    /// answers: a client reads them right after its statement, and
+    /// refusing them after every pause would break more than it mends.)
     pub fn released(self) -> Last {
         Last {
             found_rows: match self.found_rows {
