@@ -176,8 +176,18 @@ fn primary_preferred_and_read_primary_percent() {
     });
     // The monitor's first reads of each replica (their variables, the
     // catalogue) may fall in this window: up to 3 SELECTs a replica.
-    within(d[1] + d[2], 200, 10, "READONLY hint under primary_preferred");
-    within(d[0], 0, 5, "READONLY hint under primary_preferred, on the primary");
+    within(
+        d[1] + d[2],
+        200,
+        10,
+        "READONLY hint under primary_preferred",
+    );
+    within(
+        d[0],
+        0,
+        5,
+        "READONLY hint under primary_preferred, on the primary",
+    );
 
     let p = Setup {
         group: "[routing]\nhold_ms = 0\nread-master-percentage = 30\n",

@@ -824,6 +824,15 @@ impl Session {
         let mut leases = self.xa_take(sh, w.groups).await?;
         let mut sent = Ok(());
         for (k, l) in leases.iter_mut().enumerate() {
+            // Inside the client's transaction a statement that fails is
+            // undone alone, as on one server: each branch can go back to
+            // where it was before it.
+            if !implicit {
+                if let Err(e) = l.conn_mut().exec_internal(STATEMENT_SAVEPOINT).await {
+                    sent = Err(e);
+                    break;
+                }
+            }
             let r = match w.split.get(k) {
                 None => l.conn_mut().send(0, packet).await,
                 Some((_, text)) => {
@@ -900,9 +909,29 @@ impl Session {
                 }
             }
         }
+        let mut undone = false;
+        if let (Some((_, pkt)), false, true) = (&failed, implicit, clean) {
+            // The server's own error in one group: the statement is undone
+            // in every group (where it failed the server undid it) and the
+            // transaction goes on.
+            undone = !pkt.is_empty();
+            let back = format!("ROLLBACK TO SAVEPOINT {STATEMENT_SAVEPOINT_NAME}");
+            for l in leases.iter_mut() {
+                if !undone {
+                    break;
+                }
+                undone = l.conn_mut().exec_internal(&back).await.is_ok();
+            }
+        }
         let n = leases.len();
         self.xa_put_back(sh, w.groups, leases, clean.then(|| vec![true; n]))
             .await;
+        if let (true, Some((_, pkt))) = (undone, &failed) {
+            self.last = super::last::Last::spread_failed();
+            self.client.out.clear();
+            write_packet(&mut self.client.out, 1, pkt);
+            return self.client.flush().await;
+        }
         if let Some((why, pkt)) = failed {
             let nothing_ran = ran.is_empty() && clean;
             if implicit || nothing_ran {
@@ -948,3 +977,9 @@ impl Session {
         self.client.flush().await
     }
 }
+
+/// The savepoint each branch sets before a statement over several groups
+/// inside a client's transaction (a client's own savepoints are refused
+/// in such a transaction, so the name is sextant's alone there).
+const STATEMENT_SAVEPOINT_NAME: &str = "sextant_statement";
+const STATEMENT_SAVEPOINT: &str = "SAVEPOINT sextant_statement";
