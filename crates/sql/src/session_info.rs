@@ -62,29 +62,9 @@ pub enum Subject<'a> {
     Variable(&'a str),
 }
 
-/// `@@warning_count`, `@@session.warning_count` or `@@local.warning_count`.
-pub fn is_warning_count(sysvar: &[u8]) -> bool {
-    let Some(rest) = sysvar.strip_prefix(b"@@") else {
-        return false;
-    };
-    let name = match rest.iter().position(|&c| c == b'.') {
-        Some(dot) => {
-            let scope = &rest[..dot];
-            if !scope.eq_ignore_ascii_case(b"session") && !scope.eq_ignore_ascii_case(b"local") {
-                return false;
-            }
-            &rest[dot + 1..]
-        }
-        None => rest,
-    };
-    name.strip_prefix(b"`")
-        .and_then(|n| n.strip_suffix(b"`"))
-        .unwrap_or(name)
-        .eq_ignore_ascii_case(b"warning_count")
-}
-
-/// `@@x`, `@@session.x`, `@@local.x` naming a client variable: its name.
-pub fn client_variable(sysvar: &[u8]) -> Option<&'static str> {
+/// The name in `@@x`, `@@session.x` or `@@local.x` (unquoted); None for
+/// `@@global.x` and anything else.
+fn session_sysvar(sysvar: &[u8]) -> Option<&[u8]> {
     let rest = sysvar.strip_prefix(b"@@")?;
     let name = match rest.iter().position(|&c| c == b'.') {
         Some(dot) => {
@@ -96,10 +76,21 @@ pub fn client_variable(sysvar: &[u8]) -> Option<&'static str> {
         }
         None => rest,
     };
-    let name = name
-        .strip_prefix(b"`")
-        .and_then(|n| n.strip_suffix(b"`"))
-        .unwrap_or(name);
+    Some(
+        name.strip_prefix(b"`")
+            .and_then(|n| n.strip_suffix(b"`"))
+            .unwrap_or(name),
+    )
+}
+
+/// `@@warning_count`, `@@session.warning_count` or `@@local.warning_count`.
+pub fn is_warning_count(sysvar: &[u8]) -> bool {
+    session_sysvar(sysvar).is_some_and(|n| n.eq_ignore_ascii_case(b"warning_count"))
+}
+
+/// `@@x`, `@@session.x`, `@@local.x` naming a client variable: its name.
+pub fn client_variable(sysvar: &[u8]) -> Option<&'static str> {
+    let name = session_sysvar(sysvar)?;
     CLIENT_VARIABLES
         .iter()
         .find(|v| v.as_bytes().eq_ignore_ascii_case(name))
