@@ -43,7 +43,9 @@ impl Session {
         let e = effects(st, ran, target, res.map(answer).as_ref());
         self.last = match ran {
             Ran::Query | Ran::Bulk | Ran::Execute { cursor: false } => {
-                let text = text.map_or(super::last::Text::UNKNOWN, super::last::Text::of);
+                let text = text.map_or(super::last::Text::UNKNOWN, |t| {
+                    super::last::Text::of_statement(st, t)
+                });
                 self.last.after(st, res, text)
             }
             // Rows fetched from a cursor: the connection counts them.

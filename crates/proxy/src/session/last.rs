@@ -178,11 +178,25 @@ pub struct Text {
 }
 
 impl Text {
+    /// Everything the text has, whatever the statement (for tests).
+    #[cfg(test)]
     pub fn of(text: &[u8]) -> Text {
         let has = |w: &[u8]| text.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
         Text {
             selects: has(b"select"),
             calc_found_rows: has(b"sql_calc_found_rows"),
+        }
+    }
+
+    /// What of `text` [`Last::after`] reads for statement `st`, scanning
+    /// the text only where it matters (it is on every statement's path):
+    /// a SELECT's text only when it names FOUND_ROWS in some form, an
+    /// INSERT's for a SELECT in it.
+    pub fn of_statement(st: &Statement, text: &[u8]) -> Text {
+        let has = |w: &[u8]| text.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
+        Text {
+            selects: matches!(st.kind, Kind::Insert | Kind::Replace) && has(b"select"),
+            calc_found_rows: st.flags.contains(Flags::FOUND_ROWS) && has(b"sql_calc_found_rows"),
         }
     }
 
