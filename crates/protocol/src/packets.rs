@@ -353,6 +353,7 @@ pub fn column_meta(def: &[u8]) -> Result<ColumnMeta, ProtoError> {
 
 /// Column types used by proxy-made result sets.
 pub mod coltype {
+    pub const LONG: u8 = 0x03;
     pub const LONGLONG: u8 = 0x08;
     pub const VAR_STRING: u8 = 0xfd;
 }

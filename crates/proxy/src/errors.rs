@@ -129,6 +129,8 @@ pub enum SessionError {
     ShardUnsupported(String),
     #[error("sextant: FOUND_ROWS() of the statement before is held by the server connection that ran it (after SQL_CALC_FOUND_ROWS, an UPDATE or DELETE, or an INSERT ... SELECT), which has gone back to the pool; read FOUND_ROWS() right after that statement (within [routing] hold_ms), or count with COUNT(*)")]
     FoundRowsGone,
+    #[error("sextant: the warnings of the statement before are held by the server connection that ran it, which has gone back to the pool (other sessions were waiting for it, or the session paused); read them right after that statement")]
+    WarningsGone,
     /// Sharding: a merge over several groups would hold more than its
     /// bound.
     #[error("sextant (sharding): this read's merge over several groups needs more than merge_memory_mb = {0} MB (groups sorted by an aggregate are held until the last arrives); add a LIMIT, restrict it by the shard key, or raise [sharding] merge_memory_mb")]
@@ -217,9 +219,8 @@ impl SessionError {
             SelfInterrupted => (ER_QUERY_INTERRUPTED, "70100", msg),
             NoSavepoint(_) => (ER_SP_DOES_NOT_EXIST, "42000", msg),
             KillUnsupported | KillExpression | KillNotAlone | DynamicSqlNotAlone
-            | ShardUnsupported(_) | KillInside | XaHidden | XaRecover | FoundRowsGone => {
-                (ER_NOT_SUPPORTED_YET, "42000", msg)
-            }
+            | ShardUnsupported(_) | KillInside | XaHidden | XaRecover | FoundRowsGone
+            | WarningsGone => (ER_NOT_SUPPORTED_YET, "42000", msg),
             OwnSchema(_) => (ER_DBACCESS_DENIED_ERROR, "42000", msg),
             XaNotOwn(_) => (ER_XAER_NOTA, "XAE04", msg),
             ShardPartial(_) => (ER_SEXTANT_SHARD_PARTIAL, "HY000", msg),

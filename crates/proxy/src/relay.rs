@@ -86,6 +86,9 @@ pub struct RelayResult {
     /// (for ROW_COUNT() and FOUND_ROWS(), which sextant answers itself).
     pub ended: Ended,
     pub results: u32,
+    /// The warnings the answer's last OK or EOF reported: that
+    /// statement's own (0 may also mean it left the ones before it).
+    pub warnings: u16,
     /// Rows of the result set being relayed.
     pub(crate) set_rows: u64,
 }
@@ -297,6 +300,7 @@ pub async fn relay(
                     let ok = parse_ok(payload, true)
                         .map_err(|e| server_err(e.to_string(), sent_any, 0, next_seq))?;
                     res.status = ok.status;
+                    res.warnings = ok.warnings;
                     res.rows += ok.affected_rows;
                     res.results += 1;
                     res.ended = match row {
@@ -330,6 +334,9 @@ pub async fn relay(
                 }
                 Packet::Eof => {
                     res.status = t.status();
+                    if h.len >= 3 {
+                        res.warnings = u16::from_le_bytes([payload[1], payload[2]]);
+                    }
                     res.eof_ended = true;
                     if row {
                         res.results += 1;

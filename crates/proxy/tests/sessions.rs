@@ -338,6 +338,102 @@ fn row_count_and_found_rows_follow_the_session() {
     assert_eq!(n, Some(2));
 }
 
+/// SHOW WARNINGS, SHOW COUNT(*) WARNINGS and @@warning_count describe the
+/// session's own statement before (hold_ms = 0, two connections per
+/// server, compared with a direct connection), never what a pooled
+/// connection's last user left on it.
+#[test]
+fn warnings_are_the_sessions_own() {
+    let p = tight_proxy();
+    let mut d = direct(lab().primary);
+    d.query_drop("CREATE DATABASE IF NOT EXISTS sextant_test")
+        .unwrap();
+    d.query_drop("USE sextant_test").unwrap();
+    d.query_drop("CREATE TABLE IF NOT EXISTS w_t (id INT PRIMARY KEY, v INT)")
+        .unwrap();
+    d.query_drop("DELETE FROM w_t").unwrap();
+    d.query_drop("INSERT INTO w_t VALUES (1, 1), (2, 2), (3, 3)")
+        .unwrap();
+    sync_replicas();
+    let warn = "SELECT CAST('1x' AS INT), CAST('2y' AS INT) FROM w_t WHERE id < 3";
+    let rows = |c: &mut mysql::Conn, q: &str| -> Vec<Vec<Option<String>>> {
+        text_rows(c.query(q).unwrap_or_else(|e| panic!("{q}: {e}")))
+    };
+    // Other sessions leave warnings on every pooled connection (of the
+    // primary and of the replicas) and go.
+    for _ in 0..3 {
+        let mut others: Vec<mysql::Conn> = (0..2).map(|_| p.conn()).collect();
+        for o in &mut others {
+            let _ = rows(o, warn);
+            let _ = o.query_drop("UPDATE w_t SET v = CAST('9z' AS INT) WHERE id = 3");
+        }
+    }
+    let mut a = p.conn();
+    for q in [
+        "SHOW WARNINGS",
+        "SHOW ERRORS",
+        "SHOW COUNT(*) WARNINGS",
+        "SELECT @@warning_count",
+    ] {
+        let want = rows(&mut direct(lab().primary), q);
+        assert_eq!(rows(&mut a, q), want, "{q} as a session's first statement");
+    }
+    // Another session keeps the pool's connections busy meanwhile.
+    let mut b = p.conn();
+    let script = [
+        (warn, "SHOW WARNINGS"),
+        (warn, "SHOW COUNT(*) WARNINGS"),
+        (warn, "SELECT @@warning_count"),
+        (warn, "SHOW WARNINGS LIMIT 1, 1"),
+        ("SELECT id FROM w_t", "SHOW WARNINGS"),
+        ("SELECT 1/0", "SELECT @@warning_count"),
+        ("SELECT 1/0", "SHOW WARNINGS"),
+        ("UPDATE w_t SET v = v + 1 WHERE id = 1", "SHOW WARNINGS"),
+        (
+            "UPDATE w_t SET v = CAST('7q' AS INT) WHERE id = 2",
+            "SHOW WARNINGS",
+        ),
+        ("SELECT nosuch FROM w_t", "SHOW ERRORS"),
+        ("SELECT nosuch FROM w_t", "SHOW COUNT(*) ERRORS"),
+        ("SELECT id FROM w_t WHERE id = 1", "SHOW COUNT(*) WARNINGS"),
+    ];
+    for (before, read) in script {
+        let _ = d.query_drop(before);
+        let want = rows(&mut d, read);
+        let _ = a.query_drop(before);
+        let _ = rows(&mut b, warn);
+        assert_eq!(rows(&mut a, read), want, "{read} after {before}");
+    }
+    // A pause longer than the connection is kept: the count is known, the
+    // conditions' text went with the connection (refused, not another's).
+    let _ = rows(&mut a, warn);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let _ = rows(&mut b, warn);
+    // Two rows, two conditions each.
+    let four = vec![vec![Some("4".to_string())]];
+    assert_eq!(rows(&mut a, "SELECT @@warning_count"), four);
+    assert_eq!(rows(&mut a, "SHOW COUNT(*) WARNINGS"), four);
+    let e = match a.query_drop("SHOW WARNINGS") {
+        Err(mysql::Error::MySqlError(e)) => e,
+        other => panic!("SHOW WARNINGS after its connection went back to the pool: {other:?}"),
+    };
+    assert_eq!(e.code, 1235, "{}", e.message);
+    assert!(e.message.contains("warnings"), "{}", e.message);
+    // Sextant's own error is what SHOW WARNINGS lists after it.
+    assert_eq!(
+        rows(&mut a, "SHOW WARNINGS"),
+        vec![vec![
+            Some("Error".into()),
+            Some("1235".into()),
+            Some(e.message.clone())
+        ]]
+    );
+    assert_eq!(
+        rows(&mut a, "SELECT @@warning_count"),
+        vec![vec![Some("1".to_string())]]
+    );
+}
+
 /// Raw protocol: a server-side cursor (COM_STMT_EXECUTE with
 /// CURSOR_TYPE_READ_ONLY, then COM_STMT_FETCH) and COM_STMT_SEND_LONG_DATA.
 #[test]

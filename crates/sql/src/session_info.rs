@@ -48,6 +48,77 @@ pub fn session_show(sql: &[u8], mode: LexMode) -> Option<SessionShow> {
     }
 }
 
+/// `SHOW WARNINGS | ERRORS [LIMIT [offset,] count]` or
+/// `SHOW COUNT(*) WARNINGS | ERRORS`: the conditions of the statement
+/// before, which sextant answers itself where it knows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Diagnostics {
+    /// ERRORS (only the conditions of level Error) rather than WARNINGS.
+    pub errors: bool,
+    /// COUNT(*): one row with the number.
+    pub count: bool,
+    /// LIMIT's offset and count.
+    pub offset: u64,
+    pub limit: u64,
+}
+
+pub fn diagnostics_show(sql: &[u8], mode: LexMode) -> Option<Diagnostics> {
+    let mut t = Lexer::with_mode(sql, mode).filter(|t| t.kind != TokenKind::Hint);
+    if !t.next()?.is_word("SHOW") {
+        return None;
+    }
+    let mut w = t.next()?;
+    let count = w.is_word("COUNT");
+    if count {
+        for c in [b'(', b'*', b')'] {
+            if !t.next()?.is_punct(c) {
+                return None;
+            }
+        }
+        w = t.next()?;
+    }
+    let errors = match () {
+        _ if w.is_word("WARNINGS") => false,
+        _ if w.is_word("ERRORS") => true,
+        _ => return None,
+    };
+    let mut d = Diagnostics {
+        errors,
+        count,
+        offset: 0,
+        limit: u64::MAX,
+    };
+    let number = |t: Option<Token>| -> Option<u64> {
+        let t = t?;
+        (t.kind == TokenKind::Number)
+            .then(|| std::str::from_utf8(t.text).ok()?.parse().ok())
+            .flatten()
+    };
+    match t.next() {
+        None => return Some(d),
+        Some(p) if p.is_punct(b';') => {}
+        Some(l) if l.is_word("LIMIT") && !count => {
+            let first = number(t.next())?;
+            match t.next() {
+                None => d.limit = first,
+                Some(c) if c.is_punct(b',') => {
+                    d.offset = first;
+                    d.limit = number(t.next())?;
+                }
+                Some(c) if c.is_word("OFFSET") => {
+                    d.limit = first;
+                    d.offset = number(t.next())?;
+                }
+                Some(p) if p.is_punct(b';') => d.limit = first,
+                Some(_) => return None,
+            }
+        }
+        Some(_) => return None,
+    }
+    // Anything after the end is another statement: not this form.
+    t.all(|x| x.is_punct(b';')).then_some(d)
+}
+
 /// What a statement asks about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Subject<'a> {
@@ -675,5 +746,37 @@ mod tests {
         );
         assert_eq!(client_variable(b"@@global.wait_timeout"), None);
         assert_eq!(client_variable(b"@@sql_mode"), None);
+    }
+
+    #[test]
+    fn diagnostics_forms() {
+        let d = |s: &str| diagnostics_show(s.as_bytes(), LexMode::DEFAULT);
+        let all = |errors, count| Diagnostics {
+            errors,
+            count,
+            offset: 0,
+            limit: u64::MAX,
+        };
+        assert_eq!(d("SHOW WARNINGS"), Some(all(false, false)));
+        assert_eq!(d("show errors;"), Some(all(true, false)));
+        assert_eq!(d("SHOW COUNT(*) WARNINGS"), Some(all(false, true)));
+        assert_eq!(d("SHOW COUNT ( * ) ERRORS"), Some(all(true, true)));
+        let limited = |offset, limit| Diagnostics {
+            offset,
+            limit,
+            ..all(false, false)
+        };
+        assert_eq!(d("SHOW WARNINGS LIMIT 5"), Some(limited(0, 5)));
+        assert_eq!(d("SHOW WARNINGS LIMIT 1, 2"), Some(limited(1, 2)));
+        assert_eq!(d("SHOW WARNINGS LIMIT 2 OFFSET 1"), Some(limited(1, 2)));
+        for other in [
+            "SHOW VARIABLES",
+            "SHOW WARNINGS LIMIT ?",
+            "SHOW WARNINGS; SELECT 1",
+            "SHOW COUNT(*) WARNINGS LIMIT 1",
+            "SELECT 1",
+        ] {
+            assert_eq!(d(other), None, "{other}");
+        }
     }
 }

@@ -65,6 +65,7 @@ impl Session {
         }
         if let Some(a) = self.binding.direct() {
             let fits = self.pinned()
+                || self.stay
                 || match target {
                     Target::Primary => {
                         a.server.role() == Role::Primary
@@ -456,10 +457,17 @@ impl Session {
             return;
         }
         let waiters = self.binding.leases().any(|a| a.server.has_waiters());
-        if self.hold.is_zero() || waiters {
+        // Conditions a client reads right after its statement (SHOW
+        // WARNINGS, as MySQLdb and the mysql client do) are only on this
+        // connection: it stays a while longer, unless others wait for it.
+        let hold = match self.last.holds_warnings() {
+            true => self.hold.max(WARNINGS_HOLD),
+            false => self.hold,
+        };
+        if hold.is_zero() || waiters {
             self.release();
         } else {
-            self.hold_until = Some(Instant::now() + self.hold);
+            self.hold_until = Some(Instant::now() + hold);
         }
     }
 
@@ -484,6 +492,10 @@ impl Session {
         self.binding.discard();
     }
 }
+
+/// How long a connection whose statement left warnings stays with the
+/// session for the statement that reads them.
+const WARNINGS_HOLD: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How a read that followed another read's wait goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -203,6 +203,7 @@ impl Session {
         use super::last::Val;
         use sextant_sql::session_info::{rewrite, Subject};
         let mut gone = false;
+        let mut warnings_gone = false;
         let id = self.registered.as_ref().map(|r| r.id());
         // `IF(1, value, @@global.x)` has the column type the server gives
         // `@@x` (drivers map types: a BIGINT read as a string, say).
@@ -233,11 +234,18 @@ impl Session {
                 }
                 _ => None,
             },
-            Subject::WarningCount if !prepare => self
-                .last
-                .warnings
-                .known()
-                .map(|n| format!("CAST({n} AS UNSIGNED)")),
+            Subject::WarningCount if !prepare => {
+                match (self.last.warnings, self.last.warning_count) {
+                    (Val::Known(n), _) | (Val::Gone, Some(n)) => {
+                        Some(format!("CAST({n} AS UNSIGNED)"))
+                    }
+                    (Val::Gone, None) => {
+                        warnings_gone = true;
+                        None
+                    }
+                    _ => None,
+                }
+            }
             Subject::RowCount | Subject::FoundRows | Subject::WarningCount => None,
             Subject::Variable(v) => match v.strip_prefix("session_track_") {
                 Some(which) => match &self.client.tracking {
@@ -262,6 +270,9 @@ impl Session {
         });
         if gone {
             return Err(SessionError::FoundRowsGone);
+        }
+        if warnings_gone {
+            return Err(SessionError::WarningsGone);
         }
         let Some(sql) = sql else { return Ok(None) };
         let mut out = Vec::with_capacity(sql.len() + 1);

@@ -40,7 +40,13 @@ impl<T: Copy> Val<T> {
 pub struct Last {
     pub row_count: Val<i64>,
     pub found_rows: Val<u64>,
+    /// Where the conditions SHOW WARNINGS lists are: Known(0) none,
+    /// Known(n) sextant's own error (the session keeps its text),
+    /// Connection on the connection the session holds.
     pub warnings: Val<u16>,
+    /// @@warning_count where sextant knows it though the conditions are
+    /// a connection's (the count the statement's answer reported).
+    pub warning_count: Option<u16>,
 }
 
 impl Last {
@@ -68,12 +74,14 @@ impl Last {
                 row_count: Val::Known(-1),
                 found_rows: self.found_rows,
                 warnings: Val::Connection,
+                warning_count: None,
             };
         }
         let Some(res) = res else { return self };
         if st.kind == Kind::Call || st.flags.contains(Flags::MULTI) || res.results != 1 {
             return Last::default();
         }
+        let (warnings, warning_count) = self.warnings_after(st, res.warnings);
         match res.ended {
             Ended::Rows(n) => Last {
                 row_count: Val::Known(-1),
@@ -81,7 +89,8 @@ impl Last {
                     true => Val::Known(n),
                     false => Val::Connection,
                 },
-                warnings: Val::Connection,
+                warnings,
+                warning_count,
             },
             Ended::Ok { affected } => Last {
                 row_count: i64::try_from(affected).map_or(Val::Connection, Val::Known),
@@ -95,9 +104,39 @@ impl Last {
                     Kind::Insert | Kind::Replace if !selects => self.found_rows,
                     _ => Val::Connection,
                 },
-                warnings: Val::Connection,
+                warnings,
+                warning_count,
             },
             Ended::Nothing => Last::default(),
+        }
+    }
+
+    /// The conditions after a statement that succeeded with `reported`
+    /// warnings of its own. MariaDB replaces the list with a statement's
+    /// own conditions, clears it at a statement that uses a table, and
+    /// keeps it otherwise (`SELECT 1`, `SET`, `SHOW WARNINGS`): sextant
+    /// cannot tell from the answer which of the last two happened, except
+    /// for statements that always name a table.
+    /// A read of the session's functions (`SELECT @@warning_count`) is
+    /// taken to use no table, as clients write it.
+    fn warnings_after(self, st: &Statement, reported: u16) -> (Val<u16>, Option<u16>) {
+        if reported > 0 {
+            return (Val::Connection, Some(reported));
+        }
+        let uses_table = matches!(
+            st.kind,
+            Kind::Insert | Kind::Update | Kind::Delete | Kind::Replace | Kind::Load
+        );
+        let reads_session = st.kind == Kind::Select && st.flags.contains(Flags::SESSION_INFO);
+        match self.warnings {
+            Val::Known(0) => (Val::Known(0), Some(0)),
+            _ if uses_table => (Val::Known(0), Some(0)),
+            _ if reads_session => (self.warnings, self.warning_count),
+            // The same connection still holds them (a released one would
+            // be Gone): it knows whether they were cleared.
+            Val::Connection => (Val::Connection, None),
+            Val::Nowhere => (Val::Nowhere, None),
+            Val::Known(_) | Val::Gone => (Val::Gone, None),
         }
     }
 
@@ -112,22 +151,41 @@ impl Last {
             },
             found_rows: Val::Nowhere,
             warnings: Val::Nowhere,
+            warning_count: None,
+        }
+    }
+
+    /// A session that has run nothing yet: as a new server connection.
+    pub fn fresh() -> Last {
+        Last {
+            row_count: Val::Known(-1),
+            found_rows: Val::Known(0),
+            warnings: Val::Known(0),
+            warning_count: Some(0),
         }
     }
 
     /// The session gave its connection back: what only it held is gone.
     /// (ROW_COUNT() is the connection's only after a CALL or several
-    /// statements in one packet. Warnings are left to whichever connection
-    /// answers: a client reads them right after its statement, and
-    /// refusing them after every pause would break more than it mends.)
+    /// statements in one packet.)
     pub fn released(self) -> Last {
         Last {
             found_rows: match self.found_rows {
                 Val::Connection => Val::Gone,
                 v => v,
             },
+            warnings: match self.warnings {
+                Val::Connection => Val::Gone,
+                v => v,
+            },
             ..self
         }
+    }
+
+    /// The session's connection holds conditions a client may read next
+    /// (SHOW WARNINGS): it keeps the connection for its next statement.
+    pub fn holds_warnings(self) -> bool {
+        self.warnings == Val::Connection && self.warning_count != Some(0)
     }
 
     /// Every value nowhere (to ask which functions read any of them).
@@ -136,6 +194,7 @@ impl Last {
             row_count: Val::Nowhere,
             found_rows: Val::Nowhere,
             warnings: Val::Nowhere,
+            warning_count: None,
         }
     }
 
@@ -154,6 +213,7 @@ impl Last {
             row_count: Val::Known(-1),
             found_rows: self.found_rows,
             warnings: Val::Known(1),
+            warning_count: Some(1),
         }
     }
 
@@ -233,6 +293,7 @@ mod tests {
             row_count: Val::Known(3),
             found_rows: Val::Known(7),
             warnings: Val::Known(2),
+            warning_count: Some(2),
         };
         let select = st(Kind::Select, Flags::empty());
         let rows = answered(Ended::Rows(2), 1);
@@ -241,7 +302,8 @@ mod tests {
             Last {
                 row_count: Val::Known(-1),
                 found_rows: Val::Known(2),
-                warnings: Val::Connection,
+                warnings: Val::Gone,
+                warning_count: None,
             }
         );
         // SQL_CALC_FOUND_ROWS: the total is the server's.
@@ -261,7 +323,8 @@ mod tests {
             Last {
                 row_count: Val::Known(4),
                 found_rows: Val::Connection,
-                warnings: Val::Connection,
+                warnings: Val::Known(0),
+                warning_count: Some(0),
             }
         );
         assert_eq!(
@@ -315,6 +378,7 @@ mod tests {
                     row_count: Val::Known(-1),
                     found_rows: Val::Known(7),
                     warnings: Val::Connection,
+                    warning_count: None,
                 }
             );
         }
@@ -347,6 +411,7 @@ mod tests {
                 row_count: Val::Known(-1),
                 found_rows: Val::Nowhere,
                 warnings: Val::Known(1),
+                warning_count: Some(1),
             }
         );
         assert_eq!(refused.control().warnings, Val::Known(1));
@@ -354,5 +419,62 @@ mod tests {
         let held = before.after(&update, Some(&ok), Text::UNKNOWN);
         assert_eq!(held.released().found_rows, Val::Gone);
         assert_eq!(before.released(), before);
+    }
+
+    #[test]
+    fn warnings_as_the_server_keeps_them() {
+        let none = Last::fresh();
+        let select = st(Kind::Select, Flags::empty());
+        let update = st(Kind::Update, Flags::empty());
+        let mut warned = answered(Ended::Rows(1), 1);
+        warned.warnings = 3;
+        let rows = answered(Ended::Rows(1), 1);
+        let w = none.after(&select, Some(&warned), Text::UNKNOWN);
+        // The statement's own conditions replace the list, on its connection.
+        assert_eq!((w.warnings, w.warning_count), (Val::Connection, Some(3)));
+        assert!(w.holds_warnings());
+        // A statement with none of its own: cleared if it used a table,
+        // kept if not; the connection knows which.
+        let next = w.after(&select, Some(&rows), Text::UNKNOWN);
+        assert_eq!((next.warnings, next.warning_count), (Val::Connection, None));
+        // An UPDATE names a table: cleared.
+        let ok = answered(Ended::Ok { affected: 1 }, 1);
+        let cleared = w.after(&update, Some(&ok), Text::UNKNOWN);
+        assert_eq!(
+            (cleared.warnings, cleared.warning_count),
+            (Val::Known(0), Some(0))
+        );
+        assert!(!cleared.holds_warnings());
+        // None before, none of its own: none, whichever connection ran it.
+        assert_eq!(
+            none.after(&select, Some(&rows), Text::UNKNOWN).warnings,
+            Val::Known(0)
+        );
+        // Released: the text went with the connection, the count is known.
+        let gone = w.released();
+        assert_eq!((gone.warnings, gone.warning_count), (Val::Gone, Some(3)));
+        // A read of the count itself leaves them; another statement on
+        // another connection may have cleared them or not.
+        let reads = st(Kind::Select, Flags::SESSION_INFO);
+        assert_eq!(
+            gone.after(&reads, Some(&rows), Text::of(b"SELECT @@warning_count")),
+            Last {
+                row_count: Val::Known(-1),
+                found_rows: Val::Known(1),
+                ..gone
+            }
+        );
+        let unsure = gone.after(&select, Some(&rows), Text::UNKNOWN);
+        assert_eq!((unsure.warnings, unsure.warning_count), (Val::Gone, None));
+        // sextant's own error, then a statement that may or may not clear it.
+        let refused = none.refused();
+        assert_eq!(
+            refused.after(&select, Some(&rows), Text::UNKNOWN).warnings,
+            Val::Gone
+        );
+        assert_eq!(
+            refused.after(&update, Some(&ok), Text::UNKNOWN).warnings,
+            Val::Known(0)
+        );
     }
 }

@@ -45,6 +45,7 @@ mod busy;
 mod columns;
 mod command;
 mod consistency;
+mod diagnostics;
 mod effects;
 mod forward;
 mod guard;
@@ -158,6 +159,12 @@ pub struct Session {
     /// ROW_COUNT(), FOUND_ROWS() and @@warning_count of the statement
     /// before (last.rs).
     last: last::Last,
+    /// The last error sextant gave the client itself (errno, message):
+    /// SHOW WARNINGS lists it.
+    refusal: Option<(u16, String)>,
+    /// The statement being run reads the conditions on the connection the
+    /// session holds: it runs there, wherever its plan would send it.
+    stay: bool,
     /// The GTID of this session's last write.
     last_write: Option<Gtid>,
     /// The statement being run (empty between statements).
@@ -382,7 +389,9 @@ impl Session {
             status: status::AUTOCOMMIT,
             last_insert_id: 0,
             last_insert_conn: None,
-            last: Default::default(),
+            last: last::Last::fresh(),
+            refusal: None,
+            stay: false,
             last_write: None,
             stmt: Default::default(),
             sticky: None,
@@ -407,6 +416,8 @@ impl Session {
     async fn reply_error(&mut self, e: SessionError) -> Result<(), SessionError> {
         tracing::debug!(parent: &self.span, "error for client: {e}");
         self.last = self.last.refused();
+        let (code, _, msg) = e.mysql();
+        self.refusal = Some((code, msg));
         self.client.send_error(1, &e).await
     }
 

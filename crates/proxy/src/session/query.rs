@@ -193,6 +193,20 @@ impl Session {
             false => None,
         };
         let p = answered.as_deref().unwrap_or(p);
+        let mut conditions = false;
+        if c.kind == Kind::Show {
+            if let Some(d) = sextant_sql::session_info::diagnostics_show(&p[at..], self.lex_mode())
+            {
+                if let Some(done) = self.diagnostics(d).await {
+                    return done;
+                }
+                conditions = true;
+            }
+        }
+        // Left in the text: the held connection's to answer.
+        conditions |= answered.is_none()
+            && c.flags.contains(Flags::SESSION_INFO)
+            && has_word(&p[at..], b"warning_count");
         let plan = plan(
             c,
             self.facts(),
@@ -226,7 +240,11 @@ impl Session {
             return done;
         }
         // Run, then apply what it changed.
+        self.stay = conditions
+            && self.last.warnings == super::last::Val::Connection
+            && self.binding.is_bound();
         let res = self.run_plan(&plan, Work::Query(p)).await;
+        self.stay = false;
         self.read_done();
         if let Some((assigned, before)) = retrack {
             let ran = matches!(&res, Ok(Some(r)) if !r.error);
@@ -242,4 +260,8 @@ impl Session {
         );
         Ok(())
     }
+}
+
+fn has_word(sql: &[u8], w: &[u8]) -> bool {
+    sql.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w))
 }

@@ -713,11 +713,12 @@ pub fn write(r: &mut StdRng, next_id: &mut u64, forms: &[Form]) -> String {
 /// A session function read right after another statement: the answer is
 /// about the statement before.
 pub fn session_function(r: &mut StdRng) -> &'static str {
-    const FUNCTIONS: [&str; 4] = [
+    const FUNCTIONS: [&str; 5] = [
         "SELECT ROW_COUNT()",
         "SELECT FOUND_ROWS()",
         "SELECT LAST_INSERT_ID()",
         "SELECT @@warning_count",
+        "SHOW WARNINGS",
     ];
     FUNCTIONS[r.gen_range(0..FUNCTIONS.len())]
 }
