@@ -332,6 +332,29 @@ fn row_count_and_found_rows_follow_the_session() {
         }
         other => panic!("FOUND_ROWS() after its connection went back to the pool: {other:?}"),
     }
+    // Rows skipped by an offset count, and a union's before its LIMIT:
+    // the server's value, or refused, never the rows sent.
+    let mut refused = 0;
+    for read in [
+        "SELECT id FROM rc_t ORDER BY id LIMIT 1 OFFSET 2",
+        "SELECT id FROM rc_t ORDER BY id LIMIT 2, 1",
+        "SELECT id FROM rc_t UNION ALL SELECT id FROM rc_t LIMIT 2",
+    ] {
+        d.query_drop(read.replace("rc_t", "rc_d")).unwrap();
+        let want: Option<u64> = d.query_first("SELECT FOUND_ROWS()").unwrap();
+        assert!(want > Some(2), "{want:?}");
+        let _: Vec<i32> = a.query(read).unwrap();
+        match a.query_first::<u64, _>("SELECT FOUND_ROWS()") {
+            Ok(n) => assert_eq!(n, want, "FOUND_ROWS() after {read}"),
+            Err(mysql::Error::MySqlError(e)) => {
+                assert_eq!(e.code, 1235, "{}", e.message);
+                refused += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    // With hold_ms = 0 the reads' connections went back to the pool.
+    assert_eq!(refused, 3);
     // The next SELECT sets it again.
     let _: Vec<i32> = a.query("SELECT id FROM rc_t WHERE id < 3").unwrap();
     let n: Option<u64> = a.query_first("SELECT FOUND_ROWS()").unwrap();

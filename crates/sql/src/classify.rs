@@ -126,6 +126,12 @@ bitflags::bitflags! {
         /// a stored program's body: what it runs is known only when it
         /// runs.
         const INNER_DYNAMIC = 1 << 29;
+        /// A read with OFFSET, UNION, INTERSECT or EXCEPT: FOUND_ROWS()
+        /// after it counts rows it did not send (the skipped ones, the
+        /// union's whole before its LIMIT).
+        const UNSENT_ROWS = 1 << 30;
+        /// A read with LIMIT (`LIMIT m, n` skips m).
+        const LIMIT = 1 << 31;
         /// Calls a function that may write, whichever server runs it
         /// (until the server's flavor is known, both of the above count).
         const MAY_WRITE_FUNCTION = Self::STORED_FUNCTION.bits()
@@ -696,6 +702,18 @@ fn function_call(name: &[u8], flags: &mut Flags) {
     }
 }
 
+/// The words of a read that make FOUND_ROWS() after it more than the
+/// rows it sent (checked by length first: this runs on every word).
+fn row_counting_word(t: &Token<'_>) -> Option<Flags> {
+    match t.text.len() {
+        5 if t.is_word("LIMIT") => Some(Flags::LIMIT),
+        5 if t.is_word("UNION") => Some(Flags::UNSENT_ROWS),
+        6 if t.is_word("OFFSET") || t.is_word("EXCEPT") => Some(Flags::UNSENT_ROWS),
+        9 if t.is_word("INTERSECT") => Some(Flags::UNSENT_ROWS),
+        _ => None,
+    }
+}
+
 fn word_in_statement(
     t: &Token<'_>,
     p1: Option<Token<'_>>,
@@ -716,6 +734,8 @@ fn word_in_statement(
                 flags.insert(Flags::INTO_FILE);
             } else if t.is_word("SQL_CALC_FOUND_ROWS") {
                 flags.insert(Flags::FOUND_ROWS);
+            } else if let Some(f) = row_counting_word(t) {
+                flags.insert(f);
             } else if (t.is_word("FOR") && p1w("VALUE") && (p2w("NEXT") || p2w("PREVIOUS")))
                 || t.is_word("NEXTVAL")
             {

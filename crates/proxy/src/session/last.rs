@@ -85,7 +85,7 @@ impl Last {
         match res.ended {
             Ended::Rows(n) => Last {
                 row_count: Val::Known(-1),
-                found_rows: match st.kind == Kind::Select && !text.calc_found_rows {
+                found_rows: match st.kind == Kind::Select && !text.calc_found_rows && !text.skips {
                     true => Val::Known(n),
                     false => Val::Connection,
                 },
@@ -101,7 +101,20 @@ impl Last {
                     // INSERT ... VALUES; an UPDATE or DELETE may set it
                     // (ORDER BY, a join, several tables), and one with a
                     // subquery reading a table does.
-                    Kind::Insert | Kind::Replace if !selects => self.found_rows,
+                    // As SET, DO, USE, LOCK TABLES and DDL that read no
+                    // table (the session's settings change between reads).
+                    Kind::Insert
+                    | Kind::Replace
+                    | Kind::Set
+                    | Kind::Do
+                    | Kind::Use
+                    | Kind::Lock
+                    | Kind::Unlock
+                    | Kind::Ddl
+                        if !selects =>
+                    {
+                        self.found_rows
+                    }
                     _ => Val::Connection,
                 },
                 warnings,
@@ -235,6 +248,9 @@ impl Last {
 pub struct Text {
     pub selects: bool,
     pub calc_found_rows: bool,
+    /// A read that counts rows it did not send into FOUND_ROWS(): OFFSET
+    /// or `LIMIT m, n`, or a set operation.
+    pub skips: bool,
 }
 
 impl Text {
@@ -243,8 +259,9 @@ impl Text {
     pub fn of(text: &[u8]) -> Text {
         let has = |w: &[u8]| text.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
         Text {
-            selects: has(b"select"),
+            selects: has_word(text, b"select"),
             calc_found_rows: has(b"sql_calc_found_rows"),
+            skips: has_word(text, b"offset") || has_word(text, b"union") || limit_comma(text),
         }
     }
 
@@ -255,8 +272,13 @@ impl Text {
     pub fn of_statement(st: &Statement, text: &[u8]) -> Text {
         let has = |w: &[u8]| text.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
         Text {
-            selects: matches!(st.kind, Kind::Insert | Kind::Replace) && has(b"select"),
+            selects: matches!(
+                st.kind,
+                Kind::Insert | Kind::Replace | Kind::Set | Kind::Do | Kind::Ddl
+            ) && has_word(text, b"select"),
             calc_found_rows: st.flags.contains(Flags::FOUND_ROWS) && has(b"sql_calc_found_rows"),
+            skips: st.flags.contains(Flags::UNSENT_ROWS)
+                || (st.flags.contains(Flags::LIMIT) && limit_comma(text)),
         }
     }
 
@@ -264,7 +286,27 @@ impl Text {
     pub const UNKNOWN: Text = Text {
         selects: true,
         calc_found_rows: true,
+        skips: true,
     };
+}
+
+/// `LIMIT m, n`: a comma after the last LIMIT (one after a subquery's
+/// LIMIT, in a select list, only costs sextant the value).
+fn limit_comma(text: &[u8]) -> bool {
+    let at = text
+        .windows(5)
+        .rposition(|x| x.eq_ignore_ascii_case(b"limit"));
+    at.is_some_and(|at| text[at..].contains(&b','))
+}
+
+/// `w` as a word of its own (`sql_select_limit` has no SELECT in it).
+fn has_word(text: &[u8], w: &[u8]) -> bool {
+    let ident = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'$';
+    text.windows(w.len()).enumerate().any(|(i, x)| {
+        x.eq_ignore_ascii_case(w)
+            && (i == 0 || !ident(&text[i - 1]))
+            && text.get(i + w.len()).is_none_or(|c| !ident(c))
+    })
 }
 
 #[cfg(test)]
@@ -348,9 +390,34 @@ mod tests {
                 .found_rows,
             Val::Connection
         );
+        // A setting changed between reads keeps it; one read from a
+        // table sets it.
+        let set = st(Kind::Set, Flags::empty());
+        let set_ok = answered(Ended::Ok { affected: 0 }, 1);
+        for (text, kept) in [
+            (&b"SET SESSION sql_select_limit = 3"[..], true),
+            (b"SET @x = 5 + (SELECT COUNT(*) FROM t)", false),
+        ] {
+            let after = before.after(&set, Some(&set_ok), Text::of_statement(&set, text));
+            assert_eq!(after.found_rows == Val::Known(7), kept, "{text:?}");
+        }
         assert!(Text::of(b"UPDATE t SET a = 1 WHERE b IN (Select c FROM u)").selects);
         assert!(!Text::of(b"UPDATE t SET a = 1 WHERE b = 2").selects);
         // FOUND_ROWS() itself is no SQL_CALC_FOUND_ROWS.
+        // Rows skipped by an offset, or a union's before its LIMIT, count.
+        for text in [
+            &b"SELECT a FROM t LIMIT 1 OFFSET 5"[..],
+            b"SELECT a FROM t LIMIT 5, 1",
+            b"SELECT a FROM t UNION ALL SELECT b FROM u LIMIT 3",
+        ] {
+            assert_eq!(
+                before
+                    .after(&select, Some(&rows), Text::of(text))
+                    .found_rows,
+                Val::Connection
+            );
+        }
+        assert!(!Text::of(b"SELECT a, b FROM t LIMIT 5").skips);
         let found = Text::of(b"SELECT FOUND_ROWS() + 10");
         assert!(!found.calc_found_rows);
         assert_eq!(
