@@ -160,6 +160,12 @@ pub enum SessionError {
         addr: String,
         waited_ms: u64,
     },
+    #[error("sextant: cannot connect to {addr}, the primary of group {group} ({why}); the statement did not run (the other groups are served)")]
+    PrimaryUnreachable {
+        group: String,
+        addr: String,
+        why: String,
+    },
     #[error("{}", match .0 {
         Refusal::WriteInReplicaTransaction => "Cannot execute statement in a READ ONLY transaction (sextant: the transaction runs on a replica, and this statement may write)",
         Refusal::WriteOnReplicaState => "sextant: this session's state (reported by the server after a read) lives on a replica connection, so a statement that may write cannot run; reset the connection (COM_RESET_CONNECTION) first",
@@ -233,6 +239,7 @@ impl SessionError {
             UnknownCommand(_) => (ER_UNKNOWN_COM_ERROR, "08S01", msg),
             UnknownStatement { .. } => (ER_UNKNOWN_STMT_HANDLER, "HY000", msg),
             BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
+            PrimaryUnreachable { .. } => (ER_SEXTANT_NO_BACKEND, "HY000", msg),
             NoPrimary { .. } | PrimaryInMaintenance { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
             ReloadRefused(_) | PushRefused(_) => (ER_SEXTANT_CONFIG, "HY000", msg),
             RoutingRefused(_) => (ER_WRONG_VALUE_FOR_VAR, "42000", msg),

@@ -4,8 +4,9 @@
 //!
 //! - `/metrics`: Prometheus text exposition (`sextant_admin::metrics`);
 //! - `/healthz`: 200 while the process serves;
-//! - `/readyz`: 200 when every group has a reachable primary and sextant
-//!   is not shutting down, else 503 with the reason;
+//! - `/readyz`: 200 while sextant can serve (some server answers it) and
+//!   is not shutting down, naming any group without a reachable primary;
+//!   else 503 with the reason;
 //! - `/api/backends`, `/api/sessions`, `/api/status`, `/api/stats`,
 //!   `/api/fleet`: the admin port's tables as JSON;
 //! - `/`: the status page (one self-contained HTML file).
@@ -93,9 +94,14 @@ fn answer<B>(shared: &Shared, req: &Request<B>) -> Response<Full<Bytes>> {
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
         "/readyz" => match not_ready(shared) {
             None => {
-                let note = crate::fleet::store_note(shared)
-                    .map(|n| format!(" ({n})"))
-                    .unwrap_or_default();
+                let notes: Vec<String> = [crate::fleet::store_note(shared), degraded(shared)]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let note = match notes.is_empty() {
+                    true => String::new(),
+                    false => format!(" ({})", notes.join("; ")),
+                };
                 reply(StatusCode::OK, "text/plain", format!("ready{note}\n"))
             }
             Some(why) => reply(
@@ -117,6 +123,11 @@ fn answer<B>(shared: &Shared, req: &Request<B>) -> Response<Full<Bytes>> {
 }
 
 /// Why sextant should not be given traffic now, if so.
+/// Why the instance cannot serve, if it cannot: shutting down, or no
+/// server of any group answers it. One group without a primary is not a
+/// reason (its reads, and every other group, are still served; SHOW
+/// BACKENDS and the metrics say which group is down): a balancer that
+/// took every instance out for it would stop all of the fleet's traffic.
 fn not_ready(shared: &Shared) -> Option<String> {
     if crate::shutdown::requested() {
         return Some("shutting down".into());
@@ -124,6 +135,18 @@ fn not_ready(shared: &Shared) -> Option<String> {
     if shared.draining.load(std::sync::atomic::Ordering::Relaxed) {
         return Some("draining: shutting down after drain_delay_ms".into());
     }
+    let rt = shared.runtime();
+    let any = rt
+        .pool
+        .groups
+        .values()
+        .flat_map(|g| g.members.iter())
+        .any(|s| s.health.reachable() && !s.health.in_maintenance());
+    (!any).then(|| "no server of any group is reachable".into())
+}
+
+/// The groups whose primary does not answer, for /readyz's 200 body.
+fn degraded(shared: &Shared) -> Option<String> {
     let rt = shared.runtime();
     let missing: Vec<&str> = rt
         .pool
@@ -135,8 +158,12 @@ fn not_ready(shared: &Shared) -> Option<String> {
         })
         .map(|(name, _)| name.as_str())
         .collect();
-    (!missing.is_empty())
-        .then(|| format!("no reachable primary in group(s) {}", missing.join(", ")))
+    (!missing.is_empty()).then(|| {
+        format!(
+            "no reachable primary in group(s) {}: their writes wait or fail, everything else is served",
+            missing.join(", ")
+        )
+    })
 }
 
 fn api(shared: &Shared, what: &str) -> Option<String> {

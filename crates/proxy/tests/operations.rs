@@ -770,16 +770,34 @@ fn health_readiness_and_the_json_api() {
     p.admin()
         .query_drop(format!("SET MAINTENANCE ON '{primary}'"))
         .unwrap();
+    // A group without a primary: the instance still serves (reads, other
+    // groups), and says so.
     let (code, body) = p.http_get("/readyz");
-    assert_eq!(code, 503, "{body}");
+    assert_eq!(code, 200, "{body}");
     assert!(
         body.contains("no reachable primary in group(s) main"),
         "{body}"
     );
-    p.admin()
-        .query_drop(format!("SET MAINTENANCE OFF '{primary}'"))
-        .unwrap();
-    assert_eq!(p.http_get("/readyz").0, 200);
+    // No server at all: it cannot serve.
+    let replicas: Vec<String> = lab
+        .replicas
+        .iter()
+        .map(|r| format!("127.0.0.1:{r}"))
+        .collect();
+    for r in &replicas {
+        p.admin()
+            .query_drop(format!("SET MAINTENANCE ON '{r}'"))
+            .unwrap();
+    }
+    let (code, body) = p.http_get("/readyz");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("no server of any group"), "{body}");
+    for a in replicas.iter().chain([&primary]) {
+        p.admin()
+            .query_drop(format!("SET MAINTENANCE OFF '{a}'"))
+            .unwrap();
+    }
+    assert_eq!(p.http_get("/readyz"), (200, "ready\n".into()));
     let _c = p.conn();
     let (code, body) = p.http_get("/api/backends");
     assert_eq!(code, 200);

@@ -218,6 +218,71 @@ pub fn tracking_assignments(sql: &[u8], mode: LexMode) -> Vec<(&'static str, Opt
     out
 }
 
+/// A `SET` that only changes the session's own system variables (`SET
+/// NAMES`, `SET CHARACTER SET`, `SET [SESSION] x = literal`, ...): the
+/// set-up drivers send at connect. Any server of a group can run it, and
+/// the value is replayed on every connection the session borrows later.
+/// Not: GLOBAL or PERSIST, user variables, TRANSACTION (it belongs to the
+/// next transaction's connection), PASSWORD, ROLE, STATEMENT ... FOR, or
+/// a value read by a subquery.
+pub fn only_session_settings(sql: &[u8], mode: LexMode) -> bool {
+    let mut t = Lexer::with_mode(sql, mode)
+        .filter(|t| t.kind != TokenKind::Hint)
+        .peekable();
+    if !t.next().is_some_and(|w| w.is_word("SET")) {
+        return false;
+    }
+    let mut depth = 0i32;
+    let mut start = true;
+    let mut any = false;
+    while let Some(tok) = t.next() {
+        if start {
+            start = false;
+            any = true;
+            let mut n = tok;
+            if n.is_word("SESSION") || n.is_word("LOCAL") {
+                match t.next() {
+                    Some(x) => n = x,
+                    None => return false,
+                }
+            }
+            let ok = match n.kind {
+                TokenKind::SysVar => session_sysvar(n.text).is_some(),
+                TokenKind::Word => ![
+                    "GLOBAL",
+                    "PERSIST",
+                    "PERSIST_ONLY",
+                    "TRANSACTION",
+                    "PASSWORD",
+                    "ROLE",
+                    "DEFAULT",
+                    "STATEMENT",
+                ]
+                .iter()
+                .any(|w| n.is_word(w)),
+                TokenKind::QuotedIdent => true,
+                _ => false,
+            };
+            if !ok {
+                return false;
+            }
+            continue;
+        }
+        match tok.kind {
+            TokenKind::UserVar => return false,
+            TokenKind::Word if tok.is_word("SELECT") => return false,
+            TokenKind::Punct if tok.is_punct(b'(') => depth += 1,
+            TokenKind::Punct if tok.is_punct(b')') => depth -= 1,
+            TokenKind::Punct if tok.is_punct(b',') && depth == 0 => start = true,
+            TokenKind::Punct if tok.is_punct(b';') => {
+                return t.all(|x| x.is_punct(b';')) && any;
+            }
+            _ => {}
+        }
+    }
+    any && !start
+}
+
 /// The session system variables a SET statement assigns, lower case, as
 /// the server names them (`SET NAMES` and `SET CHARACTER SET` give the
 /// character set variables they change). GLOBAL ones and user variables
@@ -777,6 +842,42 @@ mod tests {
             "SELECT 1",
         ] {
             assert_eq!(d(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn session_settings_any_server_can_run() {
+        let only = |s: &str| only_session_settings(s.as_bytes(), LexMode::DEFAULT);
+        for yes in [
+            "SET NAMES utf8mb4",
+            "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci",
+            "SET CHARACTER SET latin1",
+            "SET autocommit = 0",
+            "SET SESSION sql_mode = 'ANSI', @@session.time_zone = '+00:00'",
+            "SET @@sql_select_limit = DEFAULT, max_join_size = 1000;",
+            "set local net_write_timeout=600",
+            "SET SESSION TRANSACTION_ISOLATION = 'READ-COMMITTED'",
+        ] {
+            assert!(only(yes), "{yes}");
+        }
+        for no in [
+            "SET GLOBAL max_connections = 10",
+            "SET @@global.sql_mode = ''",
+            "SET @x = 1",
+            "SET autocommit = 0, @x = 1",
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            "SET SESSION TRANSACTION READ ONLY",
+            "SET PASSWORD = PASSWORD('x')",
+            "SET ROLE r",
+            "SET DEFAULT ROLE r FOR u",
+            "SET STATEMENT max_statement_time = 1 FOR SELECT 1",
+            "SET sql_mode = (SELECT 'x' FROM t)",
+            "SET PERSIST max_connections = 10",
+            "SET NAMES utf8mb4; DELETE FROM t",
+            "SET",
+            "SELECT 1",
+        ] {
+            assert!(!only(no), "{no}");
         }
     }
 }

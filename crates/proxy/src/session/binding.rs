@@ -144,6 +144,18 @@ impl Session {
                 self.binding = Binding::Direct(Lease::new(p, c));
                 return self.sync_attached().await;
             }
+            // The group's primary does not answer: say which group (the
+            // others are served).
+            Err(
+                e @ (sextant_backend::BackendError::Connect { .. }
+                | sextant_backend::BackendError::ConnectTimeout { .. }),
+            ) if server.role() == Role::Primary => {
+                return Err(SessionError::PrimaryUnreachable {
+                    group: group.name.to_string(),
+                    addr: server.addr.to_string(),
+                    why: e.to_string(),
+                })
+            }
             Err(e) => return Err(e.into()),
         };
         tracing::trace!(parent: &self.span, server = %server.addr, "attached");
@@ -364,6 +376,40 @@ impl Session {
     /// A primary an operator put in maintenance takes nothing new (its
     /// open transactions finish): a write waits for it to come back or for
     /// another primary as it would for a switchover, then fails saying so.
+    /// Where session set-up (the login's database, `USE`, a `SET` of the
+    /// session's own variables) runs: the primary while it answers, else
+    /// any server of the group. Only the set-up is answered there; what
+    /// it set is replayed on every connection the session borrows later,
+    /// so one group without a primary does not keep clients from logging
+    /// in and reaching the others.
+    pub(super) fn setup_target(&self) -> Target {
+        let schema = self.vars.schema.as_deref().unwrap_or("").as_bytes();
+        let up = self
+            .group
+            .writer_for(schema)
+            .is_some_and(|p| p.health.reachable() && !p.health.in_maintenance());
+        match up {
+            true => Target::Primary,
+            false => Target::Replica,
+        }
+    }
+
+    /// Attaches a connection for session set-up: the primary's if it
+    /// answers (known down, or failing to connect now, before the monitor
+    /// has noticed), else a replica's. Returns the target to plan with.
+    pub(super) async fn setup_connection(&mut self) -> Target {
+        if self.setup_target() == Target::Primary {
+            match self.attach(Target::Primary).await {
+                Ok(()) => return Target::Primary,
+                Err(e) => {
+                    tracing::debug!(parent: &self.span, "session set-up on a replica: {e}");
+                    self.detach_discard();
+                }
+            }
+        }
+        Target::Replica
+    }
+
     pub(super) async fn primary_of(&self, group: &Arc<Group>) -> Result<Arc<Server>, SessionError> {
         let schema = self.vars.schema.as_deref().unwrap_or("").as_bytes();
         let usable = || {

@@ -72,7 +72,7 @@ use sextant_backend::gtid::Gtid;
 use sextant_backend::{Binding, Flavor, Server, SessionVars};
 use sextant_protocol::consts::{cap, status};
 use sextant_protocol::packets::{write_eof, write_ok, OkPacket};
-use sextant_routing::{Cursor, Pins, Target};
+use sextant_routing::{Cursor, Pins};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -307,7 +307,8 @@ impl Session {
             }
             s.vars.schema = Some(db.into());
             // Check the database now, as a server would at login.
-            if let Err(e) = s.attach(Target::Primary).await {
+            let target = s.setup_connection().await;
+            if let Err(e) = s.attach(target).await {
                 s.detach_discard();
                 let _ = s.client.send_error(login.seq, &e).await;
                 return;

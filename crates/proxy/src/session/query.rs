@@ -207,7 +207,7 @@ impl Session {
         conditions |= answered.is_none()
             && c.flags.contains(Flags::SESSION_INFO)
             && has_word(&p[at..], b"warning_count");
-        let plan = plan(
+        let mut plan = plan(
             c,
             self.facts(),
             &self.user.policy(),
@@ -215,11 +215,32 @@ impl Session {
             Command::Query,
             &mut self.cursor,
         );
+        // Session set-up runs where the primary does not answer (see
+        // setup_target).
+        if matches!(c.kind, Kind::Use | Kind::Set)
+            && plan.target == sextant_routing::Target::Primary
+            && !self.pinned()
+            && !self.facts().in_transaction
+            && (c.kind == Kind::Use
+                || sextant_sql::session_info::only_session_settings(&p[at..], self.lex_mode()))
+        {
+            plan.target = self.setup_connection().await;
+        }
         sextant_admin::traffic::statement(c.kind, plan.rule);
         if let Some(r) = plan.refuse {
             return self.reply_error(SessionError::WriteOnReplica(r)).await;
         }
         self.require(&plan);
+        if (self.stmt.need.is_some() || self.stmt.fleet)
+            && c.kind == Kind::Select
+            && !has_from(&p[at..])
+        {
+            // A SELECT without FROM reads no table (`SELECT @@x`, what
+            // drivers ask at connect): no write it could miss, and no
+            // need of the group's primary to learn of any.
+            self.stmt.need = None;
+            self.stmt.fleet = false;
+        }
         if c.kind == Kind::Show {
             if let Some(show) = sextant_sql::session_info::session_show(&p[at..], self.lex_mode()) {
                 return Box::pin(self.session_show(show, plan.target, &p[at..], false)).await;
@@ -264,4 +285,15 @@ impl Session {
 
 fn has_word(sql: &[u8], w: &[u8]) -> bool {
     sql.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w))
+}
+
+/// FROM as a word anywhere (a subquery's too; in a string or a comment
+/// only costs a read its shortcut).
+fn has_from(sql: &[u8]) -> bool {
+    let ident = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'$';
+    sql.windows(4).enumerate().any(|(i, x)| {
+        x.eq_ignore_ascii_case(b"from")
+            && (i == 0 || !ident(&sql[i - 1]))
+            && sql.get(i + 4).is_none_or(|c| !ident(c))
+    })
 }
