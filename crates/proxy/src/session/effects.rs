@@ -43,10 +43,14 @@ impl Session {
         let e = effects(st, ran, target, res.map(answer).as_ref());
         self.last = match ran {
             Ran::Query | Ran::Bulk | Ran::Execute { cursor: false } => {
-                let text = text.map_or(super::last::Text::UNKNOWN, |t| {
+                let scanned = text.map_or(super::last::Text::UNKNOWN, |t| {
                     super::last::Text::of_statement(st, t)
                 });
-                self.last.after(st, res, text)
+                let last = self.last.after(st, res, scanned);
+                match (text, res) {
+                    (Some(t), Some(r)) => last.without_table(st, r, scanned, t),
+                    _ => last,
+                }
             }
             // Rows fetched from a cursor: the connection counts them.
             Ran::Execute { cursor: true } | Ran::Fetch => super::last::Last::default(),

@@ -85,9 +85,14 @@ impl Last {
         match res.ended {
             Ended::Rows(n) => Last {
                 row_count: Val::Known(-1),
+                // An aggregate whose WHERE the optimizer finds impossible
+                // sends its one row (or none, after HAVING) and leaves
+                // FOUND_ROWS() as it was: with fewer than two rows the
+                // value is n or the one before, and only the connection
+                // knows which.
                 found_rows: match st.kind == Kind::Select && !text.calc_found_rows && !text.skips {
-                    true => Val::Known(n),
-                    false => Val::Connection,
+                    true if n >= 2 || self.found_rows == Val::Known(n) => Val::Known(n),
+                    _ => Val::Connection,
                 },
                 warnings,
                 warning_count,
@@ -121,6 +126,37 @@ impl Last {
                 warning_count,
             },
             Ended::Nothing => Last::default(),
+        }
+    }
+
+    /// After a SELECT of one row or none that [`Last::after`] left to the
+    /// connection: with no FROM it reads no table, so no WHERE of its was
+    /// found impossible and FOUND_ROWS() is the rows it sent (`SELECT 1`,
+    /// `SELECT @@x`). Looked at only in that case, off the common path.
+    pub fn without_table(
+        self,
+        st: &Statement,
+        res: &RelayResult,
+        scanned: Text,
+        text: &[u8],
+    ) -> Last {
+        match (self.found_rows, res.ended) {
+            (Val::Connection, Ended::Rows(n))
+                if n <= 1
+                    && st.kind == Kind::Select
+                    && !st.flags.contains(Flags::MULTI)
+                    && res.results == 1
+                    && !res.error
+                    && !scanned.calc_found_rows
+                    && !scanned.skips
+                    && !has_word(text, b"from") =>
+            {
+                Last {
+                    found_rows: Val::Known(n),
+                    ..self
+                }
+            }
+            _ => self,
         }
     }
 
@@ -404,6 +440,34 @@ mod tests {
         assert!(Text::of(b"UPDATE t SET a = 1 WHERE b IN (Select c FROM u)").selects);
         assert!(!Text::of(b"UPDATE t SET a = 1 WHERE b = 2").selects);
         // FOUND_ROWS() itself is no SQL_CALC_FOUND_ROWS.
+        // One row or none: n, or as it was (an impossible WHERE).
+        let one = answered(Ended::Rows(1), 1);
+        assert_eq!(
+            before.after(&select, Some(&one), Text::of(b"")).found_rows,
+            Val::Connection
+        );
+        let tableless = before.after(&select, Some(&one), Text::of(b""));
+        assert_eq!(
+            tableless
+                .without_table(&select, &one, Text::of(b"SELECT 1"), b"SELECT 1")
+                .found_rows,
+            Val::Known(1)
+        );
+        let agg = b"SELECT COUNT(*) FROM t WHERE 1 = 0";
+        assert_eq!(
+            tableless
+                .without_table(&select, &one, Text::of(agg), agg)
+                .found_rows,
+            Val::Connection
+        );
+        let was_one = Last {
+            found_rows: Val::Known(1),
+            ..before
+        };
+        assert_eq!(
+            was_one.after(&select, Some(&one), Text::of(b"")).found_rows,
+            Val::Known(1)
+        );
         // Rows skipped by an offset, or a union's before its LIMIT, count.
         for text in [
             &b"SELECT a FROM t LIMIT 1 OFFSET 5"[..],
@@ -495,7 +559,7 @@ mod tests {
         let update = st(Kind::Update, Flags::empty());
         let mut warned = answered(Ended::Rows(1), 1);
         warned.warnings = 3;
-        let rows = answered(Ended::Rows(1), 1);
+        let rows = answered(Ended::Rows(2), 1);
         let w = none.after(&select, Some(&warned), Text::UNKNOWN);
         // The statement's own conditions replace the list, on its connection.
         assert_eq!((w.warnings, w.warning_count), (Val::Connection, Some(3)));
@@ -527,7 +591,7 @@ mod tests {
             gone.after(&reads, Some(&rows), Text::of(b"SELECT @@warning_count")),
             Last {
                 row_count: Val::Known(-1),
-                found_rows: Val::Known(1),
+                found_rows: Val::Known(2),
                 ..gone
             }
         );
