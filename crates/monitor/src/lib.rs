@@ -11,6 +11,7 @@
 //! taking writes the replicas that have everything show no lag.
 //! Seconds_Behind_Master is the fallback when the heartbeat cannot be used.
 
+pub mod failover;
 pub mod grants;
 
 use sextant_backend::{
