@@ -131,6 +131,8 @@ pub enum SessionError {
     FoundRowsGone,
     #[error("sextant: the warnings of the statement before are held by the server connection that ran it, which has gone back to the pool (other sessions were waiting for it, or the session paused); read them right after that statement")]
     WarningsGone,
+    #[error("sextant: FOUND_ROWS() after a read of one row or none is that count, or what it was before when the server found the read's WHERE impossible (an aggregate then sends its one row and leaves FOUND_ROWS() alone); sextant cannot tell which, and no server connection holds the session's earlier value; use SQL_CALC_FOUND_ROWS, or count with COUNT(*)")]
+    FoundRowsUnsure,
     /// Sharding: a merge over several groups would hold more than its
     /// bound.
     #[error("sextant (sharding): this read's merge over several groups needs more than merge_memory_mb = {0} MB (groups sorted by an aggregate are held until the last arrives); add a LIMIT, restrict it by the shard key, or raise [sharding] merge_memory_mb")]
@@ -226,7 +228,7 @@ impl SessionError {
             NoSavepoint(_) => (ER_SP_DOES_NOT_EXIST, "42000", msg),
             KillUnsupported | KillExpression | KillNotAlone | DynamicSqlNotAlone
             | ShardUnsupported(_) | KillInside | XaHidden | XaRecover | FoundRowsGone
-            | WarningsGone => (ER_NOT_SUPPORTED_YET, "42000", msg),
+            | WarningsGone | FoundRowsUnsure => (ER_NOT_SUPPORTED_YET, "42000", msg),
             OwnSchema(_) => (ER_DBACCESS_DENIED_ERROR, "42000", msg),
             XaNotOwn(_) => (ER_XAER_NOTA, "XAE04", msg),
             ShardPartial(_) => (ER_SEXTANT_SHARD_PARTIAL, "HY000", msg),

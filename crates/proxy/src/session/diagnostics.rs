@@ -21,7 +21,7 @@ impl Session {
                 (true, Some(n)) => return Some(self.count_answer(d, u64::from(n)).await),
                 _ => return Some(self.reply_error(SessionError::WarningsGone).await),
             },
-            Val::Connection | Val::Nowhere => return None,
+            Val::Connection | Val::Nowhere | Val::Unsure => return None,
         };
         if d.count {
             return Some(self.count_answer(d, conditions.len() as u64).await);

@@ -204,6 +204,7 @@ impl Session {
         use sextant_sql::session_info::{rewrite, Subject};
         let mut gone = false;
         let mut warnings_gone = false;
+        let mut unsure = false;
         let id = self.registered.as_ref().map(|r| r.id());
         // `IF(1, value, @@global.x)` has the column type the server gives
         // `@@x` (drivers map types: a BIGINT read as a string, say).
@@ -230,6 +231,10 @@ impl Session {
                 Val::Known(n) => Some(format!("CAST({n} AS UNSIGNED)")),
                 Val::Gone => {
                     gone = true;
+                    None
+                }
+                Val::Unsure => {
+                    unsure = true;
                     None
                 }
                 _ => None,
@@ -273,6 +278,9 @@ impl Session {
         }
         if warnings_gone {
             return Err(SessionError::WarningsGone);
+        }
+        if unsure {
+            return Err(SessionError::FoundRowsUnsure);
         }
         let Some(sql) = sql else { return Ok(None) };
         let mut out = Vec::with_capacity(sql.len() + 1);

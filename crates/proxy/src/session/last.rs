@@ -23,6 +23,9 @@ pub enum Val<T> {
     Nowhere,
     /// The connection that held it went back to the pool.
     Gone,
+    /// One of two values, and no connection can tell which (FOUND_ROWS()
+    /// after an aggregate whose WHERE the server may find impossible).
+    Unsure,
 }
 
 impl<T: Copy> Val<T> {
@@ -92,7 +95,12 @@ impl Last {
                 // knows which.
                 found_rows: match st.kind == Kind::Select && !text.calc_found_rows && !text.skips {
                     true if n >= 2 || self.found_rows == Val::Known(n) => Val::Known(n),
-                    _ => Val::Connection,
+                    // The connection's "as it was" need not be the
+                    // session's: it may have run other sessions'
+                    // statements, or this session's may have run
+                    // elsewhere.
+                    true => Val::Unsure,
+                    false => Val::Connection,
                 },
                 warnings,
                 warning_count,
@@ -129,8 +137,8 @@ impl Last {
         }
     }
 
-    /// After a SELECT of one row or none that [`Last::after`] left to the
-    /// connection: with no FROM it reads no table, so no WHERE of its was
+    /// After a SELECT of one row or none that [`Last::after`] found
+    /// unsure of: with no FROM it reads no table, so no WHERE of its was
     /// found impossible and FOUND_ROWS() is the rows it sent (`SELECT 1`,
     /// `SELECT @@x`). Looked at only in that case, off the common path.
     pub fn without_table(
@@ -141,7 +149,7 @@ impl Last {
         text: &[u8],
     ) -> Last {
         match (self.found_rows, res.ended) {
-            (Val::Connection, Ended::Rows(n))
+            (Val::Unsure, Ended::Rows(n))
                 if n <= 1
                     && st.kind == Kind::Select
                     && !st.flags.contains(Flags::MULTI)
@@ -185,7 +193,7 @@ impl Last {
             // be Gone): it knows whether they were cleared.
             Val::Connection => (Val::Connection, None),
             Val::Nowhere => (Val::Nowhere, None),
-            Val::Known(_) | Val::Gone => (Val::Gone, None),
+            Val::Known(_) | Val::Gone | Val::Unsure => (Val::Gone, None),
         }
     }
 
@@ -444,7 +452,7 @@ mod tests {
         let one = answered(Ended::Rows(1), 1);
         assert_eq!(
             before.after(&select, Some(&one), Text::of(b"")).found_rows,
-            Val::Connection
+            Val::Unsure
         );
         let tableless = before.after(&select, Some(&one), Text::of(b""));
         assert_eq!(
@@ -458,7 +466,7 @@ mod tests {
             tableless
                 .without_table(&select, &one, Text::of(agg), agg)
                 .found_rows,
-            Val::Connection
+            Val::Unsure
         );
         let was_one = Last {
             found_rows: Val::Known(1),
