@@ -181,6 +181,11 @@ fn one_groups_primary_down_stays_that_groups() {
             noticed |= body.contains("no reachable primary in group(s) data1");
         }
     }
+    eprintln!(
+        "{clients} new clients in {:?} with one group down, {} failed",
+        started.elapsed(),
+        errors.len()
+    );
     assert!(noticed, "/readyz never named the group that is down");
     assert!(
         errors.is_empty(),
