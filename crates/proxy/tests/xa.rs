@@ -518,6 +518,7 @@ fn bank_run(trouble: Trouble) {
             events.push(format!("data{}'s primary killed", group + 1));
             std::thread::sleep(Duration::from_secs(2));
             restart_server_in(&shard, 0);
+            wait_server_up(lab().shards[group].0);
         }
     }
     at(60);
@@ -828,6 +829,8 @@ fn instance_ids_are_unique_and_a_duplicate_does_not_start() {
     let _ = dup_run.kill();
     let out = dup_run.wait_with_output().unwrap();
     restart_server_in(&shard1, 0);
+    // The next test (they take turns) starts by writing to it.
+    wait_server_up(lab().shards[0].0);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -1256,6 +1256,21 @@ pub fn restart_lab_server(index: usize) {
     restart_server_in(&lab().dir, index)
 }
 
+/// Waits (up to a minute) until the lab server on `port` takes logins
+/// again, after [`restart_server_in`] (which does not wait): a test that
+/// starts next would otherwise find it still starting.
+pub fn wait_server_up(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let url = format!("mysql://dba:dbapass@127.0.0.1:{port}/?prefer_socket=false");
+    while mysql::Conn::new(mysql::Opts::from_url(&url).expect("url")).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the server on {port} did not come back"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Starts server `index` of the lab (or shard) in `dir` again.
 #[allow(clippy::zombie_processes)]
 pub fn restart_server_in(dir: &Path, index: usize) {
