@@ -343,8 +343,10 @@ fn limit_comma(text: &[u8]) -> bool {
     at.is_some_and(|at| text[at..].contains(&b','))
 }
 
-/// `w` as a word of its own (`sql_select_limit` has no SELECT in it).
-fn has_word(text: &[u8], w: &[u8]) -> bool {
+/// `w` as a word of its own (`sql_select_limit` has no SELECT in it),
+/// anywhere: in a string or a comment too, where a false yes only costs
+/// sextant a value it could have written in.
+pub(super) fn has_word(text: &[u8], w: &[u8]) -> bool {
     let ident = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'$';
     text.windows(w.len()).enumerate().any(|(i, x)| {
         x.eq_ignore_ascii_case(w)

@@ -206,7 +206,7 @@ impl Session {
         // Left in the text: the held connection's to answer.
         conditions |= answered.is_none()
             && c.flags.contains(Flags::SESSION_INFO)
-            && has_word(&p[at..], b"warning_count");
+            && super::last::has_word(&p[at..], b"warning_count");
         let mut plan = plan(
             c,
             self.facts(),
@@ -233,7 +233,7 @@ impl Session {
         self.require(&plan);
         if (self.stmt.need.is_some() || self.stmt.fleet)
             && c.kind == Kind::Select
-            && !has_from(&p[at..])
+            && !super::last::has_word(&p[at..], b"from")
         {
             // A SELECT without FROM reads no table (`SELECT @@x`, what
             // drivers ask at connect): no write it could miss, and no
@@ -281,19 +281,4 @@ impl Session {
         );
         Ok(())
     }
-}
-
-fn has_word(sql: &[u8], w: &[u8]) -> bool {
-    sql.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w))
-}
-
-/// FROM as a word anywhere (a subquery's too; in a string or a comment
-/// only costs a read its shortcut).
-fn has_from(sql: &[u8]) -> bool {
-    let ident = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'$';
-    sql.windows(4).enumerate().any(|(i, x)| {
-        x.eq_ignore_ascii_case(b"from")
-            && (i == 0 || !ident(&sql[i - 1]))
-            && sql.get(i + 4).is_none_or(|c| !ident(c))
-    })
 }
