@@ -13,19 +13,8 @@ use std::time::{Duration, Instant};
 const DB: &str = "sextant_outage";
 
 fn layout() -> String {
-    let mut g = String::new();
-    for (i, (p, replicas)) in lab().shards.iter().enumerate() {
-        let replicas: Vec<String> = replicas
-            .iter()
-            .map(|r| format!("\"127.0.0.1:{r}\""))
-            .collect();
-        g += &format!(
-            "[groups.data{}]\nprimary = \"127.0.0.1:{p}\"\nreplicas = [{}]\nprimary_wait_ms = 500\n",
-            i + 1,
-            replicas.join(", ")
-        );
-    }
-    g + &hash_layout(
+    shard_groups("primary_wait_ms = 500\n")
+        + &hash_layout(
         4,
         &format!(
             "\n[sharding.default]\n{DB} = \"data1\"\n\n[[sharding.table]]\nvdb = 1\ndb = \"{DB}\"\ntable = \"acct\"\npkey = \"id\"\n"
