@@ -349,7 +349,41 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
         follow_time,
         primary_reads,
     ]);
+    out.extend(groups(ctx));
     out
+}
+
+/// Per group: whether it has a primary, and its failovers.
+fn groups(ctx: &Context<'_>) -> Vec<Family> {
+    use Kind::*;
+    let mut has_primary = Family::new(
+        "sextant_group_has_primary",
+        Gauge,
+        "1 while sextant knows the group's primary (writes can run), 0 while none is known.",
+    );
+    let mut term = Family::new(
+        "sextant_group_failover_term",
+        Gauge,
+        "The term of the group's primary: one higher at each failover sextant performs.",
+    );
+    let mut failovers = Family::new(
+        "sextant_group_failovers_total",
+        Counter,
+        "Failovers this instance performed for the group.",
+    );
+    let mut refusals = Family::new(
+        "sextant_group_failover_refusals_total",
+        Counter,
+        "Failovers refused because no replica could be promoted without losing or diverging.",
+    );
+    for g in ctx.pool.groups.values() {
+        let l = || vec![("group", g.name.to_string())];
+        has_primary.push(l(), g.primary().is_some() as u8 as f64);
+        term.push(l(), g.ha.term() as f64);
+        failovers.push(l(), g.ha.failovers() as f64);
+        refusals.push(l(), g.ha.refusals() as f64);
+    }
+    vec![has_primary, term, failovers, refusals]
 }
 
 /// The Prometheus text exposition format (version 0.0.4).

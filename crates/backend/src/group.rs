@@ -44,6 +44,8 @@ pub struct GroupServers {
     /// The primary's position as read for reads that must see writes
     /// acknowledged by any instance of a fleet.
     pub primary_position: crate::position::PrimaryPosition,
+    /// Failovers sextant performs (`failover = "auto"`).
+    pub ha: crate::ha::Ha,
 }
 
 const NO_PRIMARY: usize = usize::MAX;
@@ -93,6 +95,7 @@ impl GroupServers {
             catalogue: Default::default(),
             catalogue_stale: std::sync::atomic::AtomicBool::new(true),
             primary_position: Default::default(),
+            ha: Default::default(),
         }
     }
 

@@ -24,6 +24,17 @@ impl std::fmt::Display for Role {
     }
 }
 
+/// Milliseconds on a monotonic clock of this process (its first reading
+/// is 1): failure durations do not jump with the wall clock.
+pub fn clock_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+        + 1
+}
+
 pub struct Health {
     /// Primary or replica; changes when the group follows a switchover.
     role: AtomicU8,
@@ -32,6 +43,9 @@ pub struct Health {
     /// False after a failed connect or a failure during a statement, until
     /// a connection succeeds again.
     reachable: AtomicBool,
+    /// When it last became unreachable (milliseconds on [`clock_ms`]); 0
+    /// while reachable.
+    unreachable_since_ms: AtomicU64,
     /// Set by an operator: no new reads are balanced to this server.
     maintenance: AtomicBool,
     /// The replica is behind by more than its group's max_replica_lag_ms,
@@ -105,6 +119,7 @@ impl Health {
             role: AtomicU8::new(role as u8),
             writable: AtomicBool::new(role == Role::Primary),
             reachable: AtomicBool::new(true),
+            unreachable_since_ms: AtomicU64::new(0),
             maintenance: AtomicBool::new(false),
             lagging: AtomicBool::new(false),
             member_ok: AtomicBool::new(true),
@@ -191,7 +206,22 @@ impl Health {
 
     /// Returns whether it was reachable before.
     pub fn set_reachable(&self, r: bool) -> bool {
-        self.reachable.swap(r, Ordering::Relaxed)
+        let was = self.reachable.swap(r, Ordering::Relaxed);
+        if r {
+            self.unreachable_since_ms.store(0, Ordering::Relaxed);
+        } else if was {
+            self.unreachable_since_ms
+                .store(clock_ms().max(1), Ordering::Relaxed);
+        }
+        was
+    }
+
+    /// How long it has been unreachable (0: it is reachable).
+    pub fn unreachable_for_ms(&self) -> u64 {
+        match self.unreachable_since_ms.load(Ordering::Relaxed) {
+            0 => 0,
+            since => clock_ms().saturating_sub(since).max(1),
+        }
     }
 
     #[inline]

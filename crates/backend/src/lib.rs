@@ -8,6 +8,7 @@ mod conn;
 mod error;
 mod group;
 pub mod gtid;
+pub mod ha;
 mod health;
 pub mod pipe;
 mod pool;
@@ -25,7 +26,7 @@ pub use conn::{
 };
 pub use error::BackendError;
 pub use group::{Group, GroupServers, Pool};
-pub use health::{Following, Health, Role};
+pub use health::{clock_ms, Following, Health, Role};
 pub use pool::{OpenBooking, PipeChoice, PoolSettings, PoolStats, Server};
 pub use sextant_config::{Topology, MAX_GROUP_SERVERS};
 

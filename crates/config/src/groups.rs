@@ -77,9 +77,31 @@ pub struct Group {
     #[serde(default)]
     pub galera_multi_writer: bool,
     /// How long a write waits for a primary when none is known (0: fail
-    /// at once).
+    /// at once). Unset: 0, or with `failover = "auto"` long enough to
+    /// cover a failover (see `primary_wait_ms()`).
     #[serde(default)]
-    pub primary_wait_ms: u64,
+    pub primary_wait_ms: Option<u64>,
+    /// "auto": sextant replaces a failed primary itself (topology =
+    /// "replication", MariaDB GTID); "off" (the default): it follows
+    /// failovers other tools perform.
+    #[serde(default)]
+    pub failover: crate::failover::FailoverMode,
+    /// How long the primary must fail sextant's checks before a failover
+    /// (the replicas must have lost it too).
+    #[serde(default = "crate::failover::default_after_ms")]
+    pub failover_after_ms: u64,
+    /// The account the replicas replicate with: sextant gives it to an old
+    /// primary it rejoins as a replica (without it, an old primary is made
+    /// read-only and left out).
+    #[serde(default)]
+    pub replication_user: Option<String>,
+    #[serde(default, deserialize_with = "crate::secrets::optional_secret")]
+    pub replication_password: Option<String>,
+    /// The group runs semi-synchronous replication (AFTER_SYNC): a
+    /// promoted replica gets the master side on, a rejoined old primary
+    /// the replica side.
+    #[serde(default)]
+    pub semi_sync: bool,
     /// Connect to the servers with TLS.
     #[serde(default)]
     pub tls: bool,
@@ -97,6 +119,19 @@ pub struct Group {
 }
 
 impl Group {
+    /// How long a write waits for a primary when none is known: as set,
+    /// else long enough for a failover sextant performs (detection, the
+    /// candidate's catch-up, promotion), else 0.
+    pub fn primary_wait_ms(&self) -> u64 {
+        match (self.primary_wait_ms, self.failover) {
+            (Some(ms), _) => ms,
+            (None, crate::failover::FailoverMode::Auto) => {
+                self.failover_after_ms + crate::failover::PROMOTION_ALLOWANCE_MS
+            }
+            (None, crate::failover::FailoverMode::Off) => 0,
+        }
+    }
+
     /// The pipelining depth in effect: as set, else the default, except
     /// with TLS to the servers (a TLS connection's socket cannot be shared
     /// by two tasks).
@@ -124,6 +159,8 @@ impl Group {
 pub struct Replica {
     pub addr: Addr,
     pub weight: u32,
+    /// May be made the primary by a failover.
+    pub promotable: bool,
 }
 
 impl<'de> Deserialize<'de> for Replica {
@@ -140,19 +177,29 @@ impl<'de> Deserialize<'de> for Replica {
             addr: Addr,
             #[serde(default = "one")]
             weight: u32,
+            #[serde(default = "yes")]
+            promotable: bool,
+        }
+        fn yes() -> bool {
+            true
         }
         fn one() -> u32 {
             1
         }
         match Form::deserialize(d).map_err(|_| {
             serde::de::Error::custom(
-                "a replica is \"host:port\", a socket path, or { addr = \"host:port\", weight = N }",
+                "a replica is \"host:port\", a socket path, or { addr = \"host:port\", weight = N, promotable = BOOL }",
             )
         })? {
-            Form::Plain(addr) => Ok(Replica { addr, weight: 1 }),
+            Form::Plain(addr) => Ok(Replica {
+                addr,
+                weight: 1,
+                promotable: true,
+            }),
             Form::Full(f) => Ok(Replica {
                 addr: f.addr,
                 weight: f.weight,
+                promotable: f.promotable,
             }),
         }
     }
@@ -284,6 +331,7 @@ pub(crate) fn check(groups: &BTreeMap<String, Group>, routing: &Routing, c: &mut
                 );
             }
         }
+        crate::failover::check(&t, g, c);
         if g.galera_multi_writer && g.topology != Topology::Galera {
             c.err(
                 &t,

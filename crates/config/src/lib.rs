@@ -7,6 +7,7 @@ mod admin;
 mod check;
 mod cluster;
 mod error;
+mod failover;
 pub mod files;
 mod groups;
 mod log;
@@ -22,6 +23,7 @@ pub use addr::Addr;
 pub use admin::Admin;
 pub use cluster::{valid_id, Cluster};
 pub use error::ConfigError;
+pub use failover::FailoverMode;
 pub use groups::{
     Balance, Group, Replica, Topology, DEFAULT_PIPELINE_CONNECTIONS, DEFAULT_PIPELINE_DEPTH,
     MAX_GROUP_SERVERS,
@@ -342,6 +344,7 @@ impl Config {
         self.monitor.check(&mut c);
         self.proxy.check(self, &mut c);
         groups::check(&self.groups, &self.routing, &mut c);
+        failover::check_config(self, &mut c);
         self.log.check(&mut c);
         if let Some(cl) = &self.cluster {
             cl.check(&mut c);

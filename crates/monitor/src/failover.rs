@@ -36,6 +36,9 @@ pub struct Replica {
     pub received: Vec<Gtid>,
     /// What it applied, its own writes included (`gtid_current_pos`).
     pub applied: Vec<Gtid>,
+    /// It was acknowledging the primary's commits (semi-sync replica
+    /// side on and connected) when the primary was last seen answering.
+    pub acked: bool,
 }
 
 /// The monitor's view of the group at one moment.
@@ -44,6 +47,9 @@ pub struct View {
     /// How long the primary has failed every check (0: it answers).
     pub primary_failing_ms: u64,
     pub replicas: Vec<Replica>,
+    /// The group runs semi-synchronous replication: a commit was
+    /// acknowledged only once a replica had received it.
+    pub semi_sync: bool,
 }
 
 /// What to do.
@@ -89,7 +95,7 @@ fn errant(r: &Replica) -> Vec<Gtid> {
         .collect()
 }
 
-fn show(list: &[Gtid]) -> String {
+pub(crate) fn show(list: &[Gtid]) -> String {
     let v: Vec<String> = list
         .iter()
         .map(|g| format!("{}-{}-{}", g.domain, g.server, g.seq))
@@ -118,6 +124,22 @@ pub fn decide(view: &View, after_ms: u64) -> Decision {
             "replica {} is still connected to the primary: the primary may be cut off from sextant only",
             r.addr
         ));
+    }
+    if view.semi_sync {
+        // With semi-sync an acknowledged commit is in the relay log of a
+        // replica that was acknowledging; one that does not answer now
+        // may hold commits no other has.
+        if let Some(r) = view.replicas.iter().find(|r| !r.answers && r.acked) {
+            return Decision::Refuse(format!(
+                "semi-sync: replica {} was acknowledging commits and does not answer: it may hold acknowledged transactions no other replica has",
+                r.addr
+            ));
+        }
+        if !answering.iter().any(|r| r.acked) {
+            return Decision::Refuse(
+                "semi-sync: no replica that answers was acknowledging the primary's commits when it failed (the primary may have fallen back to asynchronous replication): an acknowledged transaction may be on none of them".into(),
+            );
+        }
     }
     let mut left_out = Vec::new();
     let mut candidates = Vec::new();
@@ -196,6 +218,7 @@ mod tests {
             io_connected: false,
             received: g(received),
             applied: g(applied),
+            acked: false,
         }
     }
 
@@ -203,6 +226,14 @@ mod tests {
         View {
             primary_failing_ms: failing,
             replicas,
+            semi_sync: false,
+        }
+    }
+
+    fn semi(failing: u64, replicas: Vec<Replica>) -> View {
+        View {
+            semi_sync: true,
+            ..view(failing, replicas)
         }
     }
 
@@ -356,6 +387,45 @@ mod tests {
                     ],
                 ),
                 Box::new(move |d| *d == promote("p:1", "0-1-100", &["q:1"])),
+            ),
+            (
+                "semi-sync: the acknowledging replica answers",
+                semi(
+                    9_000,
+                    vec![
+                        a.clone(),
+                        Replica {
+                            acked: true,
+                            ..b.clone()
+                        },
+                    ],
+                ),
+                Box::new(move |d| *d == promote("b:1", "0-1-120", &["a:1"])),
+            ),
+            (
+                "semi-sync: an acknowledging replica does not answer",
+                semi(
+                    9_000,
+                    vec![
+                        Replica {
+                            acked: true,
+                            ..a.clone()
+                        },
+                        Replica {
+                            acked: true,
+                            answers: false,
+                            ..b.clone()
+                        },
+                    ],
+                ),
+                Box::new(
+                    |d| matches!(d, Decision::Refuse(w) if w.contains("b:1 was acknowledging")),
+                ),
+            ),
+            (
+                "semi-sync: no replica was acknowledging",
+                semi(9_000, vec![a.clone(), b.clone()]),
+                Box::new(|d| matches!(d, Decision::Refuse(w) if w.contains("fallen back"))),
             ),
         ];
         let mut failures = Vec::new();

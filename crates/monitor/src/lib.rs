@@ -11,8 +11,12 @@
 //! taking writes the replicas that have everything show no lag.
 //! Seconds_Behind_Master is the fallback when the heartbeat cannot be used.
 
+mod error;
 pub mod failover;
 pub mod grants;
+pub mod ha;
+pub use error::FailoverError;
+mod promote;
 
 use sextant_backend::{
     BackendConn, BackendError, ConnectParams, Flavor, Group, Role, Server, Topology,

@@ -7,7 +7,7 @@
 //! - `/readyz`: 200 while sextant can serve (some server answers it) and
 //!   is not shutting down, naming any group without a reachable primary;
 //!   else 503 with the reason;
-//! - `/api/backends`, `/api/sessions`, `/api/status`, `/api/stats`,
+//! - `/api/backends`, `/api/groups`, `/api/sessions`, `/api/status`, `/api/stats`,
 //!   `/api/fleet`: the admin port's tables as JSON;
 //! - `/`: the status page (one self-contained HTML file).
 
@@ -116,7 +116,7 @@ fn answer<B>(shared: &Shared, req: &Request<B>) -> Response<Full<Bytes>> {
             None => reply(
                 StatusCode::NOT_FOUND,
                 "text/plain",
-                "not found; try /metrics, /healthz, /readyz, /api/backends, /api/sessions, /api/status, /api/stats, /api/fleet or /\n".into(),
+                "not found; try /metrics, /healthz, /readyz, /api/backends, /api/groups, /api/sessions, /api/status, /api/stats, /api/fleet or /\n".into(),
             ),
         },
     }
@@ -204,6 +204,7 @@ fn api(shared: &Shared, what: &str) -> Option<String> {
     }
     let command = match what {
         "backends" => "SHOW BACKENDS",
+        "groups" => "SHOW GROUPS",
         "sessions" => "SHOW SESSIONS",
         "status" => "SHOW STATUS",
         "stats" => "SHOW STATS",

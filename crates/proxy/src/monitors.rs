@@ -91,7 +91,8 @@ fn spawn_monitors(rt: &Runtime, g: &Arc<Group>) -> Vec<JoinHandle<()>> {
     let Some(settings) = monitor_settings(rt, &g.name) else {
         return Vec::new();
     };
-    g.members
+    let mut tasks: Vec<JoinHandle<()>> = g
+        .members
         .iter()
         .map(|s| {
             tokio::spawn(sextant_monitor::watch(
@@ -100,7 +101,39 @@ fn spawn_monitors(rt: &Runtime, g: &Arc<Group>) -> Vec<JoinHandle<()>> {
                 settings.clone(),
             ))
         })
-        .collect()
+        .collect();
+    if let Some(f) = failover_settings(rt, &g.name, &settings) {
+        tasks.push(tokio::spawn(sextant_monitor::ha::run(g.clone(), f)));
+    }
+    tasks
+}
+
+/// The failover task's settings for group `name`, when it fails over
+/// itself (`failover = "auto"`).
+fn failover_settings(
+    rt: &Runtime,
+    name: &str,
+    m: &sextant_monitor::Settings,
+) -> Option<sextant_monitor::ha::FailoverSettings> {
+    let c = rt.config.groups.get(name)?;
+    if c.failover != sextant_config::FailoverMode::Auto {
+        return None;
+    }
+    Some(sextant_monitor::ha::FailoverSettings {
+        interval: m.interval,
+        user: m.user.clone(),
+        password: m.password.clone(),
+        after_ms: c.failover_after_ms,
+        semi_sync: c.semi_sync,
+        replication: c
+            .replication_user
+            .clone()
+            .zip(c.replication_password.clone()),
+        // Members in the group's order: the configured primary first.
+        promotable: std::iter::once(true)
+            .chain(c.replicas.iter().map(|r| r.promotable))
+            .collect(),
+    })
 }
 
 /// The monitor's settings for group `name`, or None when the monitor is

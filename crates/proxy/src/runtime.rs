@@ -408,9 +408,12 @@ fn build_group(name: &str, g: &sextant_config::Group) -> Result<Group, StartErro
         replicas,
         g.primary_weight,
         g.topology,
-        Duration::from_millis(g.primary_wait_ms),
+        Duration::from_millis(g.primary_wait_ms()),
     );
     group.multi_writer = g.galera_multi_writer;
+    group
+        .ha
+        .set_auto(g.failover == sextant_config::FailoverMode::Auto);
     Ok(group)
 }
 

@@ -119,7 +119,7 @@ pub(crate) fn rows(c: &Config) -> Vec<(String, String)> {
         put(k("pool_wait_ms"), s.pool_wait_ms.to_string());
         put(k("query_timeout_ms"), s.query_timeout_ms.to_string());
         put(k("max_replica_lag_ms"), s.max_replica_lag_ms.to_string());
-        put(k("primary_wait_ms"), s.primary_wait_ms.to_string());
+        put(k("primary_wait_ms"), s.primary_wait_ms().to_string());
         put(k("pipeline_depth"), s.pipeline().to_string());
         put(k("tls"), s.tls.to_string());
     }

@@ -10,6 +10,7 @@ mod config;
 pub mod digests;
 mod explain_route;
 pub mod fleet;
+mod groups;
 mod help;
 mod kill;
 pub mod maintenance;
@@ -65,6 +66,7 @@ impl<'a> Query<'a> {
 /// Every command, most specific first (the client-library answers last).
 pub static COMMANDS: &[&dyn AdminCommand] = &[
     &backends::ShowBackends,
+    &groups::ShowGroups,
     &stats::ShowStats,
     &status::ShowStatus,
     &sessions::ShowSessions,

@@ -140,7 +140,14 @@ impl Session {
                 // A read never fails while the primary is up.
                 tracing::info!(parent: &self.span, server = %server.addr, "replica unavailable, reading from the primary: {e}");
                 let p = self.primary_of(&group).await?;
-                let c = self.borrow_from(&p).await?;
+                let (p, c) = match self.borrow_from(&p).await {
+                    Ok(c) => (p, c),
+                    Err(
+                        e @ (sextant_backend::BackendError::Connect { .. }
+                        | sextant_backend::BackendError::ConnectTimeout { .. }),
+                    ) => self.primary_failed(&group, &p, e).await?,
+                    Err(e) => return Err(e.into()),
+                };
                 self.binding = Binding::Direct(Lease::new(p, c));
                 return self.sync_attached().await;
             }
@@ -149,12 +156,12 @@ impl Session {
             Err(
                 e @ (sextant_backend::BackendError::Connect { .. }
                 | sextant_backend::BackendError::ConnectTimeout { .. }),
-            ) if server.role() == Role::Primary => {
-                return Err(SessionError::PrimaryUnreachable {
-                    group: group.name.to_string(),
-                    addr: server.addr.to_string(),
-                    why: e.to_string(),
-                })
+            ) if target == Target::Primary || server.role() == Role::Primary => {
+                // (By target too: another session may have found it down
+                // since, and the group then has no primary at all.)
+                let (p, c) = self.primary_failed(&group, &server, e).await?;
+                self.binding = Binding::Direct(Lease::new(p, c));
+                return self.sync_attached().await;
             }
             Err(e) => return Err(e.into()),
         };
@@ -399,7 +406,10 @@ impl Session {
     /// has noticed), else a replica's. Returns the target to plan with.
     pub(super) async fn setup_connection(&mut self) -> Target {
         if self.setup_target() == Target::Primary {
-            match self.attach(Target::Primary).await {
+            self.stmt.setup = true;
+            let attached = self.attach(Target::Primary).await;
+            self.stmt.setup = false;
+            match attached {
                 Ok(()) => return Target::Primary,
                 Err(e) => {
                     tracing::debug!(parent: &self.span, "session set-up on a replica: {e}");
@@ -408,6 +418,48 @@ impl Session {
             }
         }
         Target::Replica
+    }
+
+    /// After a connection to `server`, the group's primary, failed with
+    /// `e`: nothing was sent, so where the group waits for primaries the
+    /// statement waits for one (this one back, or the one a failover
+    /// makes) and gets a connection there; else the error names the group.
+    pub(super) async fn primary_failed(
+        &self,
+        group: &Arc<Group>,
+        server: &Arc<Server>,
+        e: sextant_backend::BackendError,
+    ) -> Result<(Arc<Server>, sextant_backend::BackendConn), SessionError> {
+        let unreachable = |why: String| SessionError::PrimaryUnreachable {
+            group: group.name.to_string(),
+            addr: server.addr.to_string(),
+            why,
+        };
+        if group.primary_wait.is_zero() || self.stmt.setup {
+            return Err(unreachable(e.to_string()));
+        }
+        server.mark_unreachable(&e.to_string());
+        group.follow();
+        let p = match self.primary_of(group).await {
+            Err(SessionError::NoPrimary { waited_ms, .. }) => {
+                return Err(unreachable(format!(
+                    "{e}; no other primary within {waited_ms} ms"
+                )))
+            }
+            r => r?,
+        };
+        match self.borrow_from(&p).await {
+            Ok(c) => Ok((p, c)),
+            Err(
+                e2 @ (sextant_backend::BackendError::Connect { .. }
+                | sextant_backend::BackendError::ConnectTimeout { .. }),
+            ) => Err(SessionError::PrimaryUnreachable {
+                group: group.name.to_string(),
+                addr: p.addr.to_string(),
+                why: e2.to_string(),
+            }),
+            Err(e2) => Err(e2.into()),
+        }
     }
 
     pub(super) async fn primary_of(&self, group: &Arc<Group>) -> Result<Arc<Server>, SessionError> {

@@ -201,8 +201,17 @@ impl Session {
             SessionError::ShardUnsupported(format!("the {what}'s group is not configured"))
         })?;
         let server = self.primary_of(&group).await?;
-        let conn = self.borrow_from(&server).await?;
-        Ok(Lease::new(server, conn))
+        match self.borrow_from(&server).await {
+            Ok(conn) => Ok(Lease::new(server, conn)),
+            Err(
+                e @ (sextant_backend::BackendError::Connect { .. }
+                | sextant_backend::BackendError::ConnectTimeout { .. }),
+            ) => {
+                let (p, c) = self.primary_failed(&group, &server, e).await?;
+                Ok(Lease::new(p, c))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The statement as rewritten by a step before routing (None: not

@@ -28,6 +28,9 @@ pub(super) struct Stmt {
     /// with rows (INSERT ... RETURNING, CALL): read-your-writes asks for
     /// its GTID when no OK packet carried it.
     pub writes_rows: bool,
+    /// Session set-up: a primary that does not answer is not waited for
+    /// (a replica serves it instead).
+    pub setup: bool,
 }
 
 impl Default for Stmt {
@@ -38,6 +41,7 @@ impl Default for Stmt {
             fleet: false,
             to_primary: false,
             mono: false,
+            setup: false,
             wait: ReplicaWait::default(),
             writes_rows: false,
         }

@@ -1,0 +1,487 @@
+//! The failover task of a group with `failover = "auto"`: each interval it
+//! looks at the group as the server monitors left it, asks the replicas
+//! what they received from the primary when the primary fails, takes the
+//! decision [`crate::failover::decide`] gives, and carries a promotion out
+//! (see `promote.rs`). It also fences old primaries: one that answers
+//! again is made read-only before anything else, and rejoined as a
+//! replica of the new primary only if it holds nothing the new primary
+//! lacks.
+
+use crate::failover::{decide, Decision, Replica, View};
+use crate::FailoverError;
+use sextant_backend::gtid::{parse_list, Gtid};
+use sextant_backend::{BackendConn, BackendError, ConnectParams, Flavor, Group, Server};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a group's failover needs besides the group.
+#[derive(Clone)]
+pub struct FailoverSettings {
+    pub interval: Duration,
+    /// Sextant's own account (it needs REPLICATION SLAVE ADMIN, READ_ONLY
+    /// ADMIN and, with semi-sync, REPLICATION MASTER ADMIN: docs/failover.md).
+    pub user: String,
+    pub password: String,
+    pub after_ms: u64,
+    pub semi_sync: bool,
+    /// The replication account, for rejoining an old primary.
+    pub replication: Option<(String, String)>,
+    /// By member index (the configured primary first): may be promoted.
+    pub promotable: Vec<bool>,
+}
+
+/// The table that keeps each group's term on its primary (and, by
+/// replication, on its replicas).
+pub const TERMS_TABLE: &str = "CREATE TABLE IF NOT EXISTS sextant.failover \
+     (grp VARCHAR(64) NOT NULL PRIMARY KEY, term BIGINT UNSIGNED NOT NULL, \
+      primary_addr VARCHAR(255) NOT NULL, promoted_at VARCHAR(4096) NOT NULL, \
+      at_us BIGINT NOT NULL) ENGINE=InnoDB";
+
+/// What the task keeps from round to round.
+pub(crate) struct Task {
+    pub(crate) group: Arc<Group>,
+    pub(crate) s: FailoverSettings,
+    conns: Vec<Option<BackendConn>>,
+    /// The member that is the primary of the current term.
+    pub(crate) leader: Option<usize>,
+    /// Old primaries kept out of writes and reads until they rejoin.
+    pub(crate) fenced: Vec<bool>,
+    /// Acknowledging semi-sync commits when the primary last answered.
+    acked: Vec<bool>,
+    /// Where the current term's primary began (its GTID position when it
+    /// was promoted): an old primary holding more has diverged.
+    pub(crate) promoted_at: Vec<Gtid>,
+    /// The terms table was read (once, at start).
+    terms_read: bool,
+    /// The primary of the term stopped answering (since it last answered).
+    pub(crate) leader_down: bool,
+    /// Why the last promotion attempt failed (logged once, not each round).
+    pub(crate) last_failure: Option<String>,
+}
+
+/// What one replica said.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Probe {
+    pub(crate) io_connected: bool,
+    pub(crate) received: Vec<Gtid>,
+    pub(crate) applied: Vec<Gtid>,
+    pub(crate) semi_sync_on: bool,
+}
+
+/// Runs the failover of `group` forever.
+pub async fn run(group: Arc<Group>, s: FailoverSettings) {
+    let n = group.members.len();
+    let mut t = Task {
+        group,
+        s,
+        conns: (0..n).map(|_| None).collect(),
+        leader: None,
+        fenced: vec![false; n],
+        acked: vec![false; n],
+        promoted_at: Vec::new(),
+        terms_read: false,
+        last_failure: None,
+        leader_down: false,
+    };
+    // The server monitors' first checks say who is the primary.
+    tokio::time::sleep(t.s.interval * 2).await;
+    let mut tick = tokio::time::interval(t.s.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        t.round().await;
+    }
+}
+
+/// The GTID positions in `a` and `b`, the newer per domain.
+pub(crate) fn merge(a: &[Gtid], b: &[Gtid]) -> Vec<Gtid> {
+    let mut out: Vec<Gtid> = a.to_vec();
+    for g in b {
+        match out.iter_mut().find(|x| x.domain == g.domain) {
+            Some(x) if x.seq < g.seq => *x = *g,
+            Some(_) => {}
+            None => out.push(*g),
+        }
+    }
+    out.sort_by_key(|g| g.domain);
+    out
+}
+
+pub(crate) fn list(s: Option<&str>) -> Vec<Gtid> {
+    s.map(|s| parse_list(s).collect()).unwrap_or_default()
+}
+
+/// The GTIDs of `pos` past `base` (by sequence, domain by domain): what a
+/// server holds that a primary promoted at `base` never had.
+pub(crate) fn beyond(pos: &[Gtid], base: &[Gtid]) -> Vec<Gtid> {
+    pos.iter()
+        .filter(|g| {
+            let b = base
+                .iter()
+                .filter(|x| x.domain == g.domain)
+                .map(|x| x.seq)
+                .max()
+                .unwrap_or(0);
+            g.seq > b
+        })
+        .copied()
+        .collect()
+}
+
+impl Task {
+    pub(crate) fn member(&self, i: usize) -> &Arc<Server> {
+        &self.group.members[i]
+    }
+
+    /// A bound on one statement of the task: a server that takes longer
+    /// counts as not answering.
+    pub(crate) fn budget(&self, i: usize) -> Duration {
+        self.member(i).settings.connect_timeout + self.s.interval.max(Duration::from_secs(1))
+    }
+
+    /// Runs `sql` on member `i` (connecting first if needed); its rows.
+    pub(crate) async fn query(
+        &mut self,
+        i: usize,
+        sql: &str,
+    ) -> Result<Vec<Vec<Option<String>>>, FailoverError> {
+        let budget = self.budget(i);
+        let r = match tokio::time::timeout(budget, self.query_unbounded(i, sql)).await {
+            Ok(r) => r.map_err(FailoverError::from),
+            Err(_) => Err(self.timeout(i, budget)),
+        };
+        if matches!(r, Err(ref e) if !is_server_error(e)) {
+            self.conns[i] = None;
+        }
+        r
+    }
+
+    pub(crate) fn timeout(&self, i: usize, budget: Duration) -> FailoverError {
+        FailoverError::Timeout {
+            addr: self.member(i).addr.to_string(),
+            ms: budget.as_millis() as u64,
+        }
+    }
+
+    async fn query_unbounded(
+        &mut self,
+        i: usize,
+        sql: &str,
+    ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
+        if self.conns[i].is_none() {
+            let server = self.group.members[i].clone();
+            let p = ConnectParams {
+                addr: &server.addr,
+                user: &self.s.user,
+                password: &self.s.password,
+                flavor: Flavor::new(0, 45),
+                timeout: server.settings.connect_timeout,
+                tls: server.settings.tls.as_ref(),
+                min_wait_timeout: None,
+                server_key: server.settings.server_key.as_deref(),
+            };
+            self.conns[i] = Some(BackendConn::connect(&p).await?);
+        }
+        let Some(c) = self.conns[i].as_mut() else {
+            return Ok(Vec::new());
+        };
+        c.query_internal(sql).await
+    }
+
+    /// Runs statements on member `i`, stopping at the first error.
+    pub(crate) async fn exec(&mut self, i: usize, sqls: &[&str]) -> Result<(), FailoverError> {
+        for sql in sqls {
+            self.query(i, sql).await?;
+        }
+        Ok(())
+    }
+
+    /// What replica `i` received and applied, and whether its IO thread
+    /// is connected to a primary.
+    pub(crate) async fn probe(&mut self, i: usize) -> Result<Probe, FailoverError> {
+        let budget = self.budget(i);
+        let status = tokio::time::timeout(budget, async {
+            if self.conns[i].is_none() {
+                self.query_unbounded(i, "DO 1").await?;
+            }
+            match self.conns[i].as_mut() {
+                Some(c) => c.query_named("SHOW ALL SLAVES STATUS").await,
+                None => Ok((Vec::new(), Vec::new())),
+            }
+        })
+        .await;
+        let (names, rows) = match status {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                if !matches!(e, BackendError::Server { .. }) {
+                    self.conns[i] = None;
+                }
+                return Err(e.into());
+            }
+            Err(_) => {
+                self.conns[i] = None;
+                return Err(self.timeout(i, budget));
+            }
+        };
+        let col = |name: &str| {
+            names
+                .iter()
+                .position(|n| n.eq_ignore_ascii_case(name))
+                .and_then(|c| rows.first().and_then(|r| r.get(c)).cloned().flatten())
+        };
+        let io = col("Slave_IO_Running");
+        let io_pos = list(col("Gtid_IO_Pos").as_deref());
+        let semi = if self.s.semi_sync {
+            "(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+             WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_SLAVE_STATUS')"
+        } else {
+            "'OFF'"
+        };
+        let rows = self
+            .query(
+                i,
+                &format!("SELECT @@gtid_binlog_pos, @@gtid_slave_pos, {semi}"),
+            )
+            .await?;
+        let field = |k: usize| rows.first().and_then(|r| r.get(k)).cloned().flatten();
+        let binlog = list(field(0).as_deref());
+        let slave = list(field(1).as_deref());
+        Ok(Probe {
+            io_connected: io.as_deref() == Some("Yes"),
+            received: merge(&io_pos, &slave),
+            applied: merge(&binlog, &slave),
+            semi_sync_on: field(2).is_some_and(|v| v.eq_ignore_ascii_case("ON")),
+        })
+    }
+
+    /// One round: follow the primary, fence and rejoin old primaries,
+    /// and fail over when the decision says so.
+    async fn round(&mut self) {
+        let g = self.group.clone();
+        if let Some(p) = g.primary() {
+            self.leader = g.members.iter().position(|m| Arc::ptr_eq(m, p));
+        }
+        if !self.terms_read {
+            self.read_terms().await;
+        }
+        self.tend_fenced().await;
+        let Some(li) = self.leader else {
+            g.ha.set_state(
+                "no primary known",
+                "no server of the group has been seen writable",
+            );
+            return;
+        };
+        let failing = self.member(li).health.unreachable_for_ms();
+        if failing == 0 && std::mem::take(&mut self.leader_down) {
+            self.restore_leader(li).await;
+        }
+        if failing > 0 {
+            self.leader_down = true;
+        }
+        if failing == 0 {
+            if self.s.semi_sync {
+                for i in self.replicas(li) {
+                    let on = self.probe(i).await.is_ok_and(|p| p.semi_sync_on);
+                    self.acked[i] = on;
+                }
+            }
+            g.ha.set_state("healthy", "");
+            return;
+        }
+        let mut replicas = Vec::new();
+        for i in self.replicas(li) {
+            let probe = self.probe(i).await;
+            let p = probe.as_ref().ok().cloned().unwrap_or_default();
+            replicas.push(Replica {
+                addr: self.member(i).addr.to_string(),
+                answers: probe.is_ok(),
+                promotable: self.s.promotable.get(i).copied().unwrap_or(false),
+                io_connected: p.io_connected,
+                received: p.received,
+                applied: p.applied,
+                acked: self.acked[i],
+            });
+        }
+        let view = View {
+            primary_failing_ms: failing,
+            replicas,
+            semi_sync: self.s.semi_sync,
+        };
+        let decision = decide(&view, self.s.after_ms);
+        let name = g.name.to_string();
+        match decision {
+            Decision::Keep => {}
+            Decision::Wait(why) => {
+                if g.ha.set_state("primary failing", &why) {
+                    tracing::warn!(group = %name, "primary failing, no failover yet: {why}");
+                }
+            }
+            Decision::Refuse(why) => {
+                if g.ha.set_state("refused", &why) {
+                    g.ha.note_refusal();
+                    tracing::error!(group = %name, "failover refused: {why}");
+                }
+            }
+            Decision::Promote {
+                candidate,
+                apply_to,
+                repoint,
+                errant,
+            } => {
+                for e in &errant {
+                    tracing::error!(group = %name, "left out of the failover: {e}");
+                }
+                let index = |a: &str| g.members.iter().position(|m| &*m.addr == a);
+                let Some(c) = index(&candidate) else {
+                    return;
+                };
+                let repoint: Vec<usize> = repoint.iter().filter_map(|a| index(a)).collect();
+                self.promote(li, c, &apply_to, &repoint, failing).await;
+            }
+        }
+    }
+
+    /// The primary of the term answers again after it did not: a server
+    /// restarted with read_only in its config (as old primaries should
+    /// be, so that none comes back writable) is made writable again when
+    /// no other server is; with semi-sync, its master side goes on.
+    async fn restore_leader(&mut self, li: usize) {
+        let g = self.group.clone();
+        let others = g
+            .members
+            .iter()
+            .enumerate()
+            .any(|(i, m)| i != li && m.health.writable() && m.health.reachable());
+        if self.fenced[li] || others || self.member(li).health.writable() {
+            return;
+        }
+        let mut steps = vec!["SET GLOBAL read_only = 0"];
+        if self.s.semi_sync {
+            steps.insert(0, "SET GLOBAL rpl_semi_sync_master_enabled = ON");
+        }
+        match self.exec(li, &steps).await {
+            Ok(()) => {
+                tracing::warn!(group = %g.name, server = %self.member(li).addr, term = g.ha.term(), "the primary came back read-only (restarted): writable again, as the primary of its term");
+                self.member(li).health.set_writable(true);
+                g.follow();
+            }
+            Err(e) => {
+                self.leader_down = true;
+                tracing::warn!(group = %g.name, "the primary came back read-only and could not be made writable: {e}");
+            }
+        }
+    }
+
+    /// The members other than the primary `li` that are not fenced.
+    fn replicas(&self, li: usize) -> Vec<usize> {
+        (0..self.group.members.len())
+            .filter(|&i| i != li && !self.fenced[i])
+            .collect()
+    }
+
+    /// Reads the group's term from every member that answers (once): the
+    /// highest names the primary; any other member found writable is an
+    /// old primary and is fenced.
+    async fn read_terms(&mut self) {
+        let name = self.group.name.replace('\'', "''");
+        let sql = format!(
+            "SELECT term, primary_addr, promoted_at FROM sextant.failover WHERE grp = '{name}'"
+        );
+        let mut best: Option<(u64, String, String)> = None;
+        let mut answered = 0;
+        for i in 0..self.group.members.len() {
+            match self.query(i, &sql).await {
+                Ok(rows) => {
+                    answered += 1;
+                    let r = rows.first();
+                    let f = |k: usize| r.and_then(|r| r.get(k)).cloned().flatten();
+                    let term = f(0).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
+                    if term > best.as_ref().map_or(0, |b| b.0) {
+                        best = Some((term, f(1).unwrap_or_default(), f(2).unwrap_or_default()));
+                    }
+                }
+                // No table (or schema) yet: term 0 there.
+                Err(FailoverError::Backend(BackendError::Server {
+                    code: 1146 | 1049, ..
+                })) => answered += 1,
+                Err(_) => {}
+            }
+        }
+        if answered == 0 {
+            return;
+        }
+        self.terms_read = true;
+        let Some((term, addr, at)) = best else {
+            return;
+        };
+        self.group.ha.see_term(term);
+        self.promoted_at = list(Some(&at));
+        let Some(pi) = self.group.members.iter().position(|m| *m.addr == *addr) else {
+            return;
+        };
+        for i in 0..self.group.members.len() {
+            let m = self.member(i).clone();
+            if i != pi && m.health.writable() {
+                tracing::warn!(group = %self.group.name, server = %m.addr, term, primary = %addr, "writable, but not the primary of the group's newest term: fenced");
+                self.fence(i, term);
+            }
+        }
+        self.leader = Some(pi);
+        self.group.follow();
+    }
+
+    /// Keeps member `i` out of writes and reads: an old primary.
+    pub(crate) fn fence(&mut self, i: usize, term: u64) {
+        self.fenced[i] = true;
+        self.member(i).health.set_member(
+            false,
+            Some(format!(
+                "fenced: a primary before term {term}, out until it rejoins"
+            )),
+        );
+        self.group.follow();
+    }
+
+    pub(crate) fn unfence(&mut self, i: usize) {
+        self.fenced[i] = false;
+        self.member(i).health.set_member(true, None);
+        self.group.follow();
+    }
+
+    /// Old primaries that answer: read-only first, then rejoined as
+    /// replicas if they hold nothing the new primary lacks.
+    async fn tend_fenced(&mut self) {
+        for i in 0..self.fenced.len() {
+            if self.fenced[i] && Some(i) != self.leader {
+                if let Err(e) = self.rejoin(i).await {
+                    tracing::debug!(server = %self.member(i).addr, "old primary not rejoined yet: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// The server answered with an error: the connection is still good.
+pub(crate) fn is_server_error(e: &FailoverError) -> bool {
+    matches!(e, FailoverError::Backend(BackendError::Server { .. }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::failover::show;
+
+    #[test]
+    fn positions_merge_and_compare_by_domain() {
+        let a = list(Some("0-1-10,1-2-5"));
+        let b = list(Some("0-3-12,2-1-1"));
+        assert_eq!(show(&merge(&a, &b)), "0-3-12,1-2-5,2-1-1");
+        assert_eq!(
+            show(&beyond(&list(Some("0-1-13,1-2-5")), &merge(&a, &b))),
+            "0-1-13"
+        );
+        assert!(beyond(&a, &merge(&a, &b)).is_empty());
+        assert_eq!(show(&beyond(&list(Some("3-1-1")), &a)), "3-1-1");
+    }
+}
