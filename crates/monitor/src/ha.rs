@@ -356,6 +356,40 @@ impl Task {
         if self.fenced[li] || others || self.member(li).health.writable() {
             return;
         }
+        // A primary that dropped transactions in crash recovery (started
+        // as a replica, init-rpl-role = SLAVE) may be behind a replica that
+        // received them: made writable, it would write over them.
+        let own = match self.query(li, "SELECT @@gtid_binlog_pos").await {
+            Ok(rows) => list(
+                rows.first()
+                    .and_then(|r| r.first())
+                    .cloned()
+                    .flatten()
+                    .as_deref(),
+            ),
+            Err(_) => {
+                self.leader_down = true;
+                return;
+            }
+        };
+        for i in self.replicas(li) {
+            let Ok(p) = self.probe(i).await else { continue };
+            let ahead = beyond(&p.received, &own);
+            if !ahead.is_empty() {
+                let why = format!(
+                    "the primary {} came back without transactions replica {} received ({}): it is left read-only; promote a replica with SWITCHOVER GROUP",
+                    self.member(li).addr,
+                    self.member(i).addr,
+                    crate::failover::show(&ahead)
+                );
+                if g.ha.set_state("refused", &why) {
+                    g.ha.note_refusal();
+                    tracing::error!(group = %g.name, "{why}");
+                }
+                self.leader_down = true;
+                return;
+            }
+        }
         let mut steps = vec!["SET GLOBAL read_only = 0"];
         if self.s.semi_sync {
             steps.insert(0, "SET GLOBAL rpl_semi_sync_master_enabled = ON");

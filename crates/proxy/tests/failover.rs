@@ -164,14 +164,120 @@ fn kill_and_reap(dir: &std::path::Path, i: usize) -> Instant {
     Instant::now()
 }
 
-#[test]
-fn killed_primaries_are_replaced_fenced_and_rejoined() {
+/// The lab of this binary: semi-sync, every server read-only at start but
+/// the first one sextant finds writable.
+fn failover_lab() -> (&'static Lab, [u16; 3]) {
     let _ = LAB_ARGS.set(&["--semi-sync", "--server-option", "read-only=1"]);
     let lab = lab();
     let ports = [lab.primary, lab.replicas[0], lab.replicas[1]];
-    direct(ports[0])
-        .query_drop("SET GLOBAL read_only = 0")
+    let writable = ports.iter().any(|p| {
+        direct(*p)
+            .query_first::<i64, _>("SELECT @@read_only")
+            .unwrap()
+            == Some(0)
+    });
+    if !writable {
+        direct(ports[0])
+            .query_drop("SET GLOBAL read_only = 0")
+            .unwrap();
+    }
+    (lab, ports)
+}
+
+/// The lab server that is writable now.
+fn writable(ports: &[u16]) -> u16 {
+    *ports
+        .iter()
+        .find(|p| {
+            direct(**p)
+                .query_first::<i64, _>("SELECT @@read_only")
+                .unwrap()
+                == Some(0)
+        })
+        .expect("a writable server")
+}
+
+/// A primary cut off from sextant alone (its replicas still reach it) is
+/// not replaced: a second primary would take writes the first never
+/// sees. Writes fail saying which primary cannot be reached, and run
+/// again once it can.
+/// Both cases in turn, on one lab: the cut first, while every replica
+/// still follows the lab's first primary.
+#[test]
+fn a_cut_primary_is_kept_and_killed_ones_are_replaced() {
+    a_primary_cut_from_sextant_only_is_not_replaced();
+    killed_primaries_are_replaced_fenced_and_rejoined();
+}
+
+fn a_primary_cut_from_sextant_only_is_not_replaced() {
+    let (_, ports) = failover_lab();
+    let primary = writable(&ports);
+    let gate = Gate::start(primary);
+    let replicas: Vec<String> = ports
+        .iter()
+        .filter(|p| **p != primary)
+        .map(|p| format!("\"127.0.0.1:{p}\""))
+        .collect();
+    let p = Setup {
+        groups: Some(format!(
+            "[groups.main]\nprimary = \"127.0.0.1:{}\"\nreplicas = [{}]\nprimary_wait_ms = 1500\n{GROUP}",
+            gate.port,
+            replicas.join(", ")
+        )),
+        ..Default::default()
+    }
+    .start();
+    let mut c = p.conn();
+    c.query_drop("CREATE TABLE IF NOT EXISTS fo_cut (id INT PRIMARY KEY)")
         .unwrap();
+    c.query_drop("REPLACE INTO fo_cut VALUES (1)").unwrap();
+    // The failover task's first round (it reads the term) has run.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while groups_row(&p)["ha_state"] != "healthy" {
+        assert!(Instant::now() < deadline, "{:?}", groups_row(&p));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let term = groups_row(&p)["term"].clone();
+    gate.close();
+    std::thread::sleep(Duration::from_secs(7));
+    let g = groups_row(&p);
+    assert_eq!(g["term"], term, "promoted: {g:?}");
+    assert_eq!(g["ha_state"], "primary failing", "{g:?}");
+    assert!(
+        g["detail"].contains("still connected to the primary"),
+        "{g:?}"
+    );
+    for port in ports.iter().filter(|p| **p != primary) {
+        let ro: i64 = direct(*port)
+            .query_first("SELECT @@read_only")
+            .unwrap()
+            .unwrap();
+        assert_eq!(ro, 1, "replica {port} was made writable");
+    }
+    let e = c
+        .query_drop("REPLACE INTO fo_cut VALUES (2)")
+        .expect_err("a write with the primary cut off");
+    assert_eq!(error_code(&e).0, 9001, "{e}");
+    assert!(e.to_string().contains("group main"), "{e}");
+    gate.open();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p
+        .conn()
+        .query_drop("REPLACE INTO fo_cut VALUES (3)")
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "writes did not come back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    while groups_row(&p)["ha_state"] != "healthy" {
+        assert!(Instant::now() < deadline, "{:?}", groups_row(&p));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(groups_row(&p)["term"], term);
+}
+
+fn killed_primaries_are_replaced_fenced_and_rejoined() {
+    let (lab, ports) = failover_lab();
     let p = Setup {
         group: GROUP,
         http: true,
@@ -188,7 +294,11 @@ fn killed_primaries_are_replaced_fenced_and_rejoined() {
     c.query_drop("INSERT IGNORE INTO fo_read VALUES (1, 1), (2, 2)")
         .unwrap();
     sync_replicas();
-    let mut primary = 0usize;
+    let mut primary = ports
+        .iter()
+        .position(|p| *p == writable(&ports))
+        .expect("the writable server");
+    let term0: u64 = groups_row(&p)["term"].parse().unwrap();
     let mut times = Vec::new();
     // Old primaries left out as diverged, and those rejoined.
     let mut out: Vec<usize> = Vec::new();
@@ -210,7 +320,7 @@ fn killed_primaries_are_replaced_fenced_and_rejoined() {
             let deadline = killed_at + Duration::from_secs(30);
             loop {
                 let g = groups_row(&p);
-                if g["term"] == trial.to_string()
+                if g["term"] == (term0 + trial).to_string()
                     && g["primary"] != old_addr
                     && !g["primary"].is_empty()
                 {

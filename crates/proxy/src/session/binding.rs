@@ -486,10 +486,26 @@ impl Session {
                 addr: p.addr.to_string(),
                 waited_ms,
             }),
-            None => Err(SessionError::NoPrimary {
-                group: group.name.to_string(),
-                waited_ms,
-            }),
+            // The primary is known but does not answer (down, or cut off
+            // from sextant): say so, rather than that none is writable.
+            None => match group
+                .members
+                .iter()
+                .find(|m| m.health.writable() && !m.health.reachable())
+            {
+                Some(m) => Err(SessionError::PrimaryUnreachable {
+                    group: group.name.to_string(),
+                    addr: m.addr.to_string(),
+                    why: format!(
+                        "{}; waited {waited_ms} ms for it or another",
+                        m.health.last_error().unwrap_or_else(|| "no answer".into())
+                    ),
+                }),
+                None => Err(SessionError::NoPrimary {
+                    group: group.name.to_string(),
+                    waited_ms,
+                }),
+            },
         }
     }
 
