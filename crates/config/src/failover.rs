@@ -70,13 +70,6 @@ pub(crate) fn check_config(cfg: &crate::Config, c: &mut Checker) {
         if g.failover != FailoverMode::Auto {
             continue;
         }
-        if cfg.cluster.is_some() {
-            c.err(
-                &format!("groups.{name}"),
-                "failover",
-                "\"auto\" is for a single sextant instance: a fleet ([cluster]) needs one instance to decide for all, which this version does not elect yet".into(),
-            );
-        }
         if !cfg.monitor.enabled {
             c.err(
                 &format!("groups.{name}"),

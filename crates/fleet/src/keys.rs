@@ -7,7 +7,11 @@
 //! - `intent/routing/<key>`: a `[routing]` key's value, likewise;
 //! - `intent/config`: the pushed config file, whole;
 //! - `slots/<n>`: the live instance whose connection ids start with the
-//!   byte `n` (under its lease), so that a KILL of any id finds its owner.
+//!   byte `n` (under its lease), so that a KILL of any id finds its owner;
+//! - `failover/<group>/leader`: the instance that performs the group's
+//!   failovers (under its lease: another takes over when it is gone);
+//! - `failover/<group>/term`: the group's newest term and its primary,
+//!   sealed, written with compare-and-swap by the leader.
 //!
 //! Only intent lives here: what the monitors observe (up, down, lag, who
 //! is primary) each instance finds out for itself.
@@ -88,6 +92,16 @@ impl Keys {
     /// The instance holding connection-id slot `n` (under its lease).
     pub fn slot(&self, n: u8) -> String {
         format!("{}slots/{n}", self.root)
+    }
+
+    /// The instance that performs group `group`'s failovers.
+    pub fn failover_leader(&self, group: &str) -> String {
+        format!("{}failover/{group}/leader", self.root)
+    }
+
+    /// Group `group`'s newest term.
+    pub fn failover_term(&self, group: &str) -> String {
+        format!("{}failover/{group}/term", self.root)
     }
 
     pub fn intents(&self) -> String {

@@ -14,6 +14,7 @@
 //! it saw when etcd answers again.
 
 mod error;
+mod failover;
 pub mod id;
 pub mod keys;
 mod membership;
@@ -23,6 +24,7 @@ mod tls;
 mod watch;
 
 pub use error::FleetError;
+pub use failover::Term;
 pub use keys::{Intent, Keys};
 pub use pushed::PushedConfig;
 pub use seal::Seal;

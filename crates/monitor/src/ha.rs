@@ -28,6 +28,34 @@ pub struct FailoverSettings {
     pub replication: Option<(String, String)>,
     /// By member index (the configured primary first): may be promoted.
     pub promotable: Vec<bool>,
+    /// In a fleet: who decides, and the fleet's record of terms. None:
+    /// this instance alone decides.
+    pub coordinator: Option<Arc<dyn Coordinator>>,
+}
+
+/// A boxed future of the coordinator's (the monitor has no async trait).
+pub type Pending<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// How instances of a fleet agree on one decider per group and on its
+/// terms (etcd, in the proxy).
+pub trait Coordinator: Send + Sync {
+    /// Whether this instance performs `group`'s failovers now. Err (why):
+    /// the fleet's store cannot say, and this instance must not.
+    fn may_decide<'a>(&'a self, group: &'a str) -> Pending<'a, Result<bool, String>>;
+    /// The instance that does, if known (for SHOW GROUPS).
+    fn decider<'a>(&'a self, group: &'a str) -> Pending<'a, Option<String>>;
+    /// The newest term the fleet recorded for `group` and the revision it
+    /// was written at (None: none, or the store cannot say).
+    fn newest_term<'a>(&'a self, group: &'a str) -> Pending<'a, Option<(u64, i64)>>;
+    /// Records `term` (primary `primary`) if the record is still at
+    /// `base` and this instance still decides; whether it was written.
+    fn record_term<'a>(
+        &'a self,
+        group: &'a str,
+        term: u64,
+        primary: &'a str,
+        base: i64,
+    ) -> Pending<'a, Result<bool, String>>;
 }
 
 /// The table that keeps each group's term on its primary (and, by
@@ -36,6 +64,10 @@ pub const TERMS_TABLE: &str = "CREATE TABLE IF NOT EXISTS sextant.failover \
      (grp VARCHAR(64) NOT NULL PRIMARY KEY, term BIGINT UNSIGNED NOT NULL, \
       primary_addr VARCHAR(255) NOT NULL, promoted_at VARCHAR(4096) NOT NULL, \
       at_us BIGINT NOT NULL) ENGINE=InnoDB";
+
+/// In a fleet, how often (in rounds) the fleet's record of the term is
+/// read while nothing is failing.
+const TERM_CHECK_ROUNDS: u64 = 20;
 
 /// What the task keeps from round to round.
 pub(crate) struct Task {
@@ -55,6 +87,8 @@ pub(crate) struct Task {
     terms_read: bool,
     /// The primary of the term stopped answering (since it last answered).
     pub(crate) leader_down: bool,
+    /// Rounds run so far.
+    rounds: u64,
     /// Why the last promotion attempt failed (logged once, not each round).
     pub(crate) last_failure: Option<String>,
 }
@@ -82,6 +116,7 @@ pub async fn run(group: Arc<Group>, s: FailoverSettings) {
         terms_read: false,
         last_failure: None,
         leader_down: false,
+        rounds: 0,
     };
     // The server monitors' first checks say who is the primary.
     tokio::time::sleep(t.s.interval * 2).await;
@@ -261,10 +296,37 @@ impl Task {
         if let Some(p) = g.primary() {
             self.leader = g.members.iter().position(|m| Arc::ptr_eq(m, p));
         }
+        // The fleet's store is asked only when something is to be done
+        // (a primary failing or returning, an old primary fenced), and
+        // otherwise every TERM_CHECK_ROUNDS rounds: with many groups and
+        // instances, a question per group per round would load etcd.
+        self.rounds += 1;
+        let failing_now = self
+            .leader
+            .is_some_and(|li| self.member(li).health.unreachable_for_ms() > 0);
+        let busy = failing_now || self.leader_down || self.fenced.iter().any(|f| *f);
+        if let Some(c) = self.s.coordinator.clone() {
+            if busy || self.rounds.is_multiple_of(TERM_CHECK_ROUNDS) {
+                // Another instance's failover: its term is fenced here too.
+                if let Some((t, _)) = c.newest_term(&g.name).await {
+                    if t > g.ha.term() {
+                        tracing::warn!(group = %g.name, term = t, "the fleet recorded a newer term: reading it from the servers");
+                        self.terms_read = false;
+                    }
+                }
+            }
+        }
         if !self.terms_read {
             self.read_terms().await;
         }
-        self.tend_fenced().await;
+        let decides = match busy {
+            true => self.decides().await,
+            false => Ok(false),
+        };
+        match decides {
+            Ok(true) => self.tend_fenced().await,
+            _ => self.follow_fenced().await,
+        }
         let Some(li) = self.leader else {
             g.ha.set_state(
                 "no primary known",
@@ -273,7 +335,7 @@ impl Task {
             return;
         };
         let failing = self.member(li).health.unreachable_for_ms();
-        if failing == 0 && std::mem::take(&mut self.leader_down) {
+        if failing == 0 && decides == Ok(true) && std::mem::take(&mut self.leader_down) {
             self.restore_leader(li).await;
         }
         if failing > 0 {
@@ -322,6 +384,19 @@ impl Task {
                     g.ha.note_refusal();
                     tracing::error!(group = %name, "failover refused: {why}");
                 }
+            }
+            Decision::Promote { .. } if decides != Ok(true) => {
+                let why = match decides {
+                    Err(e) => format!("the fleet's store cannot say which instance fails this group over ({e}): this one does not"),
+                    Ok(_) => match self.s.coordinator.as_ref() {
+                        Some(c) => format!(
+                            "instance {} performs this group's failovers",
+                            c.decider(&g.name).await.unwrap_or_else(|| "(unknown)".into())
+                        ),
+                        None => String::new(),
+                    },
+                };
+                g.ha.set_state("primary failing", &why);
             }
             Decision::Promote {
                 candidate,
@@ -475,6 +550,36 @@ impl Task {
             )),
         );
         self.group.follow();
+    }
+
+    /// Whether this instance performs the group's failovers: alone, yes;
+    /// in a fleet, when it holds the group's leader key.
+    async fn decides(&self) -> Result<bool, String> {
+        match &self.s.coordinator {
+            None => Ok(true),
+            Some(c) => c.may_decide(&self.group.name).await,
+        }
+    }
+
+    /// Another instance decides: an old primary fenced here returns to
+    /// rotation once it is read-only and replicates again (the deciding
+    /// instance rejoined it).
+    async fn follow_fenced(&mut self) {
+        for i in 0..self.fenced.len() {
+            if !self.fenced[i] || Some(i) == self.leader {
+                continue;
+            }
+            let Ok(p) = self.probe(i).await else { continue };
+            let ro = self
+                .query(i, "SELECT @@read_only")
+                .await
+                .ok()
+                .and_then(|r| r.first().and_then(|r| r.first()).cloned().flatten());
+            if p.io_connected && matches!(ro.as_deref(), Some("1") | Some("ON")) {
+                tracing::info!(group = %self.group.name, server = %self.member(i).addr, "the old primary replicates again (another instance rejoined it): back in rotation");
+                self.unfence(i);
+            }
+        }
     }
 
     pub(crate) fn unfence(&mut self, i: usize) {

@@ -151,7 +151,13 @@ impl Task {
             }
         }
         let repoint_ms = t1.elapsed().as_millis() as u64;
-        let term = g.ha.term() + 1;
+        // In a fleet the term also comes from its record: one higher than
+        // any instance has seen.
+        let recorded = match &self.s.coordinator {
+            Some(c) => c.newest_term(&g.name).await,
+            None => None,
+        };
+        let term = g.ha.term().max(recorded.map_or(0, |r| r.0)) + 1;
         let record = format!(
             "REPLACE INTO sextant.failover VALUES ({}, {term}, {}, {}, {})",
             quoted(&g.name),
@@ -174,6 +180,21 @@ impl Task {
             return Err(e);
         }
         g.ha.see_term(term);
+        if let Some(co) = self.s.coordinator.clone() {
+            let base = recorded.map_or(0, |r| r.1);
+            let addr = self.member(c).addr.to_string();
+            match co.record_term(&g.name, term, &addr, base).await {
+                Ok(true) => {}
+                // The servers hold the term too (sextant.failover): the
+                // other instances read it there.
+                Ok(false) => {
+                    tracing::warn!(group = %g.name, term, "the fleet's term record changed meanwhile (or this instance no longer decides): term {term} is on the servers only")
+                }
+                Err(e) => {
+                    tracing::warn!(group = %g.name, term, "term {term} not recorded in the fleet's store: {e}")
+                }
+            }
+        }
         self.promoted_at = at.clone();
         self.leader = Some(c);
         self.leader_down = false;

@@ -97,6 +97,12 @@ pub(crate) async fn join(shared: &Arc<Shared>) -> Result<(), crate::errors::Star
             }
         });
     }
+    let _ = shared
+        .monitors
+        .coordinator
+        .set(Arc::new(crate::coordinator::FleetCoordinator(
+            fleet.clone(),
+        )));
     let _ = shared.fleet.set(fleet);
     if tokio::time::timeout(Duration::from_secs(3), slotted)
         .await

@@ -13,6 +13,7 @@ mod admin_context;
 #[cfg(feature = "count-allocations")]
 pub mod alloc_count;
 mod client;
+mod coordinator;
 mod digests;
 pub mod errors;
 mod fleet;

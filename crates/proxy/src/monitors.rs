@@ -14,6 +14,9 @@ use tokio::task::JoinHandle;
 #[derive(Default)]
 pub struct Monitors {
     inner: Mutex<MonitorSet>,
+    /// In a fleet: who decides failovers (set when the fleet is joined,
+    /// before any monitor starts).
+    pub coordinator: std::sync::OnceLock<Arc<dyn sextant_monitor::ha::Coordinator>>,
 }
 
 #[derive(Default)]
@@ -56,13 +59,13 @@ impl Monitors {
             let retired = std::mem::take(&mut set.retired);
             for (g, handles) in retired {
                 handles.iter().for_each(|h| h.abort());
-                let tasks = spawn_monitors(rt, &g);
+                let tasks = spawn_monitors(rt, &g, self.coordinator.get());
                 set.retired.push((g, tasks));
             }
         }
         for (name, g) in &rt.pool.groups {
             if !set.live.contains_key(name) {
-                let tasks = spawn_monitors(rt, g);
+                let tasks = spawn_monitors(rt, g, self.coordinator.get());
                 set.live.insert(name.clone(), (g.clone(), tasks));
             }
         }
@@ -87,7 +90,11 @@ impl Monitors {
     }
 }
 
-fn spawn_monitors(rt: &Runtime, g: &Arc<Group>) -> Vec<JoinHandle<()>> {
+fn spawn_monitors(
+    rt: &Runtime,
+    g: &Arc<Group>,
+    coordinator: Option<&Arc<dyn sextant_monitor::ha::Coordinator>>,
+) -> Vec<JoinHandle<()>> {
     let Some(settings) = monitor_settings(rt, &g.name) else {
         return Vec::new();
     };
@@ -102,8 +109,14 @@ fn spawn_monitors(rt: &Runtime, g: &Arc<Group>) -> Vec<JoinHandle<()>> {
             ))
         })
         .collect();
-    if let Some(f) = failover_settings(rt, &g.name, &settings) {
-        tasks.push(tokio::spawn(sextant_monitor::ha::run(g.clone(), f)));
+    if let Some(mut f) = failover_settings(rt, &g.name, &settings) {
+        f.coordinator = coordinator.cloned();
+        if rt.config.cluster.is_some() && f.coordinator.is_none() {
+            // Never alone in a fleet: two instances would both promote.
+            tracing::error!(group = %g.name, "failover = \"auto\" in a fleet, but this instance has no fleet store to agree with the others through: it does not fail over");
+        } else {
+            tasks.push(tokio::spawn(sextant_monitor::ha::run(g.clone(), f)));
+        }
     }
     tasks
 }
@@ -133,6 +146,7 @@ fn failover_settings(
         promotable: std::iter::once(true)
             .chain(c.replicas.iter().map(|r| r.promotable))
             .collect(),
+        coordinator: None,
     })
 }
 

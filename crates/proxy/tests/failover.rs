@@ -207,6 +207,102 @@ fn writable(ports: &[u16]) -> u16 {
 fn a_cut_primary_is_kept_and_killed_ones_are_replaced() {
     a_primary_cut_from_sextant_only_is_not_replaced();
     killed_primaries_are_replaced_fenced_and_rejoined();
+    a_fleet_fails_over_once_and_never_without_etcd();
+}
+
+/// Two instances of a fleet: while etcd is down neither fails the dead
+/// primary over (neither can know it is the only one deciding); once etcd
+/// answers, exactly one does, and both route writes to the new primary,
+/// whose term both then know; the old primary is rejoined and both take
+/// it back.
+fn a_fleet_fails_over_once_and_never_without_etcd() {
+    let (lab, ports) = failover_lab();
+    let etcd = Etcd::start();
+    let configs: Vec<String> = ["a", "b"]
+        .iter()
+        .map(|id| format!("{GROUP}{}", etcd.cluster("fo", id)))
+        .collect();
+    let fleet: Vec<Proxy> = configs
+        .iter()
+        .map(|group| {
+            Setup {
+                group,
+                ..Default::default()
+            }
+            .start()
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fleet.iter().any(|p| groups_row(p)["ha_state"] != "healthy") {
+        assert!(Instant::now() < deadline, "not healthy");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let term: u64 = groups_row(&fleet[0])["term"].parse().unwrap();
+    let primary = ports.iter().position(|p| *p == writable(&ports)).unwrap();
+    let old_addr = format!("127.0.0.1:{}", ports[primary]);
+    etcd.stop();
+    kill_and_reap(&lab.dir, primary);
+    std::thread::sleep(Duration::from_secs(8));
+    for p in &fleet {
+        let g = groups_row(p);
+        assert_eq!(g["term"], term.to_string(), "promoted without etcd: {g:?}");
+        assert!(g["detail"].contains("this one does not"), "{g:?}");
+    }
+    for port in ports.iter().filter(|p| **p != ports[primary]) {
+        let ro: i64 = direct(*port)
+            .query_first("SELECT @@read_only")
+            .unwrap()
+            .unwrap();
+        assert_eq!(ro, 1, "{port} was made writable without etcd");
+    }
+    etcd.resume();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let new = loop {
+        let g: Vec<HashMap<String, String>> = fleet.iter().map(groups_row).collect();
+        let want = (term + 1).to_string();
+        if g.iter()
+            .all(|g| g["term"] == want && !g["primary"].is_empty())
+            && g[0]["primary"] == g[1]["primary"]
+        {
+            let done: u64 = g
+                .iter()
+                .map(|g| g["failovers"].parse::<u64>().unwrap())
+                .sum();
+            assert_eq!(done, 1, "failovers by instance: {g:?}");
+            break g[0]["primary"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no failover within 30 s of etcd's return: {g:?}\n{}\n{}",
+            fleet[0].logs(),
+            fleet[1].logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_ne!(new, old_addr);
+    for (i, p) in fleet.iter().enumerate() {
+        p.conn()
+            .exec_drop(
+                "INSERT INTO fo_ledger (token, writer) VALUES (?, 50)",
+                (9_000_000_000u64 + term * 10 + i as u64,),
+            )
+            .unwrap();
+    }
+    restart_server_in(&lab.dir, primary);
+    wait_server_up(ports[primary]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fleet
+        .iter()
+        .any(|p| backend_state(p, &old_addr) != ("replica".to_string(), None))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the old primary is not back on both instances: {:?} {:?}",
+            backend_state(&fleet[0], &old_addr),
+            backend_state(&fleet[1], &old_addr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn a_primary_cut_from_sextant_only_is_not_replaced() {
