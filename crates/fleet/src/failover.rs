@@ -63,16 +63,34 @@ impl Fleet {
                         .open(&key, kv.value())
                         .map(str::to_string),
                     kv.lease(),
+                    kv.mod_revision(),
                 )
             }),
             _ => None,
         });
         match holder {
             // Ours, under this lease.
-            Some((Some(id), l)) if id == self.settings.id && l == lease => Ok(true),
-            Some((None, _)) => {
+            Some((Some(id), l, _)) if id == self.settings.id && l == lease => Ok(true),
+            // Written by someone without the fleet's secret: no member
+            // holds it, so it is taken over (it would otherwise keep every
+            // instance from failing the group over).
+            Some((None, _, rev)) => {
                 self.note_ignored(&key, true);
-                Ok(false)
+                let take = Txn::new()
+                    .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, rev)])
+                    .and_then([put()]);
+                let resp = c
+                    .txn(take)
+                    .await
+                    .map_err(|e| self.unreachable(causes(&e)))?;
+                if resp.succeeded() {
+                    self.note_ignored(&key, false);
+                    tracing::warn!(
+                        group,
+                        "the group's failover leader key held a value no member sealed: taken over"
+                    );
+                }
+                Ok(resp.succeeded())
             }
             _ => Ok(false),
         }
@@ -110,13 +128,17 @@ impl Fleet {
         };
         let opened = self.settings.seal.open(&key, kv.value());
         self.note_ignored(&key, opened.is_none());
-        Ok(opened.and_then(|v| {
+        // A value no member sealed (or that does not read) counts as term
+        // 0 at its revision: ignored, and overwritten by the next record.
+        let term = opened.and_then(|v| {
             let (term, primary) = v.split_once(' ')?;
-            Some(Term {
-                term: term.parse().ok()?,
-                primary: primary.to_string(),
-                revision: kv.mod_revision(),
-            })
+            Some((term.parse().ok()?, primary.to_string()))
+        });
+        let (term, primary) = term.unwrap_or((0, String::new()));
+        Ok(Some(Term {
+            term,
+            primary,
+            revision: kv.mod_revision(),
         }))
     }
 

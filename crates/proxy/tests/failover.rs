@@ -240,6 +240,16 @@ fn a_fleet_fails_over_once_and_never_without_etcd() {
     let term: u64 = groups_row(&fleet[0])["term"].parse().unwrap();
     let primary = ports.iter().position(|p| *p == writable(&ports)).unwrap();
     let old_addr = format!("127.0.0.1:{}", ports[primary]);
+    // Whoever can write to etcd, without the fleet's secret: a leader key
+    // that would keep every instance from deciding, and a term that would
+    // move every instance's term far ahead. Both are ignored (the leader
+    // key taken over).
+    etcd_put(&etcd.endpoint, "/sextant/fo/failover/main/leader", "rogue");
+    etcd_put(
+        &etcd.endpoint,
+        "/sextant/fo/failover/main/term",
+        "999 127.0.0.1:1",
+    );
     etcd.stop();
     kill_and_reap(&lab.dir, primary);
     std::thread::sleep(Duration::from_secs(8));

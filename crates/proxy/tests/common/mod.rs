@@ -1537,6 +1537,40 @@ pub fn fake_login(
     Ok(resp)
 }
 
+/// Puts `value` under `key` in etcd through its JSON gateway, as anyone
+/// who can reach etcd could (no fleet secret).
+pub fn etcd_put(endpoint: &str, key: &str, value: &str) {
+    use std::io::{Read, Write};
+    let b64 = |s: &str| {
+        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for c in s.as_bytes().chunks(3) {
+            let n = (c[0] as u32) << 16
+                | (*c.get(1).unwrap_or(&0) as u32) << 8
+                | *c.get(2).unwrap_or(&0) as u32;
+            for i in 0..4 {
+                out.push(match i <= c.len() {
+                    true => A[(n >> (18 - 6 * i) & 63) as usize] as char,
+                    false => '=',
+                });
+            }
+        }
+        out
+    };
+    let body = format!("{{\"key\":\"{}\",\"value\":\"{}\"}}", b64(key), b64(value));
+    let hostport = endpoint.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(hostport).unwrap();
+    write!(
+        s,
+        "POST /v3/kv/put HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
 /// A single-node etcd started by `scripts/lab etcd-start` in a directory
 /// of its own; stopped (and removed) when dropped.
 pub struct Etcd {
