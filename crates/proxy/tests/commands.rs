@@ -693,14 +693,16 @@ fn command_line() {
     assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("sextant "));
     let out = run(&["--help"]);
     assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("check-config"));
-    let example = repo_root().join("examples/sextant.toml");
-    let out = run(&["check-config", example.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("OK"));
+    for name in ["sextant", "failover"] {
+        let example = repo_root().join(format!("examples/{name}.toml"));
+        let out = run(&["check-config", example.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("OK"));
+    }
     let bad = std::env::temp_dir().join(format!("sextant-bad-{}.toml", std::process::id()));
     std::fs::write(&bad, "[proxy]\nlisten = \"127.0.0.1:6033\"\nlisen = 1\n").unwrap();
     let out = run(&["--config", bad.to_str().unwrap(), "--check"]);
