@@ -17,6 +17,12 @@ pub struct Table {
 
 pub enum Answer {
     Table(Table),
+    /// `SWITCHOVER GROUP g [TO 'addr']`: for the proxy to ask the group's
+    /// failover task, and wait for the outcome.
+    Switchover {
+        group: String,
+        to: Option<String>,
+    },
     Ok,
     Error(String),
     /// `SET` of a name that is neither a routing key nor a variable a

@@ -19,6 +19,16 @@ pub struct Ha {
     /// Failovers refused (no candidate that loses nothing).
     refusals: AtomicU64,
     report: Mutex<Report>,
+    /// A planned switchover asked for on the admin port, for the failover
+    /// task to carry out at its next round.
+    switch: Mutex<Option<SwitchRequest>>,
+}
+
+/// `SWITCHOVER GROUP g [TO 'addr']`: the target (None: the replica that
+/// has the most), and where the outcome goes (a sentence either way).
+pub struct SwitchRequest {
+    pub to: Option<String>,
+    pub reply: tokio::sync::oneshot::Sender<Result<String, String>>,
 }
 
 /// What SHOW GROUPS says of the group's HA.
@@ -78,6 +88,21 @@ impl Ha {
         r.state = state.to_string();
         r.detail = detail.to_string();
         true
+    }
+
+    /// Asks the failover task for a switchover; Err: one is pending.
+    pub fn request_switchover(&self, r: SwitchRequest) -> Result<(), SwitchRequest> {
+        let mut slot = self.switch.lock();
+        if slot.as_ref().is_some_and(|p| !p.reply.is_closed()) {
+            return Err(r);
+        }
+        *slot = Some(r);
+        Ok(())
+    }
+
+    /// The switchover asked for, if any (taken).
+    pub fn take_switchover(&self) -> Option<SwitchRequest> {
+        self.switch.lock().take()
     }
 
     pub fn report(&self) -> Report {

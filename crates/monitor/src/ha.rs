@@ -296,6 +296,14 @@ impl Task {
         if let Some(p) = g.primary() {
             self.leader = g.members.iter().position(|m| Arc::ptr_eq(m, p));
         }
+        if let Some(req) = g.ha.take_switchover() {
+            let outcome = self.switchover(req.to).await;
+            if let Err(why) = &outcome {
+                tracing::warn!(group = %g.name, "switchover not done: {why}");
+            }
+            let _ = req.reply.send(outcome);
+            return;
+        }
         // The fleet's store is asked only when something is to be done
         // (a primary failing or returning, an old primary fenced), and
         // otherwise every TERM_CHECK_ROUNDS rounds: with many groups and
@@ -483,7 +491,7 @@ impl Task {
     }
 
     /// The members other than the primary `li` that are not fenced.
-    fn replicas(&self, li: usize) -> Vec<usize> {
+    pub(crate) fn replicas(&self, li: usize) -> Vec<usize> {
         (0..self.group.members.len())
             .filter(|&i| i != li && !self.fenced[i])
             .collect()
@@ -550,6 +558,22 @@ impl Task {
             )),
         );
         self.group.follow();
+    }
+
+    /// [`Task::decides`], for the switchover.
+    pub(crate) async fn decides_now(&self) -> Result<bool, String> {
+        self.decides().await
+    }
+
+    /// The instance that decides, as the fleet's store says.
+    pub(crate) async fn decider_name(&self) -> String {
+        match &self.s.coordinator {
+            Some(c) => c
+                .decider(&self.group.name)
+                .await
+                .unwrap_or_else(|| "(unknown)".into()),
+            None => "this one".into(),
+        }
     }
 
     /// Whether this instance performs the group's failovers: alone, yes;

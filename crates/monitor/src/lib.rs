@@ -17,6 +17,7 @@ pub mod grants;
 pub mod ha;
 pub use error::FailoverError;
 mod promote;
+mod switchover;
 
 use sextant_backend::{
     BackendConn, BackendError, ConnectParams, Flavor, Group, Role, Server, Topology,

@@ -31,13 +31,13 @@ fn host_port(addr: &str) -> Option<(String, u16)> {
 }
 
 /// A promotion done.
-struct Promoted {
-    term: u64,
+pub(crate) struct Promoted {
+    pub(crate) term: u64,
     /// The new primary's position when it took over.
-    at: Vec<Gtid>,
-    catch_up_ms: u64,
-    repoint_ms: u64,
-    not_repointed: Vec<String>,
+    pub(crate) at: Vec<Gtid>,
+    pub(crate) catch_up_ms: u64,
+    pub(crate) repoint_ms: u64,
+    pub(crate) not_repointed: Vec<String>,
 }
 
 impl Task {
@@ -99,7 +99,7 @@ impl Task {
     /// replicating, takes the other replicas (semi-sync on first, so that
     /// they connect acknowledging), records the new term, and only then
     /// becomes writable, after the old primary left sextant's routing.
-    async fn promote_steps(
+    pub(crate) async fn promote_steps(
         &mut self,
         old: usize,
         c: usize,

@@ -134,6 +134,10 @@ async fn session(
                             Err(m) => write_err(&mut client.out, 1, 1397, "XAE04", &m),
                         }
                     }
+                    Answer::Switchover { group, to } => {
+                        let r = switchover(shared, &group, to).await;
+                        reply_change(client, r);
+                    }
                     Answer::Reload => {
                         let r = crate::reload::reload(shared).await;
                         crate::reload::log_outcome("admin port", &r);
@@ -187,6 +191,39 @@ async fn session(
 
 /// What a change asked on the admin port did (logged), or why it was not
 /// made.
+/// Hands a planned switchover to the group's failover task and waits for
+/// its outcome.
+async fn switchover(
+    shared: &Shared,
+    group: &str,
+    to: Option<String>,
+) -> Result<String, SessionError> {
+    let rt = shared.runtime();
+    let g = rt.pool.groups.get(group).ok_or_else(|| {
+        SessionError::Switchover(format!("no group {group:?}; SHOW GROUPS lists them"))
+    })?;
+    if !g.ha.auto() {
+        return Err(SessionError::Switchover(format!(
+            "group {group} has failover = \"off\": sextant changes its primary only with failover = \"auto\" (docs/failover.md)"
+        )));
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    g.ha.request_switchover(sextant_backend::ha::SwitchRequest { to, reply: tx })
+        .map_err(|_| {
+            SessionError::Switchover(format!("a switchover of {group} is already under way"))
+        })?;
+    match tokio::time::timeout(std::time::Duration::from_secs(120), rx).await {
+        Ok(Ok(Ok(done))) => Ok(done),
+        Ok(Ok(Err(why))) => Err(SessionError::Switchover(why)),
+        Ok(Err(_)) => Err(SessionError::Switchover(
+            "the group's failover task stopped (a reload replaced the group?)".into(),
+        )),
+        Err(_) => Err(SessionError::Switchover(
+            "no outcome within 120 s; SHOW GROUPS says where it stands".into(),
+        )),
+    }
+}
+
 fn reply_change(client: &mut Client, r: Result<String, SessionError>) {
     match r {
         Ok(info) => {

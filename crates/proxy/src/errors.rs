@@ -23,6 +23,8 @@ pub const ER_SEXTANT_CONFIG: u16 = 9006;
 /// An admin change for the whole fleet was not made: etcd did not answer,
 /// or another instance changed the same thing first.
 pub const ER_SEXTANT_FLEET: u16 = 9007;
+/// A planned switchover (the admin port's SWITCHOVER GROUP) was not done.
+pub const ER_SEXTANT_SWITCHOVER: u16 = 9008;
 pub const ER_WRONG_VALUE_FOR_VAR: u16 = 1231;
 
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
@@ -192,6 +194,8 @@ pub enum SessionError {
     /// The admin port's RELOAD CONFIG, refused: the file's problems.
     #[error("sextant: config not reloaded, the running config stays: {0}")]
     ReloadRefused(String),
+    #[error("sextant: switchover not done: {0}")]
+    Switchover(String),
     /// The admin port's `SET <routing key>`, refused: what is wrong.
     #[error("{0}")]
     RoutingRefused(String),
@@ -244,6 +248,7 @@ impl SessionError {
             PrimaryUnreachable { .. } => (ER_SEXTANT_NO_BACKEND, "HY000", msg),
             NoPrimary { .. } | PrimaryInMaintenance { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
             ReloadRefused(_) | PushRefused(_) => (ER_SEXTANT_CONFIG, "HY000", msg),
+            Switchover(_) => (ER_SEXTANT_SWITCHOVER, "HY000", msg),
             RoutingRefused(_) => (ER_WRONG_VALUE_FOR_VAR, "42000", msg),
             Fleet(_) => (ER_SEXTANT_FLEET, "HY000", msg),
             ServerShutdown => (ER_SERVER_SHUTDOWN, "08S01", msg),

@@ -84,6 +84,16 @@ fn error_code(e: &mysql::Error) -> (u16, String) {
     }
 }
 
+/// Sets the flag when dropped: a failed assertion in a scope that runs the
+/// load stops the load, rather than waiting for it forever.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Runs writers and readers through sextant until `stop`.
 fn load(p: &Proxy, trial: u64, stop: &AtomicBool, seen: &Mutex<Seen>) {
     std::thread::scope(|s| {
@@ -184,6 +194,21 @@ fn failover_lab() -> (&'static Lab, [u16; 3]) {
     (lab, ports)
 }
 
+/// Waits until every server has what the writable one has.
+fn sync_with(ports: &[u16]) {
+    let primary = writable(ports);
+    let pos: String = direct(primary)
+        .query_first("SELECT @@gtid_binlog_pos")
+        .unwrap()
+        .unwrap_or_default();
+    for p in ports.iter().filter(|p| **p != primary) {
+        let w: Option<i64> = direct(*p)
+            .exec_first("SELECT MASTER_GTID_WAIT(?, 30)", (pos.clone(),))
+            .unwrap();
+        assert_eq!(w, Some(0), "{p} did not catch up with {primary}");
+    }
+}
+
 /// The lab server that is writable now.
 fn writable(ports: &[u16]) -> u16 {
     *ports
@@ -206,6 +231,7 @@ fn writable(ports: &[u16]) -> u16 {
 #[test]
 fn a_cut_primary_is_kept_and_killed_ones_are_replaced() {
     a_primary_cut_from_sextant_only_is_not_replaced();
+    planned_switchovers_hold_writes_and_lose_nothing();
     killed_primaries_are_replaced_fenced_and_rejoined();
     a_fleet_fails_over_once_and_never_without_etcd();
 }
@@ -382,6 +408,83 @@ fn a_primary_cut_from_sextant_only_is_not_replaced() {
     assert_eq!(groups_row(&p)["term"], term);
 }
 
+/// `SWITCHOVER GROUP` under the same load: no client error at all (writes
+/// wait while it happens), nothing lost, the old primary replicates from
+/// the new one; a target that is not a replica is refused, saying so.
+fn planned_switchovers_hold_writes_and_lose_nothing() {
+    let (_, ports) = failover_lab();
+    let p = Setup {
+        group: GROUP,
+        http: true,
+        ..Default::default()
+    }
+    .start();
+    let mut c = p.conn();
+    c.query_drop(
+        "CREATE TABLE IF NOT EXISTS fo_ledger (token BIGINT PRIMARY KEY, writer INT NOT NULL)",
+    )
+    .unwrap();
+    c.query_drop("CREATE TABLE IF NOT EXISTS fo_read (id INT PRIMARY KEY, v INT)")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while groups_row(&p)["ha_state"] != "healthy" {
+        assert!(Instant::now() < deadline, "{:?}", groups_row(&p));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let e = p
+        .admin()
+        .query_drop("SWITCHOVER GROUP main TO '127.0.0.1:1'")
+        .expect_err("a target that is no replica");
+    assert_eq!(error_code(&e).0, 9008, "{e}");
+    assert!(e.to_string().contains("is not a replica"), "{e}");
+    let term0: u64 = groups_row(&p)["term"].parse().unwrap();
+    let stop = AtomicBool::new(false);
+    let seen = Mutex::new(Seen::default());
+    let mut held = Vec::new();
+    std::thread::scope(|s| {
+        let h = s.spawn(|| load(&p, 90, &stop, &seen));
+        let _stop = StopOnDrop(&stop);
+        for n in 1..=3u64 {
+            std::thread::sleep(Duration::from_millis(700));
+            let before = writable(&ports);
+            p.admin().query_drop("SWITCHOVER GROUP main").unwrap();
+            let g = groups_row(&p);
+            assert_eq!(g["term"], (term0 + n).to_string(), "{g:?}");
+            assert_ne!(g["primary"], format!("127.0.0.1:{before}"));
+            let ms: u64 = g["last_failover"]
+                .split("writes held ")
+                .nth(1)
+                .and_then(|t| t.split(' ').next())
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("{g:?}"));
+            held.push(ms);
+            assert!(
+                g["last_failover"].contains("the old primary replicates from it"),
+                "{g:?}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+    });
+    let seen = seen.into_inner().unwrap();
+    assert!(seen.read_errors.is_empty(), "{:?}", seen.read_errors);
+    assert!(
+        seen.write_errors.is_empty() && seen.unknown.is_empty(),
+        "writes failed during planned switchovers: {:?} {:?}",
+        seen.write_errors,
+        seen.unknown
+    );
+    let (_, rows) = count(writable(&ports));
+    let missing: Vec<&u64> = seen.acked.iter().filter(|t| !rows.contains(t)).collect();
+    assert!(missing.is_empty(), "lost: {missing:?}");
+    eprintln!(
+        "switchovers: writes held {held:?} ms; {} writes, {} waited",
+        seen.acked.len(),
+        seen.waited
+    );
+}
+
 fn killed_primaries_are_replaced_fenced_and_rejoined() {
     let (lab, ports) = failover_lab();
     let p = Setup {
@@ -399,11 +502,16 @@ fn killed_primaries_are_replaced_fenced_and_rejoined() {
         .unwrap();
     c.query_drop("INSERT IGNORE INTO fo_read VALUES (1, 1), (2, 2)")
         .unwrap();
-    sync_replicas();
+    sync_with(&ports);
     let mut primary = ports
         .iter()
         .position(|p| *p == writable(&ports))
         .expect("the writable server");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while groups_row(&p)["ha_state"] != "healthy" {
+        assert!(Instant::now() < deadline, "{:?}", groups_row(&p));
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let term0: u64 = groups_row(&p)["term"].parse().unwrap();
     let mut times = Vec::new();
     // Old primaries left out as diverged, and those rejoined.
@@ -421,6 +529,7 @@ fn killed_primaries_are_replaced_fenced_and_rejoined() {
         let old_addr = format!("127.0.0.1:{}", ports[primary]);
         let killed_at = std::thread::scope(|s| {
             let h = s.spawn(|| load(&p, trial, &stop, &seen));
+            let _stop = StopOnDrop(&stop);
             std::thread::sleep(Duration::from_secs(1));
             let killed_at = kill_and_reap(&lab.dir, primary);
             let deadline = killed_at + Duration::from_secs(30);

@@ -21,6 +21,54 @@ impl AdminCommand for ShowGroups {
     }
 }
 
+pub struct Switchover;
+
+impl AdminCommand for Switchover {
+    fn syntax(&self) -> &'static str {
+        "SWITCHOVER GROUP <group> [TO '<addr>']"
+    }
+    fn help(&self) -> &'static str {
+        "a planned change of primary (failover = \"auto\" groups): writes are held, the old primary is made read-only, the target applies everything, takes the writes, and the old primary replicates from it"
+    }
+    fn run(&self, q: &Query<'_>, _: &Context<'_>) -> Option<Answer> {
+        let rest = q
+            .after(&["SWITCHOVER", "GROUP"])?
+            .trim()
+            .trim_end_matches(';')
+            .trim();
+        let mut words = rest.splitn(2, char::is_whitespace);
+        let group = words
+            .next()
+            .filter(|g| !g.is_empty())?
+            .trim_matches('`')
+            .to_string();
+        let tail = words.next().unwrap_or("").trim();
+        let to = if tail.is_empty() {
+            None
+        } else {
+            let Some(addr) = super::strip_words(tail, &["TO"]) else {
+                return Some(Answer::Error(format!(
+                    "expected SWITCHOVER GROUP {group} [TO '<addr>'], got {tail:?}"
+                )));
+            };
+            let addr = addr.trim();
+            let unquoted = addr
+                .strip_prefix('\'')
+                .and_then(|a| a.strip_suffix('\''))
+                .or_else(|| addr.strip_prefix('"').and_then(|a| a.strip_suffix('"')));
+            match unquoted {
+                Some(a) if !a.is_empty() => Some(a.to_string()),
+                _ => {
+                    return Some(Answer::Error(format!(
+                        "the target is a quoted address: TO '{addr}'"
+                    )))
+                }
+            }
+        };
+        Some(Answer::Switchover { group, to })
+    }
+}
+
 pub fn topology_name(t: Topology) -> &'static str {
     match t {
         Topology::Static => "static",

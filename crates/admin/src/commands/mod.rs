@@ -67,6 +67,7 @@ impl<'a> Query<'a> {
 pub static COMMANDS: &[&dyn AdminCommand] = &[
     &backends::ShowBackends,
     &groups::ShowGroups,
+    &groups::Switchover,
     &stats::ShowStats,
     &status::ShowStatus,
     &sessions::ShowSessions,

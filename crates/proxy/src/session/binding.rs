@@ -60,6 +60,29 @@ impl Session {
     /// Makes sure a server connection suitable for `target` is attached and
     /// carries the session's state.
     pub(super) async fn attach(&mut self, target: Target) -> Result<(), SessionError> {
+        // A pooled connection found dead while the session's state was
+        // being set on it (its server went away since it was last used):
+        // nothing of the client's statement was sent, so outside a
+        // transaction the statement takes another connection (which waits
+        // for a primary as any write does when its server is gone).
+        let may_retry = !self.pinned();
+        match self.attach_once(target).await {
+            Err(SessionError::Backend(
+                sextant_backend::BackendError::Io { addr, .. }
+                | sextant_backend::BackendError::Closed { addr },
+            )) if may_retry && !self.pinned() => {
+                tracing::debug!(parent: &self.span, server = %addr, "a pooled connection was dead: another one");
+                // Those idle beside it likely died with it.
+                if let Some(s) = self.group.members.iter().find(|m| *m.addr == *addr) {
+                    s.discard_idle();
+                }
+                Box::pin(self.attach_once(target)).await
+            }
+            r => r,
+        }
+    }
+
+    async fn attach_once(&mut self, target: Target) -> Result<(), SessionError> {
         if target == Target::Replica {
             self.fleet_need().await;
         }

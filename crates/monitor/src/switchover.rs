@@ -1,0 +1,145 @@
+//! A planned switchover (`SWITCHOVER GROUP g [TO 'addr']` on the admin
+//! port), carried out by the group's failover task so that it never runs
+//! beside a failover: writes are held (the old primary leaves sextant's
+//! routing, so statements wait for a primary as they do in a failover),
+//! the transactions already on the old primary finish, it is made
+//! read-only, the target applies everything it wrote and is promoted as
+//! in a failover, and the old primary replicates from it.
+
+use crate::failover::show;
+use crate::ha::{list, Task};
+use std::time::{Duration, Instant};
+
+/// How long transactions already running on the old primary get to
+/// finish before it is made read-only (one still open then gets the
+/// server's read-only error).
+const DRAIN: Duration = Duration::from_secs(5);
+
+impl Task {
+    pub(crate) async fn switchover(&mut self, to: Option<String>) -> Result<String, String> {
+        let g = self.group.clone();
+        match self.decides_now().await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(format!(
+                    "instance {} performs this group's failovers and switchovers: run it there",
+                    self.decider_name().await
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "the fleet's store cannot say which instance decides: {e}"
+                ))
+            }
+        }
+        let li = self.leader.ok_or("no primary is known")?;
+        if self.member(li).health.unreachable_for_ms() > 0 {
+            return Err(
+                "the primary does not answer: a failover replaces it, not a switchover".into(),
+            );
+        }
+        let mut best: Option<(usize, u64)> = None;
+        let mut others = Vec::new();
+        for i in self.replicas(li) {
+            let addr = self.member(i).addr.to_string();
+            let probe = self.probe(i).await;
+            let ok = probe.as_ref().is_ok_and(|p| p.io_connected);
+            let named = to.as_deref() == Some(addr.as_str());
+            if named && !ok {
+                return Err(format!(
+                    "{addr} does not answer or does not replicate from the primary"
+                ));
+            }
+            if named && !self.s.promotable.get(i).copied().unwrap_or(false) {
+                return Err(format!("{addr} has promotable = false"));
+            }
+            if ok {
+                others.push(i);
+                let received: u64 = probe
+                    .map(|p| p.received.iter().map(|g| g.seq).sum())
+                    .unwrap_or(0);
+                let promotable = self.s.promotable.get(i).copied().unwrap_or(false);
+                let pick = match &to {
+                    Some(_) => named,
+                    None => promotable && best.is_none_or(|(_, r)| received > r),
+                };
+                if pick {
+                    best = Some((i, received));
+                }
+            }
+        }
+        let Some((c, _)) = best else {
+            return Err(match to {
+                Some(a) => format!("{a} is not a replica of group {}", g.name),
+                None => "no replica that may be promoted replicates from the primary".into(),
+            });
+        };
+        others.retain(|&i| i != c);
+        let started = Instant::now();
+        // Writes wait from here (no primary in sextant's routing).
+        self.fence(li, g.ha.term() + 1);
+        let old = self.member(li).clone();
+        while started.elapsed() < DRAIN {
+            let st = old.stats();
+            if st.open.saturating_sub(st.idle + st.pipes) == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if let Err(e) = self.exec(li, &["SET GLOBAL read_only = 1"]).await {
+            self.unfence(li);
+            return Err(format!("the primary could not be made read-only: {e}"));
+        }
+        old.health.set_writable(false);
+        let pos = match self.query(li, "SELECT @@gtid_binlog_pos").await {
+            Ok(rows) => list(
+                rows.first()
+                    .and_then(|r| r.first())
+                    .cloned()
+                    .flatten()
+                    .as_deref(),
+            ),
+            Err(e) => {
+                self.back_out(li).await;
+                return Err(format!("the primary's position could not be read: {e}"));
+            }
+        };
+        let done = match self.promote_steps(li, c, &pos, &others).await {
+            Ok(d) => d,
+            Err(e) => {
+                self.back_out(li).await;
+                return Err(format!(
+                    "promoting {} failed, the old primary takes writes again: {e}",
+                    self.member(c).addr
+                ));
+            }
+        };
+        let held_ms = started.elapsed().as_millis() as u64;
+        let rejoined = match self.rejoin(li).await {
+            Ok(()) if !self.fenced[li] => "replicates from it".to_string(),
+            Ok(()) => "is read-only and left out (see SHOW BACKENDS)".to_string(),
+            Err(e) => format!("is read-only; rejoining it failed ({e}), retried each round"),
+        };
+        let summary = format!(
+            "switchover, term {}: {} -> {}; writes held {held_ms} ms (catch-up {} ms); the old primary {rejoined}; at {}",
+            done.term,
+            old.addr,
+            self.member(c).addr,
+            done.catch_up_ms,
+            show(&done.at)
+        );
+        tracing::warn!(group = %g.name, "{summary}");
+        g.ha.note_failover(summary.clone());
+        g.ha.set_state("healthy", "");
+        Ok(summary)
+    }
+
+    /// A switchover that could not go on: the old primary takes writes
+    /// again.
+    async fn back_out(&mut self, li: usize) {
+        if self.exec(li, &["SET GLOBAL read_only = 0"]).await.is_ok() {
+            self.member(li).health.set_writable(true);
+        }
+        self.unfence(li);
+    }
+}
