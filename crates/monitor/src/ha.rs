@@ -180,7 +180,17 @@ impl Task {
         i: usize,
         sql: &str,
     ) -> Result<Vec<Vec<Option<String>>>, FailoverError> {
-        let budget = self.budget(i);
+        self.query_within(i, sql, self.budget(i)).await
+    }
+
+    /// [`Task::query`] with a budget of its own (a write that waits for a
+    /// semi-sync acknowledgement).
+    pub(crate) async fn query_within(
+        &mut self,
+        i: usize,
+        sql: &str,
+        budget: Duration,
+    ) -> Result<Vec<Vec<Option<String>>>, FailoverError> {
         let r = match tokio::time::timeout(budget, self.query_unbounded(i, sql)).await {
             Ok(r) => r.map_err(FailoverError::from),
             Err(_) => Err(self.timeout(i, budget)),

@@ -17,6 +17,11 @@ use std::time::Instant;
 /// retried rather than left hanging on one statement.
 const CATCH_UP_S: u64 = 60;
 
+/// How long the term's record may wait beyond a statement's usual bound
+/// (a semi-sync acknowledgement: MariaDB's rpl_semi_sync_master_timeout
+/// defaults to 10 s).
+const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(12);
+
 /// A value between single quotes in a statement.
 fn quoted(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
@@ -165,13 +170,17 @@ impl Task {
             quoted(&show(&at)),
             clock_ms()
         );
+        // With semi-sync the record waits for a replica's acknowledgement
+        // (the replicas repointed just before connect within moments; the
+        // server gives up waiting after rpl_semi_sync_master_timeout).
+        let budget = self.budget(c) + RECORD_WAIT;
         if let Err(FailoverError::Backend(BackendError::Server {
             code: 1049 | 1146, ..
-        })) = self.query(c, &record).await
+        })) = self.query_within(c, &record, budget).await
         {
             self.exec(c, &["CREATE DATABASE IF NOT EXISTS sextant", TERMS_TABLE])
                 .await?;
-            self.query(c, &record).await?;
+            self.query_within(c, &record, budget).await?;
         }
         self.fence(old, term);
         if let Err(e) = self.query(c, "SET GLOBAL read_only = 0").await {

@@ -79,13 +79,7 @@ impl Task {
         // Writes wait from here (no primary in sextant's routing).
         self.fence(li, g.ha.term() + 1);
         let old = self.member(li).clone();
-        while started.elapsed() < DRAIN {
-            let st = old.stats();
-            if st.open.saturating_sub(st.idle + st.pipes) == 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        self.drain(li, started).await;
         if let Err(e) = self.exec(li, &["SET GLOBAL read_only = 1"]).await {
             self.unfence(li);
             return Err(format!("the primary could not be made read-only: {e}"));
@@ -132,6 +126,37 @@ impl Task {
         g.ha.note_failover(summary.clone());
         g.ha.set_state("healthy", "");
         Ok(summary)
+    }
+
+    /// Waits (up to DRAIN) until no transaction is open on the old
+    /// primary `li` but the task's own: none can start there any more, and
+    /// one still open when it turns read-only would fail at its next
+    /// write. The server's own list (information_schema.INNODB_TRX, which
+    /// needs PROCESS); without it, until sextant's sessions hold none of
+    /// its connections.
+    async fn drain(&mut self, li: usize, started: Instant) {
+        const OPEN: &str = "SELECT COUNT(*) FROM information_schema.INNODB_TRX \
+                            WHERE trx_mysql_thread_id <> CONNECTION_ID()";
+        let old = self.member(li).clone();
+        while started.elapsed() < DRAIN {
+            let open = match self.query(li, OPEN).await {
+                Ok(rows) => rows
+                    .first()
+                    .and_then(|r| r.first())
+                    .cloned()
+                    .flatten()
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0),
+                Err(_) => {
+                    let st = old.stats();
+                    st.open.saturating_sub(st.idle + st.pipes) as u64
+                }
+            };
+            if open == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// A switchover that could not go on: the old primary takes writes
