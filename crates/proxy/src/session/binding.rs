@@ -35,11 +35,10 @@ impl Session {
         let pinned = self.pinned();
         SessionFacts {
             pinned,
-            on_replica: pinned
-                && self
-                    .binding
-                    .leases()
-                    .any(|a| a.server.role() == Role::Replica),
+            // By what the server takes, not the role it has in routing
+            // now: a transaction open on a primary that a switchover took
+            // out of routing (not yet read-only) goes on there.
+            on_replica: pinned && self.binding.leases().any(|a| !a.server.health.writable()),
             // With autocommit off every statement is part of a transaction
             // even before the server reports one open: the server's
             // AUTOCOMMIT status flag says so.
@@ -117,8 +116,13 @@ impl Session {
                             self.hold_until = None;
                             return Ok(());
                         }
+                        // (Only while that server is still the primary: a
+                        // switchover takes it out of routing, and a session
+                        // that kept it for its reads would start its next
+                        // transaction there.)
                         (takes && has && mono)
-                            || self.primary_reads_until.is_some_and(|t| Instant::now() < t)
+                            || (self.primary_reads_until.is_some_and(|t| Instant::now() < t)
+                                && a.server.role() == Role::Primary)
                     }
                 };
             if fits {
