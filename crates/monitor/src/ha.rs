@@ -142,6 +142,11 @@ pub(crate) fn merge(a: &[Gtid], b: &[Gtid]) -> Vec<Gtid> {
     out
 }
 
+/// The first column of the first row of an answer.
+pub(crate) fn first_cell(rows: &[Vec<Option<String>>]) -> Option<String> {
+    rows.first().and_then(|r| r.first()).cloned().flatten()
+}
+
 pub(crate) fn list(s: Option<&str>) -> Vec<Gtid> {
     s.map(|s| parse_list(s).collect()).unwrap_or_default()
 }
@@ -453,13 +458,7 @@ impl Task {
         // as a replica, init-rpl-role = SLAVE) may be behind a replica that
         // received them: made writable, it would write over them.
         let own = match self.query(li, "SELECT @@gtid_binlog_pos").await {
-            Ok(rows) => list(
-                rows.first()
-                    .and_then(|r| r.first())
-                    .cloned()
-                    .flatten()
-                    .as_deref(),
-            ),
+            Ok(rows) => list(first_cell(&rows).as_deref()),
             Err(_) => {
                 self.leader_down = true;
                 return;

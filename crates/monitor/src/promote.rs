@@ -6,7 +6,7 @@
 //! candidate until it is writable and its term written.
 
 use crate::failover::show;
-use crate::ha::{beyond, list, merge, Task, TERMS_TABLE};
+use crate::ha::{beyond, first_cell, list, merge, Task, TERMS_TABLE};
 use crate::FailoverError;
 use sextant_backend::gtid::Gtid;
 use sextant_backend::{clock_ms, BackendError};
@@ -244,13 +244,7 @@ impl Task {
         let m = self.member(i).clone();
         m.health.set_writable(false);
         let rows = self.query(i, "SELECT @@gtid_binlog_pos").await?;
-        let pos = list(
-            rows.first()
-                .and_then(|r| r.first())
-                .cloned()
-                .flatten()
-                .as_deref(),
-        );
+        let pos = list(first_cell(&rows).as_deref());
         let extra = beyond(&pos, &self.promoted_at);
         let term = self.group.ha.term();
         if !extra.is_empty() {

@@ -7,7 +7,7 @@
 //! in a failover, and the old primary replicates from it.
 
 use crate::failover::show;
-use crate::ha::{list, Task};
+use crate::ha::{first_cell, list, Task};
 use std::time::{Duration, Instant};
 
 /// How long transactions already running on the old primary get to
@@ -86,13 +86,7 @@ impl Task {
         }
         old.health.set_writable(false);
         let pos = match self.query(li, "SELECT @@gtid_binlog_pos").await {
-            Ok(rows) => list(
-                rows.first()
-                    .and_then(|r| r.first())
-                    .cloned()
-                    .flatten()
-                    .as_deref(),
-            ),
+            Ok(rows) => list(first_cell(&rows).as_deref()),
             Err(e) => {
                 self.back_out(li).await;
                 return Err(format!("the primary's position could not be read: {e}"));
@@ -140,11 +134,7 @@ impl Task {
         let old = self.member(li).clone();
         while started.elapsed() < DRAIN {
             let open = match self.query(li, OPEN).await {
-                Ok(rows) => rows
-                    .first()
-                    .and_then(|r| r.first())
-                    .cloned()
-                    .flatten()
+                Ok(rows) => first_cell(&rows)
                     .and_then(|n| n.parse::<u64>().ok())
                     .unwrap_or(0),
                 Err(_) => {

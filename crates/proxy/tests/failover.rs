@@ -209,6 +209,38 @@ fn sync_with(ports: &[u16]) {
     }
 }
 
+/// Sextant with failover on the lab, the load's tables there, and its
+/// failover task's first round done.
+fn sextant_under_load_tables() -> Proxy {
+    let p = Setup {
+        group: GROUP,
+        http: true,
+        ..Default::default()
+    }
+    .start();
+    let mut c = p.conn();
+    c.query_drop(
+        "CREATE TABLE IF NOT EXISTS fo_ledger (token BIGINT PRIMARY KEY, writer INT NOT NULL)",
+    )
+    .unwrap();
+    c.query_drop("CREATE TABLE IF NOT EXISTS fo_read (id INT PRIMARY KEY, v INT)")
+        .unwrap();
+    c.query_drop("INSERT IGNORE INTO fo_read VALUES (1, 1), (2, 2)")
+        .unwrap();
+    wait_healthy(&p);
+    p
+}
+
+/// Waits until the failover task's state is healthy (its first round has
+/// read the group's term), 10 s at most.
+fn wait_healthy(p: &Proxy) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while groups_row(p)["ha_state"] != "healthy" {
+        assert!(Instant::now() < deadline, "{:?}", groups_row(p));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The lab server that is writable now.
 fn writable(ports: &[u16]) -> u16 {
     *ports
@@ -364,11 +396,7 @@ fn a_primary_cut_from_sextant_only_is_not_replaced() {
         .unwrap();
     c.query_drop("REPLACE INTO fo_cut VALUES (1)").unwrap();
     // The failover task's first round (it reads the term) has run.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while groups_row(&p)["ha_state"] != "healthy" {
-        assert!(Instant::now() < deadline, "{:?}", groups_row(&p));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_healthy(&p);
     let term = groups_row(&p)["term"].clone();
     gate.close();
     std::thread::sleep(Duration::from_secs(7));
@@ -413,24 +441,7 @@ fn a_primary_cut_from_sextant_only_is_not_replaced() {
 /// the new one; a target that is not a replica is refused, saying so.
 fn planned_switchovers_hold_writes_and_lose_nothing() {
     let (_, ports) = failover_lab();
-    let p = Setup {
-        group: GROUP,
-        http: true,
-        ..Default::default()
-    }
-    .start();
-    let mut c = p.conn();
-    c.query_drop(
-        "CREATE TABLE IF NOT EXISTS fo_ledger (token BIGINT PRIMARY KEY, writer INT NOT NULL)",
-    )
-    .unwrap();
-    c.query_drop("CREATE TABLE IF NOT EXISTS fo_read (id INT PRIMARY KEY, v INT)")
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while groups_row(&p)["ha_state"] != "healthy" {
-        assert!(Instant::now() < deadline, "{:?}", groups_row(&p));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let p = sextant_under_load_tables();
     let e = p
         .admin()
         .query_drop("SWITCHOVER GROUP main TO '127.0.0.1:1'")
@@ -487,31 +498,12 @@ fn planned_switchovers_hold_writes_and_lose_nothing() {
 
 fn killed_primaries_are_replaced_fenced_and_rejoined() {
     let (lab, ports) = failover_lab();
-    let p = Setup {
-        group: GROUP,
-        http: true,
-        ..Default::default()
-    }
-    .start();
-    let mut c = p.conn();
-    c.query_drop(
-        "CREATE TABLE IF NOT EXISTS fo_ledger (token BIGINT PRIMARY KEY, writer INT NOT NULL)",
-    )
-    .unwrap();
-    c.query_drop("CREATE TABLE IF NOT EXISTS fo_read (id INT PRIMARY KEY, v INT)")
-        .unwrap();
-    c.query_drop("INSERT IGNORE INTO fo_read VALUES (1, 1), (2, 2)")
-        .unwrap();
+    let p = sextant_under_load_tables();
     sync_with(&ports);
     let mut primary = ports
         .iter()
         .position(|p| *p == writable(&ports))
         .expect("the writable server");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while groups_row(&p)["ha_state"] != "healthy" {
-        assert!(Instant::now() < deadline, "{:?}", groups_row(&p));
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let term0: u64 = groups_row(&p)["term"].parse().unwrap();
     let mut times = Vec::new();
     // Old primaries left out as diverged, and those rejoined.
