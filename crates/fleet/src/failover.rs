@@ -98,36 +98,17 @@ impl Fleet {
 
     /// The instance that holds group `group`'s leader key, if any.
     pub async fn failover_leader(&self, group: &str) -> Result<Option<String>, FleetError> {
-        let mut c = self.client().await?;
         let key = self.keys.failover_leader(group);
-        let resp = c
-            .get(key.as_str(), None)
-            .await
-            .map_err(|e| self.unreachable(causes(&e)))?;
-        self.reachable();
-        Ok(resp.kvs().first().and_then(|kv| {
-            self.settings
-                .seal
-                .open(&key, kv.value())
-                .map(str::to_string)
-        }))
+        Ok(self.get_opened(&key).await?.and_then(|(v, _)| v))
     }
 
     /// Group `group`'s newest term as the fleet recorded it (a value not
     /// sealed with the fleet's secret is ignored).
     pub async fn failover_term(&self, group: &str) -> Result<Option<Term>, FleetError> {
-        let mut c = self.client().await?;
         let key = self.keys.failover_term(group);
-        let resp = c
-            .get(key.as_str(), None)
-            .await
-            .map_err(|e| self.unreachable(causes(&e)))?;
-        self.reachable();
-        let Some(kv) = resp.kvs().first() else {
+        let Some((opened, revision)) = self.get_opened(&key).await? else {
             return Ok(None);
         };
-        let opened = self.settings.seal.open(&key, kv.value());
-        self.note_ignored(&key, opened.is_none());
         // A value no member sealed (or that does not read) counts as term
         // 0 at its revision: ignored, and overwritten by the next record.
         let term = opened.and_then(|v| {
@@ -138,7 +119,7 @@ impl Fleet {
         Ok(Some(Term {
             term,
             primary,
-            revision: kv.mod_revision(),
+            revision,
         }))
     }
 

@@ -451,17 +451,30 @@ impl Fleet {
     /// An intent's value and revision as etcd has it now (not as this
     /// instance last saw it).
     pub async fn get(&self, intent: &Intent) -> Result<Option<(String, i64)>, FleetError> {
-        let mut client = self.client().await?;
         let key = self.keys.intent(intent);
+        Ok(self
+            .get_opened(&key)
+            .await?
+            .and_then(|(v, rev)| v.map(|v| (v, rev))))
+    }
+
+    /// A key's value as etcd has it now, opened with the fleet's seal
+    /// (None inside: there, but not sealed by a member, and noted as
+    /// ignored), and its revision.
+    pub(crate) async fn get_opened(
+        &self,
+        key: &str,
+    ) -> Result<Option<(Option<String>, i64)>, FleetError> {
+        let mut client = self.client().await?;
         let resp = client
-            .get(key.as_str(), None)
+            .get(key, None)
             .await
             .map_err(|e| self.unreachable(causes(&e)))?;
         self.reachable();
-        Ok(resp.kvs().first().and_then(|kv| {
-            let value = self.settings.seal.open(&key, kv.value());
-            self.note_ignored(&key, value.is_none());
-            value.map(|v| (v.to_string(), kv.mod_revision()))
+        Ok(resp.kvs().first().map(|kv| {
+            let value = self.settings.seal.open(key, kv.value()).map(str::to_string);
+            self.note_ignored(key, value.is_none());
+            (value, kv.mod_revision())
         }))
     }
 
