@@ -15,6 +15,32 @@ use std::time::{Duration, Instant};
 /// server's read-only error).
 const DRAIN: Duration = Duration::from_secs(5);
 
+/// Just over InnoDB's 100 ms floor between refreshes of INNODB_TRX.
+const INNODB_TRX_REFRESH: Duration = Duration::from_millis(110);
+
+/// The transactions InnoDB's monitor output (`SHOW ENGINE INNODB
+/// STATUS`, MariaDB or MySQL) lists as active, prepared ones included;
+/// None when the output was cut short (a very long list) or has no
+/// transactions section, so it cannot say.
+fn active_transactions(status: &str) -> Option<u64> {
+    let at = status.find("\nLIST OF TRANSACTIONS FOR EACH SESSION:")?;
+    if !status.contains("END OF INNODB MONITOR OUTPUT") {
+        return None;
+    }
+    let list = &status[at..];
+    let list = &list[..list.find("\n--------\n").unwrap_or(list.len())];
+    let mut n = 0;
+    for line in list.lines() {
+        if line.contains("more transactions not shown") {
+            return None;
+        }
+        if line.starts_with("---TRANSACTION ") && line.contains(", ACTIVE") {
+            n += 1;
+        }
+    }
+    Some(n)
+}
+
 impl Task {
     pub(crate) async fn switchover(&mut self, to: Option<String>) -> Result<String, String> {
         let g = self.group.clone();
@@ -123,29 +149,48 @@ impl Task {
     }
 
     /// Waits (up to DRAIN) until no transaction is open on the old
-    /// primary `li` but the task's own: none can start there any more, and
-    /// one still open when it turns read-only would fail at its next
-    /// write. The server's own list (information_schema.INNODB_TRX, which
-    /// needs PROCESS); without it, until sextant's sessions hold none of
-    /// its connections.
+    /// primary `li`: none can start there any more, and one still open
+    /// when it turns read-only would fail at its next write.
+    ///
+    /// The server's live list is `SHOW ENGINE INNODB STATUS` (needs
+    /// PROCESS). information_schema.INNODB_TRX is a cache that InnoDB
+    /// refreshes only when it was last read more than 100 ms before:
+    /// polled any faster it never changes, and the drain always ran to
+    /// its bound. It is the fallback (read at that spacing) when the
+    /// status cannot be read or was cut short; without either, until
+    /// sextant's sessions hold none of the server's connections.
     async fn drain(&mut self, li: usize, started: Instant) {
         const OPEN: &str = "SELECT COUNT(*) FROM information_schema.INNODB_TRX \
                             WHERE trx_mysql_thread_id <> CONNECTION_ID()";
         let old = self.member(li).clone();
         while started.elapsed() < DRAIN {
-            let open = match self.query(li, OPEN).await {
-                Ok(rows) => first_cell(&rows)
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .unwrap_or(0),
-                Err(_) => {
-                    let st = old.stats();
-                    st.open.saturating_sub(st.idle + st.pipes) as u64
+            let live = match self.query(li, "SHOW ENGINE INNODB STATUS").await {
+                Ok(rows) => rows
+                    .first()
+                    .and_then(|r| r.get(2))
+                    .and_then(|s| s.as_deref())
+                    .and_then(active_transactions),
+                Err(_) => None,
+            };
+            let (open, pause) = match live {
+                Some(n) => (n, Duration::from_millis(2)),
+                None => {
+                    let n = match self.query(li, OPEN).await {
+                        Ok(rows) => first_cell(&rows)
+                            .and_then(|n| n.parse::<u64>().ok())
+                            .unwrap_or(0),
+                        Err(_) => {
+                            let st = old.stats();
+                            st.open.saturating_sub(st.idle + st.pipes) as u64
+                        }
+                    };
+                    (n, INNODB_TRX_REFRESH)
                 }
             };
             if open == 0 {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(pause).await;
         }
     }
 
@@ -156,5 +201,51 @@ impl Task {
             self.member(li).health.set_writable(true);
         }
         self.unfence(li);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::active_transactions;
+
+    const HEAD: &str = "=====================================\n\
+        2026-11-29 13:50:01 0x7f3a INNODB MONITOR OUTPUT\n\
+        ------------\nTRANSACTIONS\n------------\nTrx id counter 21733\n\
+        History list length 2\nLIST OF TRANSACTIONS FOR EACH SESSION:\n";
+    const TAIL: &str = "--------\nFILE I/O\n--------\nPending flushes (fsync): 0\n\
+        ----------------------------\nEND OF INNODB MONITOR OUTPUT\n\
+        ============================\n";
+
+    fn status(list: &str) -> String {
+        format!("{HEAD}{list}{TAIL}")
+    }
+
+    #[test]
+    fn counts_active_and_prepared_not_idle_sessions() {
+        let s = status(
+            "---TRANSACTION (0x7f3a901c6380), ACTIVE 0 sec\n\
+             0 lock struct(s), heap size 1128, 0 row lock(s)\n\
+             MariaDB thread id 155, OS thread handle 1, query id 28433 127.0.0.1 app\n\
+             ---TRANSACTION (0x7f3a901c5880), not started\n\
+             0 lock struct(s), heap size 1128, 0 row lock(s)\n\
+             ---TRANSACTION 421, ACTIVE (PREPARED) 3 sec\n\
+             ---TRANSACTION 422, ACTIVE 2 sec starting index read\n\
+             mysql tables in use 1, locked 1\nLOCK WAIT 2 lock struct(s)\n",
+        );
+        assert_eq!(active_transactions(&s), Some(3));
+        let idle = status("---TRANSACTION (0x1), not started\n---TRANSACTION (0x2), not started\n");
+        assert_eq!(active_transactions(&idle), Some(0));
+    }
+
+    #[test]
+    fn cut_short_or_missing_says_nothing() {
+        let more = status("---TRANSACTION 1, ACTIVE 0 sec\n--- 12 more transactions not shown\n");
+        assert_eq!(active_transactions(&more), None);
+        let cut = format!("{HEAD}---TRANSACTION 1, ACTIVE 0 sec\n");
+        assert_eq!(active_transactions(&cut), None);
+        assert_eq!(active_transactions("Empty set"), None);
+        // "ACTIVE" in a later section does not count.
+        let later = format!("{HEAD}---TRANSACTION (0x1), not started\n--------\nFILE I/O\n---TRANSACTION 9, ACTIVE 1 sec\n----------------------------\nEND OF INNODB MONITOR OUTPUT\n");
+        assert_eq!(active_transactions(&later), Some(0));
     }
 }
