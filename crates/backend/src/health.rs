@@ -67,6 +67,11 @@ pub struct Health {
     /// Failed monitor checks so far: a statement that began before the
     /// latest one is waiting on a server found down.
     down_epoch: AtomicU32,
+    /// Times a failover or switchover replaced this server as its
+    /// group's primary, and the term of the latest: a connection opened
+    /// before then may still hold a transaction of the old primary's.
+    replacements: AtomicU32,
+    replaced_term: AtomicU64,
     /// The server's max_prepared_stmt_count as the monitor last read it
     /// (0: not known yet).
     stmt_limit: AtomicU32,
@@ -127,6 +132,8 @@ impl Health {
             heartbeat_applied_us: AtomicI64::new(0),
             lag_ms: AtomicI64::new(-1),
             down_epoch: AtomicU32::new(0),
+            replacements: AtomicU32::new(0),
+            replaced_term: AtomicU64::new(0),
             stmt_limit: AtomicU32::new(0),
             packet_limit: AtomicU32::new(0),
             outstanding: AtomicU32::new(0),
@@ -197,6 +204,26 @@ impl Health {
     #[inline]
     pub fn down_epoch(&self) -> u32 {
         self.down_epoch.load(Ordering::Relaxed)
+    }
+
+    /// This server, a primary, was replaced by term `term`'s: every
+    /// connection opened before now is closed at its next use, so that no
+    /// transaction begun there goes on (or commits) once it may be
+    /// writable again (a frozen server that resumes).
+    pub fn mark_replaced(&self, term: u64) {
+        self.replaced_term.store(term, Ordering::Relaxed);
+        self.replacements.fetch_add(1, Ordering::Release);
+    }
+
+    /// See [`Health::mark_replaced`]; connections stamp it when opened.
+    #[inline]
+    pub fn replacements(&self) -> u32 {
+        self.replacements.load(Ordering::Acquire)
+    }
+
+    /// The term that replaced this server last (0: never).
+    pub fn replaced_term(&self) -> u64 {
+        self.replaced_term.load(Ordering::Relaxed)
     }
 
     #[inline]

@@ -382,7 +382,7 @@ impl Server {
                 continue;
             }
             if let Some(mut c) = self.take_idle(user, flavor) {
-                if c.created.elapsed() > self.settings.max_lifetime {
+                if c.created.elapsed() > self.settings.max_lifetime || self.replaced_since(&c) {
                     self.discard(c);
                     continue;
                 }
@@ -434,6 +434,13 @@ impl Server {
             waited = true;
             self.wait_turn(notified, deadline).await?;
         }
+    }
+
+    /// Whether `c` was opened before a failover or switchover replaced
+    /// this server as its group's primary.
+    #[inline]
+    pub fn replaced_since(&self, c: &BackendConn) -> bool {
+        c.replacements != self.health.replacements()
     }
 
     /// Closes `c` and opens a new connection in its place (its slot in the
@@ -491,6 +498,7 @@ impl Server {
         match Box::pin(BackendConn::connect(&p)).await {
             Ok(mut c) => {
                 c.max_prepared = self.stmt_cap();
+                c.replacements = self.health.replacements();
                 self.connects.fetch_add(1, Ordering::Relaxed);
                 self.health.set_reachable(true);
                 self.health.note_version(&c.server_version);

@@ -39,7 +39,30 @@ pub struct Replica {
     /// It was acknowledging the primary's commits (semi-sync replica
     /// side on and connected) when the primary was last seen answering.
     pub acked: bool,
+    /// How long its IO thread, connected or not, has received nothing
+    /// from the primary (neither an event nor a heartbeat), as far as
+    /// sextant's checks saw.
+    pub silent_ms: u64,
+    /// Its `MASTER_HEARTBEAT_PERIOD` (0: none): an idle primary that
+    /// answers sends a heartbeat this often.
+    pub heartbeat_ms: u64,
 }
+
+impl Replica {
+    /// Whether it still hears from the primary: its IO thread is
+    /// connected and has received something within three heartbeat
+    /// periods. A frozen primary (SIGSTOP, a hung machine) keeps its TCP
+    /// connections open, so the IO thread says Yes until
+    /// slave_net_timeout; the missing heartbeats say it much sooner.
+    pub fn hears_primary(&self) -> bool {
+        self.io_connected
+            && (self.heartbeat_ms == 0 || self.silent_ms < SILENT_HEARTBEATS * self.heartbeat_ms)
+    }
+}
+
+/// Heartbeat periods without anything received after which a connected
+/// replica counts as having lost the primary.
+pub const SILENT_HEARTBEATS: u64 = 3;
 
 /// The monitor's view of the group at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +142,7 @@ pub fn decide(view: &View, after_ms: u64) -> Decision {
     if answering.is_empty() {
         return Decision::Refuse("no replica answers sextant".into());
     }
-    if let Some(r) = answering.iter().find(|r| r.io_connected) {
+    if let Some(r) = answering.iter().find(|r| r.hears_primary()) {
         return Decision::Wait(format!(
             "replica {} is still connected to the primary: the primary may be cut off from sextant only",
             r.addr
@@ -219,6 +242,8 @@ mod tests {
             received: g(received),
             applied: g(applied),
             acked: false,
+            silent_ms: 0,
+            heartbeat_ms: 0,
         }
     }
 
@@ -279,6 +304,55 @@ mod tests {
                 Box::new(
                     |d| matches!(d, Decision::Wait(w) if w.contains("b:1 is still connected")),
                 ),
+            ),
+            (
+                "a connected replica that hears no heartbeat: the primary is frozen",
+                view(
+                    9_000,
+                    vec![
+                        a.clone(),
+                        Replica {
+                            io_connected: true,
+                            heartbeat_ms: 1_000,
+                            silent_ms: 3_000,
+                            ..b.clone()
+                        },
+                    ],
+                ),
+                Box::new(|d| *d == promote("b:1", "0-1-120", &["a:1"])),
+            ),
+            (
+                "a connected replica whose heartbeats are late but not missing",
+                view(
+                    9_000,
+                    vec![
+                        a.clone(),
+                        Replica {
+                            io_connected: true,
+                            heartbeat_ms: 1_000,
+                            silent_ms: 2_999,
+                            ..b.clone()
+                        },
+                    ],
+                ),
+                Box::new(
+                    |d| matches!(d, Decision::Wait(w) if w.contains("b:1 is still connected")),
+                ),
+            ),
+            (
+                "without heartbeats a connected replica always counts as hearing",
+                view(
+                    9_000,
+                    vec![
+                        a.clone(),
+                        Replica {
+                            io_connected: true,
+                            silent_ms: 600_000,
+                            ..b.clone()
+                        },
+                    ],
+                ),
+                Box::new(|d| matches!(d, Decision::Wait(_))),
             ),
             (
                 "replicas that do not answer neither vote nor count",

@@ -80,6 +80,9 @@ pub(crate) struct Task {
     pub(crate) fenced: Vec<bool>,
     /// Acknowledging semi-sync commits when the primary last answered.
     acked: Vec<bool>,
+    /// Per replica, while the primary fails: what its IO thread had
+    /// received (heartbeats, position) and since when (clock ms).
+    heard: Vec<Option<(u64, Vec<Gtid>, u64)>>,
     /// Where the current term's primary began (its GTID position when it
     /// was promoted): an old primary holding more has diverged.
     pub(crate) promoted_at: Vec<Gtid>,
@@ -100,6 +103,10 @@ pub(crate) struct Probe {
     pub(crate) received: Vec<Gtid>,
     pub(crate) applied: Vec<Gtid>,
     pub(crate) semi_sync_on: bool,
+    /// Heartbeats its IO thread received (`Slave_received_heartbeats`).
+    pub(crate) heartbeats: u64,
+    /// `Slave_heartbeat_period`, in ms (0: none).
+    pub(crate) heartbeat_ms: u64,
 }
 
 /// Runs the failover of `group` forever.
@@ -112,6 +119,7 @@ pub async fn run(group: Arc<Group>, s: FailoverSettings) {
         leader: None,
         fenced: vec![false; n],
         acked: vec![false; n],
+        heard: vec![None; n],
         promoted_at: Vec::new(),
         terms_read: false,
         last_failure: None,
@@ -280,6 +288,12 @@ impl Task {
                 .and_then(|c| rows.first().and_then(|r| r.get(c)).cloned().flatten())
         };
         let io = col("Slave_IO_Running");
+        let heartbeats = col("Slave_received_heartbeats")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        let heartbeat_ms = col("Slave_heartbeat_period")
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0, |s| (s * 1000.0) as u64);
         let io_pos = list(col("Gtid_IO_Pos").as_deref());
         let semi = if self.s.semi_sync {
             "(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
@@ -301,7 +315,26 @@ impl Task {
             received: merge(&io_pos, &slave),
             applied: merge(&binlog, &slave),
             semi_sync_on: field(2).is_some_and(|v| v.eq_ignore_ascii_case("ON")),
+            heartbeats,
+            heartbeat_ms,
         })
+    }
+
+    /// How long replica `i` has received nothing from the primary, by
+    /// this probe and those before it in this failure (its first counts
+    /// as having just heard: the silence before sextant looked is not
+    /// known).
+    fn silence(&mut self, i: usize, p: &Probe) -> u64 {
+        let now = sextant_backend::clock_ms();
+        match &self.heard[i] {
+            Some((hb, pos, since)) if *hb == p.heartbeats && *pos == p.received => {
+                now.saturating_sub(*since)
+            }
+            _ => {
+                self.heard[i] = Some((p.heartbeats, p.received.clone(), now));
+                0
+            }
+        }
     }
 
     /// One round: follow the primary, fence and rejoin old primaries,
@@ -365,6 +398,7 @@ impl Task {
             self.leader_down = true;
         }
         if failing == 0 {
+            self.heard.iter_mut().for_each(|h| *h = None);
             if self.s.semi_sync {
                 for i in self.replicas(li) {
                     let on = self.probe(i).await.is_ok_and(|p| p.semi_sync_on);
@@ -378,6 +412,7 @@ impl Task {
         for i in self.replicas(li) {
             let probe = self.probe(i).await;
             let p = probe.as_ref().ok().cloned().unwrap_or_default();
+            let silent_ms = self.silence(i, &p);
             replicas.push(Replica {
                 addr: self.member(i).addr.to_string(),
                 answers: probe.is_ok(),
@@ -386,6 +421,8 @@ impl Task {
                 received: p.received,
                 applied: p.applied,
                 acked: self.acked[i],
+                silent_ms,
+                heartbeat_ms: p.heartbeat_ms,
             });
         }
         let view = View {
@@ -551,6 +588,9 @@ impl Task {
             if i != pi && m.health.writable() {
                 tracing::warn!(group = %self.group.name, server = %m.addr, term, primary = %addr, "writable, but not the primary of the group's newest term: fenced");
                 self.fence(i, term);
+                if m.health.replaced_term() < term {
+                    m.health.mark_replaced(term);
+                }
             }
         }
         self.leader = Some(pi);

@@ -27,6 +27,15 @@ fn quoted(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
 }
 
+/// The heartbeat period (seconds, as CHANGE MASTER takes it) for
+/// replicas that sextant points at a primary: enough heartbeats within
+/// `failover_after_ms` that their silence tells a frozen primary from a
+/// quiet one (see `Replica::hears_primary`); at most 1 s.
+pub(crate) fn heartbeat_period(after_ms: u64) -> String {
+    let ms = (after_ms / (2 * crate::failover::SILENT_HEARTBEATS)).clamp(100, 1000);
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
 /// `host:port` as CHANGE MASTER takes it (a Unix socket cannot be
 /// replicated from).
 fn host_port(addr: &str) -> Option<(String, u16)> {
@@ -188,6 +197,9 @@ impl Task {
             self.unfence(old);
             return Err(e);
         }
+        // Sessions still holding its connections (a transaction there)
+        // are told it is gone at their next statement.
+        self.member(old).health.mark_replaced(term);
         g.ha.see_term(term);
         if let Some(co) = self.s.coordinator.clone() {
             let base = recorded.map_or(0, |r| r.1);
@@ -227,8 +239,10 @@ impl Task {
             FailoverError::Step(format!("{addr} is not host:port; repoint it by hand"))
         })?;
         let change = format!(
-            "CHANGE MASTER TO MASTER_HOST = {}, MASTER_PORT = {port}, MASTER_USE_GTID = slave_pos",
-            quoted(&host)
+            "CHANGE MASTER TO MASTER_HOST = {}, MASTER_PORT = {port}, MASTER_USE_GTID = slave_pos, \
+             MASTER_HEARTBEAT_PERIOD = {}",
+            quoted(&host),
+            heartbeat_period(self.s.after_ms)
         );
         self.exec(r, &["STOP SLAVE", &change, "START SLAVE"]).await
     }
@@ -269,10 +283,12 @@ impl Task {
         })?;
         let change = format!(
             "CHANGE MASTER TO MASTER_HOST = {}, MASTER_PORT = {port}, MASTER_USER = {}, \
-             MASTER_PASSWORD = {}, MASTER_USE_GTID = current_pos, MASTER_CONNECT_RETRY = 1",
+             MASTER_PASSWORD = {}, MASTER_USE_GTID = current_pos, MASTER_CONNECT_RETRY = 1, \
+             MASTER_HEARTBEAT_PERIOD = {}",
             quoted(&host),
             quoted(&user),
-            quoted(&password)
+            quoted(&password),
+            heartbeat_period(self.s.after_ms)
         );
         let mut steps = vec!["STOP SLAVE".to_string()];
         if self.s.semi_sync {
@@ -300,5 +316,12 @@ mod tests {
         assert_eq!(host_port("10.0.0.1:3306"), Some(("10.0.0.1".into(), 3306)));
         assert_eq!(host_port("[::1]:3307"), Some(("::1".into(), 3307)));
         assert_eq!(host_port("/run/mysqld.sock"), None);
+    }
+
+    #[test]
+    fn heartbeats_fit_three_times_in_failover_after_ms() {
+        assert_eq!(heartbeat_period(3000), "0.500");
+        assert_eq!(heartbeat_period(500), "0.100");
+        assert_eq!(heartbeat_period(600_000), "1.000");
     }
 }

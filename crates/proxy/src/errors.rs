@@ -25,6 +25,11 @@ pub const ER_SEXTANT_CONFIG: u16 = 9006;
 pub const ER_SEXTANT_FLEET: u16 = 9007;
 /// A planned switchover (the admin port's SWITCHOVER GROUP) was not done.
 pub const ER_SEXTANT_SWITCHOVER: u16 = 9008;
+/// The session's transaction (or other state held on one connection) was
+/// on a primary that a failover or switchover replaced: it is gone.
+/// SQLSTATE 40001, as for a deadlock: applications retry such a
+/// transaction from its start.
+pub const ER_SEXTANT_FAILED_OVER: u16 = 9009;
 pub const ER_WRONG_VALUE_FOR_VAR: u16 = 1231;
 
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
@@ -207,6 +212,14 @@ pub enum SessionError {
     Fleet(String),
     #[error(transparent)]
     Backend(#[from] BackendError),
+    #[error("sextant: the session's {what} on {addr} is gone: that server was replaced as group {group}'s primary (term {term}); nothing of this statement ran{retry}")]
+    FailedOver {
+        group: String,
+        addr: String,
+        term: u64,
+        what: &'static str,
+        retry: &'static str,
+    },
     #[error("sextant lost its connection to server {addr} during the statement ({reason}); it may or may not have run, and was not retried")]
     BackendLost { addr: String, reason: String },
 }
@@ -245,6 +258,7 @@ impl SessionError {
             UnknownCommand(_) => (ER_UNKNOWN_COM_ERROR, "08S01", msg),
             UnknownStatement { .. } => (ER_UNKNOWN_STMT_HANDLER, "HY000", msg),
             BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
+            FailedOver { .. } => (ER_SEXTANT_FAILED_OVER, "40001", msg),
             PrimaryUnreachable { .. } => (ER_SEXTANT_NO_BACKEND, "HY000", msg),
             NoPrimary { .. } | PrimaryInMaintenance { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
             ReloadRefused(_) | PushRefused(_) => (ER_SEXTANT_CONFIG, "HY000", msg),

@@ -187,6 +187,9 @@ pub struct BackendConn {
     /// for its borrower: it may have been closed by the server meanwhile
     /// (a KILL, wait_timeout), which says nothing about the server.
     pub from_pool: bool,
+    /// Its server's [`crate::Health::replacements`] when it was opened:
+    /// a connection of a primary since replaced is never used again.
+    pub replacements: u32,
     /// The thread whose runtime the socket is registered with
     /// (`thread::thread_slot`): its readiness events wake that thread.
     pub home: usize,
@@ -262,6 +265,7 @@ impl BackendConn {
             created: Instant::now(),
             last_used: Instant::now(),
             from_pool: false,
+            replacements: 0,
             home: crate::thread::thread_slot(),
             stmt_epoch: 0,
             stmts: HashMap::default(),

@@ -82,6 +82,7 @@ impl Session {
     }
 
     async fn attach_once(&mut self, target: Target) -> Result<(), SessionError> {
+        self.drop_replaced()?;
         if target == Target::Replica {
             self.fleet_need().await;
         }
@@ -195,6 +196,41 @@ impl Session {
         tracing::trace!(parent: &self.span, server = %server.addr, "attached");
         self.binding = Binding::Direct(Lease::new(server, conn));
         self.sync_attached().await
+    }
+
+    /// A held connection of a primary that a failover or switchover has
+    /// replaced since it was opened is closed, unused: whatever the
+    /// session began there (a transaction, locks, temporary tables) must
+    /// not go on, or commit, on a server that may take writes again (a
+    /// frozen one that resumes) and whose writes the new primary never
+    /// gets. A session that held nothing there just moves on; one that
+    /// did is told its state is gone (the transaction rolled back).
+    fn drop_replaced(&mut self) -> Result<(), SessionError> {
+        let Some(a) = self.binding.direct() else {
+            return Ok(());
+        };
+        if !a.server.replaced_since(a.conn()) {
+            return Ok(());
+        }
+        let (server, in_trx, pinned) = (a.server.clone(), self.in_transaction(), self.pinned());
+        tracing::info!(parent: &self.span, server = %server.addr, in_transaction = in_trx, "a connection of a replaced primary: closed");
+        self.detach_discard();
+        if !pinned {
+            return Ok(());
+        }
+        Err(SessionError::FailedOver {
+            group: self.group.name.to_string(),
+            addr: server.addr.to_string(),
+            term: server.health.replaced_term(),
+            what: match in_trx {
+                true => "transaction (rolled back)",
+                false => "state held on one connection (locks, temporary tables)",
+            },
+            retry: match in_trx {
+                true => "; run the transaction again",
+                false => "",
+            },
+        })
     }
 
     /// A server for a read by the balancing policy, among those that have

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod bank;
+pub mod failover;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,0 +1,261 @@
+//! failover = "auto" beyond a clean kill, on a lab of its own (it freezes
+//! and kills the lab's servers): a semi-sync group whose replicas stopped
+//! acknowledging is not failed over (a commit acknowledged before then may
+//! be on no replica); a frozen primary (SIGSTOP: its connections stay
+//! open, so replicas still say they are connected) is replaced once the
+//! replicas stop hearing its heartbeats, a transaction left open on it is
+//! told it was rolled back, and when it resumes it takes no write through
+//! sextant and is fenced.
+
+mod common;
+use common::failover::*;
+use common::*;
+use mysql::prelude::Queryable;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+#[test]
+fn semi_sync_without_acknowledging_replicas_and_a_frozen_primary() {
+    no_failover_when_no_replica_was_acknowledging();
+    a_frozen_primary_is_replaced_and_fenced_when_it_resumes();
+}
+
+/// Sets the semi-sync replica side of the lab's replicas (`ports` minus
+/// the primary) and reconnects their IO threads so the primary sees it.
+fn replicas_acknowledge(ports: &[u16], primary: u16, on: bool) {
+    for p in ports.iter().filter(|p| **p != primary) {
+        let v = if on { "ON" } else { "OFF" };
+        direct(*p)
+            .query_drop(format!(
+                "SET GLOBAL rpl_semi_sync_slave_enabled = {v}; STOP SLAVE IO_THREAD; START SLAVE IO_THREAD"
+            ))
+            .unwrap();
+    }
+    let want = if on { 2 } else { 0 };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let n: Option<(String, u64)> = direct(primary)
+            .query_first("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'")
+            .unwrap();
+        if n.as_ref().map(|(_, n)| *n) == Some(want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "semi-sync clients: {n:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// With `semi_sync = true`, the group's primary dies while no replica was
+/// acknowledging its commits (it had fallen back to asynchronous
+/// replication): sextant refuses to promote, says why, and leaves every
+/// replica read-only. The primary's return ends the outage.
+fn no_failover_when_no_replica_was_acknowledging() {
+    let (lab, ports) = failover_lab();
+    let p = sextant_under_load_tables();
+    sync_with(&ports);
+    let primary = writable(&ports);
+    let pi = ports.iter().position(|x| *x == primary).unwrap();
+    replicas_acknowledge(&ports, primary, false);
+    // The failover task reads each replica's semi-sync state while the
+    // primary answers: a few rounds.
+    std::thread::sleep(Duration::from_secs(2));
+    let term = groups_row(&p)["term"].clone();
+    p.conn()
+        .query_drop("INSERT INTO fo_ledger (token, writer) VALUES (7000000001, 70)")
+        .unwrap();
+    kill_and_reap(&lab.dir, pi);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let g = loop {
+        let g = groups_row(&p);
+        if g["ha_state"] == "refused" {
+            break g;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not refused within 20 s: {g:?}\n{}",
+            p.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(g["term"], term, "{g:?}");
+    assert!(
+        g["detail"].contains("semi-sync") && g["detail"].contains("acknowledg"),
+        "{g:?}"
+    );
+    let refusals: u64 = g["refusals"].parse().unwrap();
+    assert!(refusals >= 1, "{g:?}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(groups_row(&p)["term"], term);
+    for port in ports.iter().filter(|x| **x != primary) {
+        let ro: i64 = direct(*port)
+            .query_first("SELECT @@read_only")
+            .unwrap()
+            .unwrap();
+        assert_eq!(ro, 1, "replica {port} was made writable");
+    }
+    // Back: the same primary, writable again, takes writes through
+    // sextant; the replicas acknowledge again for what follows.
+    restart_server_in(&lab.dir, pi);
+    wait_server_up(primary);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while p
+        .conn()
+        .query_drop("INSERT INTO fo_ledger (token, writer) VALUES (7000000002, 70)")
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "writes did not come back: {:?}\n{}",
+            groups_row(&p),
+            p.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(writable(&ports), primary);
+    direct(primary)
+        .query_drop("SET GLOBAL rpl_semi_sync_master_enabled = ON")
+        .unwrap();
+    replicas_acknowledge(&ports, primary, true);
+    sync_with(&ports);
+}
+
+/// SIGSTOP of the primary under load. Its replicas' IO threads stay
+/// connected (slave_net_timeout is a minute), but the heartbeats stop:
+/// sextant promotes. A client's transaction open on the frozen primary
+/// gets 9009 (rolled back by the failover) at its next statement. When
+/// the primary resumes, writable as it was, sextant sends it nothing,
+/// makes it read-only, and rejoins it or leaves it out as diverged; every
+/// write acknowledged through sextant is on the new primary.
+fn a_frozen_primary_is_replaced_and_fenced_when_it_resumes() {
+    let (_, ports) = failover_lab();
+    let p = sextant_under_load_tables();
+    sync_with(&ports);
+    let primary = writable(&ports);
+    let pi = ports.iter().position(|x| *x == primary).unwrap();
+    let old_addr = format!("127.0.0.1:{primary}");
+    let term0: u64 = groups_row(&p)["term"].parse().unwrap();
+    // A transaction open on the primary, idle when it freezes.
+    let mut open = p.conn();
+    open.query_drop("BEGIN").unwrap();
+    open.query_drop("INSERT INTO fo_ledger (token, writer) VALUES (8000000001, 80)")
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let seen = Mutex::new(Seen::default());
+    let (frozen_at, new_addr) = std::thread::scope(|s| {
+        let h = s.spawn(|| load(&p, 80, &stop, &seen));
+        let _stop = StopOnDrop(&stop);
+        std::thread::sleep(Duration::from_secs(1));
+        let stalled = stall_lab_server(pi);
+        let frozen_at = Instant::now();
+        let deadline = frozen_at + Duration::from_secs(30);
+        let g = loop {
+            let g = groups_row(&p);
+            if g["term"] == (term0 + 1).to_string() && !g["primary"].is_empty() {
+                break g;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "a frozen primary was not replaced within 30 s: {g:?}\n{}",
+                p.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        eprintln!(
+            "frozen primary replaced after {} ms: {}",
+            frozen_at.elapsed().as_millis(),
+            g["last_failover"]
+        );
+        assert_ne!(g["primary"], old_addr);
+        std::thread::sleep(Duration::from_secs(2));
+        // The transaction left on the frozen primary.
+        let e = open
+            .query_drop("INSERT INTO fo_ledger (token, writer) VALUES (8000000002, 80)")
+            .expect_err("a transaction of the replaced primary went on");
+        let (code, msg) = error_code(&e);
+        assert_eq!(code, 9009, "{e}");
+        assert!(
+            msg.contains("rolled back") && msg.contains(&old_addr),
+            "{msg}"
+        );
+        open.query_drop("ROLLBACK").unwrap();
+        open.query_drop("INSERT INTO fo_ledger (token, writer) VALUES (8000000003, 80)")
+            .unwrap();
+        // It resumes, writable, with the statements sextant had sent it
+        // before it froze still to read.
+        drop(stalled);
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        (frozen_at, g["primary"].clone())
+    });
+    let seen = seen.into_inner().unwrap();
+    let new = ports
+        .iter()
+        .position(|port| format!("127.0.0.1:{port}") == new_addr)
+        .expect("the new primary is a lab server");
+    let first_write = seen
+        .write_done
+        .iter()
+        .filter(|(start, _)| *start > frozen_at)
+        .map(|(_, done)| done.duration_since(frozen_at))
+        .min()
+        .expect("writes succeeded after the freeze");
+    eprintln!(
+        "frozen: first write {} ms after SIGSTOP; {} acknowledged, {} waited, {} unknown",
+        first_write.as_millis(),
+        seen.acked.len(),
+        seen.waited,
+        seen.unknown.len()
+    );
+    assert!(seen.read_errors.is_empty(), "{:?}", seen.read_errors);
+    assert!(seen.write_errors.is_empty(), "{:?}", seen.write_errors);
+    assert!(seen.unknown.len() <= 4, "{:?}", seen.unknown);
+    // Sextant makes it read-only and never routes to it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let state = loop {
+        let ro: i64 = direct(primary)
+            .query_first("SELECT @@read_only")
+            .unwrap()
+            .unwrap();
+        let (role, state) = backend_state(&p, &old_addr);
+        assert_ne!(role, "primary", "the resumed old primary is routed to");
+        match state {
+            None if role == "replica" && ro == 1 => break "rejoined".to_string(),
+            Some(s) if s.starts_with("diverged") && ro == 1 => break s,
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the resumed old primary was not fenced within 30 s: {role} {:?} read_only={ro}\n{}",
+            backend_state(&p, &old_addr).1,
+            p.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let e = app_direct(primary)
+        .query_drop("INSERT INTO fo_ledger (token, writer) VALUES (8000000004, 80)")
+        .expect_err("the old primary took a write");
+    assert_eq!(error_code(&e).0, 1290, "{e}");
+    let (_, on_new) = count(ports[new]);
+    let missing: Vec<&u64> = seen.acked.iter().filter(|t| !on_new.contains(t)).collect();
+    assert!(missing.is_empty(), "acknowledged writes lost: {missing:?}");
+    assert!(on_new.contains(&8000000003));
+    assert!(
+        !on_new.contains(&8000000001),
+        "the rolled-back transaction's row is on the new primary"
+    );
+    // Whatever the old primary holds beyond the new one was never
+    // acknowledged: writes told their outcome is unknown, or the
+    // rolled-back transaction's.
+    let (_, on_old) = count(primary);
+    let extra: Vec<&u64> = on_old
+        .difference(&on_new)
+        .filter(|t| !seen.unknown.contains(t) && **t != 8000000001)
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "the old primary holds acknowledged-looking rows: {extra:?} ({state})"
+    );
+    eprintln!("frozen: old primary {state}");
+}
