@@ -54,3 +54,20 @@ pub enum BackendError {
     #[error("no connection to {addr} within {ms} ms: the pool is full ({max} connections in use)")]
     PoolTimeout { addr: String, ms: u64, max: usize },
 }
+
+impl BackendError {
+    /// Opening a connection failed because the server could not be
+    /// reached or went away during the login (refused, timed out, closed,
+    /// reset): what a dead server, or a balancer in front of one that
+    /// accepts and closes, looks like. Nothing of a client's statement
+    /// was sent.
+    pub fn server_gone_at_open(&self) -> bool {
+        matches!(
+            self,
+            BackendError::Connect { .. }
+                | BackendError::ConnectTimeout { .. }
+                | BackendError::Closed { .. }
+                | BackendError::Io { .. }
+        )
+    }
+}

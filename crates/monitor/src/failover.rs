@@ -73,6 +73,9 @@ pub struct View {
     /// The group runs semi-synchronous replication: a commit was
     /// acknowledged only once a replica had received it.
     pub semi_sync: bool,
+    /// A member reported a MySQL (not MariaDB) version: its GTID sets,
+    /// replica status and statements are not the ones these rules read.
+    pub mysql: bool,
 }
 
 /// What to do.
@@ -126,6 +129,9 @@ pub(crate) fn show(list: &[Gtid]) -> String {
     v.join(",")
 }
 
+/// Why a group of MySQL servers is never failed over by sextant.
+pub const MYSQL_REFUSAL: &str = "the group's servers are MySQL: sextant fails over MariaDB GTID replication only; promote a replica with another tool (sextant follows it)";
+
 /// The decision for `view`, where the primary counts as failed after
 /// `after_ms` of failed checks.
 pub fn decide(view: &View, after_ms: u64) -> Decision {
@@ -137,6 +143,9 @@ pub fn decide(view: &View, after_ms: u64) -> Decision {
             "the primary has failed sextant's checks for {} ms of the {after_ms} ms failover_after_ms asks",
             view.primary_failing_ms
         ));
+    }
+    if view.mysql {
+        return Decision::Refuse(MYSQL_REFUSAL.into());
     }
     let answering: Vec<&Replica> = view.replicas.iter().filter(|r| r.answers).collect();
     if answering.is_empty() {
@@ -192,9 +201,14 @@ pub fn decide(view: &View, after_ms: u64) -> Decision {
         .copied()
         .max_by_key(|r| {
             let total: u64 = r.received.iter().map(|g| g.seq).sum();
-            // Ties: the first listed (a stable, configured order).
+            // Among those that received as much, the one with the least
+            // relay log left to apply (a replica far behind in applying
+            // would keep writes waiting while it catches up); then the
+            // first listed (a stable, configured order).
+            let applied: u64 = r.applied.iter().map(|g| g.seq).sum();
             (
                 total,
+                applied,
                 std::cmp::Reverse(answering.iter().position(|x| x.addr == r.addr)),
             )
         })
@@ -252,6 +266,7 @@ mod tests {
             primary_failing_ms: failing,
             replicas,
             semi_sync: false,
+            mysql: false,
         }
     }
 
@@ -353,6 +368,27 @@ mod tests {
                     ],
                 ),
                 Box::new(|d| matches!(d, Decision::Wait(_))),
+            ),
+            (
+                "as much received: the one with less left to apply",
+                view(
+                    9_000,
+                    vec![
+                        replica("a:1", "0-1-500", "0-1-20"),
+                        replica("b:1", "0-1-500", "0-1-490"),
+                    ],
+                ),
+                Box::new(|d| *d == promote("b:1", "0-1-500", &["a:1"])),
+            ),
+            (
+                "MySQL servers: refused, whatever the replicas say",
+                View {
+                    mysql: true,
+                    ..view(9_000, vec![a.clone(), b.clone()])
+                },
+                Box::new(
+                    |d| matches!(d, Decision::Refuse(w) if w.contains("MariaDB GTID replication only")),
+                ),
             ),
             (
                 "replicas that do not answer neither vote nor count",

@@ -136,6 +136,76 @@ pub async fn run(group: Arc<Group>, s: FailoverSettings) {
     }
 }
 
+/// How the task logs in to `server`.
+fn params<'a>(server: &'a Server, user: &'a str, password: &'a str) -> ConnectParams<'a> {
+    ConnectParams {
+        addr: &server.addr,
+        user,
+        password,
+        flavor: Flavor::new(0, 45),
+        timeout: server.settings.connect_timeout,
+        tls: server.settings.tls.as_ref(),
+        min_wait_timeout: None,
+        server_key: server.settings.server_key.as_deref(),
+    }
+}
+
+impl Task {
+    /// Runs `sql` on each of `members` at the same time (best effort: a
+    /// member that fails is left for the steps after to report). One
+    /// after another, each would add its own wait: MariaDB's `STOP SLAVE`
+    /// on a replica whose primary froze with the connection open waits
+    /// about 2 s for the IO thread.
+    pub(crate) async fn on_each_at_once(&mut self, members: &[usize], sql: &str) {
+        type Run = std::pin::Pin<
+            Box<dyn std::future::Future<Output = (usize, Option<BackendConn>)> + Send>,
+        >;
+        let mut runs: Vec<Option<Run>> = Vec::new();
+        for &i in members {
+            let conn = self.conns[i].take();
+            let server = self.group.members[i].clone();
+            let (user, password) = (self.s.user.clone(), self.s.password.clone());
+            let (budget, sql) = (self.budget(i), sql.to_string());
+            runs.push(Some(Box::pin(async move {
+                let run = async {
+                    let mut c = match conn {
+                        Some(c) => c,
+                        None => BackendConn::connect(&params(&server, &user, &password)).await?,
+                    };
+                    c.query_internal(&sql).await.map(|_| c)
+                };
+                match tokio::time::timeout(budget, run).await {
+                    Ok(Ok(c)) => (i, Some(c)),
+                    Ok(Err(e)) => {
+                        tracing::debug!(server = %server.addr, "{sql}: {e}");
+                        (i, None)
+                    }
+                    Err(_) => (i, None),
+                }
+            })));
+        }
+        let mut done = Vec::new();
+        std::future::poll_fn(|cx| {
+            for slot in runs.iter_mut() {
+                if let Some(run) = slot {
+                    if let std::task::Poll::Ready(v) = run.as_mut().poll(cx) {
+                        done.push(v);
+                        *slot = None;
+                    }
+                }
+            }
+            match runs.iter().all(Option::is_none) {
+                true => std::task::Poll::Ready(()),
+                false => std::task::Poll::Pending,
+            }
+        })
+        .await;
+        for (i, c) in done {
+            self.conns[i] = c;
+        }
+    }
+}
+
 /// The GTID positions in `a` and `b`, the newer per domain.
 pub(crate) fn merge(a: &[Gtid], b: &[Gtid]) -> Vec<Gtid> {
     let mut out: Vec<Gtid> = a.to_vec();
@@ -228,16 +298,7 @@ impl Task {
     ) -> Result<Vec<Vec<Option<String>>>, BackendError> {
         if self.conns[i].is_none() {
             let server = self.group.members[i].clone();
-            let p = ConnectParams {
-                addr: &server.addr,
-                user: &self.s.user,
-                password: &self.s.password,
-                flavor: Flavor::new(0, 45),
-                timeout: server.settings.connect_timeout,
-                tls: server.settings.tls.as_ref(),
-                min_wait_timeout: None,
-                server_key: server.settings.server_key.as_deref(),
-            };
+            let p = params(&server, &self.s.user, &self.s.password);
             self.conns[i] = Some(BackendConn::connect(&p).await?);
         }
         let Some(c) = self.conns[i].as_mut() else {
@@ -318,6 +379,14 @@ impl Task {
             heartbeats,
             heartbeat_ms,
         })
+    }
+
+    /// Whether a member reported a MySQL (not MariaDB) version.
+    pub(crate) fn mysql(&self) -> bool {
+        self.group
+            .members
+            .iter()
+            .any(|m| m.health.server_version().is_some_and(|v| !v.mariadb))
     }
 
     /// How long replica `i` has received nothing from the primary, by
@@ -429,6 +498,7 @@ impl Task {
             primary_failing_ms: failing,
             replicas,
             semi_sync: self.s.semi_sync,
+            mysql: self.mysql(),
         };
         let decision = decide(&view, self.s.after_ms);
         let name = g.name.to_string();

@@ -14,6 +14,7 @@
 mod error;
 pub mod failover;
 pub mod grants;
+pub mod gtid_set;
 pub mod ha;
 pub use error::FailoverError;
 mod promote;

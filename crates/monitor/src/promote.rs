@@ -75,6 +75,13 @@ impl Task {
         if self.last_failure.is_none() {
             tracing::warn!(group = %g.name, candidate = %addr, old = %self.member(old).addr, "failover: the primary failed {failing_ms} ms ago and the replicas lost it too");
         }
+        // The decision found that the candidate received all it will: the
+        // replicas stop receiving at once (a frozen primary makes each
+        // stop slow), and the candidate applies its relay log meanwhile.
+        let mut replicas = repoint.to_vec();
+        replicas.push(c);
+        self.on_each_at_once(&replicas, "STOP SLAVE IO_THREAD")
+            .await;
         match self.promote_steps(old, c, apply_to, repoint).await {
             Ok(done) => {
                 let summary = format!(
@@ -97,6 +104,9 @@ impl Task {
                 g.ha.set_state("healthy", "");
             }
             Err(e) => {
+                // Back to receiving from whatever primary they had (the
+                // candidate too, unless it was already made a primary).
+                self.on_each_at_once(&replicas, "START SLAVE").await;
                 let why = format!("promoting {addr} failed, retried each round: {e}");
                 if self.last_failure.as_deref() != Some(why.as_str()) {
                     tracing::error!(group = %g.name, "{why}");

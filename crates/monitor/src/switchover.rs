@@ -58,6 +58,9 @@ impl Task {
                 ))
             }
         }
+        if self.mysql() {
+            return Err(crate::failover::MYSQL_REFUSAL.into());
+        }
         let li = self.leader.ok_or("no primary is known")?;
         if self.member(li).health.unreachable_for_ms() > 0 {
             return Err(

@@ -27,6 +27,98 @@ fn a_cut_primary_is_kept_and_killed_ones_are_replaced() {
     planned_switchovers_hold_writes_and_lose_nothing();
     killed_primaries_are_replaced_fenced_and_rejoined();
     a_fleet_fails_over_once_and_never_without_etcd();
+    fleet_instances_that_see_different_things_do_not_promote();
+}
+
+/// Two instances of a fleet that disagree: one reaches the primary only
+/// through a gate that is then closed (to it the primary is dead), the
+/// other reaches it directly. Whichever decides, nothing is promoted: the
+/// replicas still hear the primary. The cut instance's writes fail naming
+/// the group, the other's go on, and the cut one's come back when the
+/// gate opens; the term never moves.
+fn fleet_instances_that_see_different_things_do_not_promote() {
+    let (_, ports) = failover_lab();
+    sync_with(&ports);
+    let primary = writable(&ports);
+    let gate = Gate::start(primary);
+    let etcd = Etcd::start();
+    let replicas: Vec<String> = ports
+        .iter()
+        .filter(|p| **p != primary)
+        .map(|p| format!("\"127.0.0.1:{p}\""))
+        .collect();
+    let group = |port: u16, id: &str| {
+        format!(
+            "[groups.main]\nprimary = \"127.0.0.1:{port}\"\nreplicas = [{}]\nprimary_wait_ms = 1500\n{GROUP}{}",
+            replicas.join(", "),
+            etcd.cluster("split", id)
+        )
+    };
+    let cut = Setup {
+        groups: Some(group(gate.port, "cut")),
+        ..Default::default()
+    }
+    .start();
+    let seeing = Setup {
+        groups: Some(group(primary, "seeing")),
+        ..Default::default()
+    }
+    .start();
+    for p in [&cut, &seeing] {
+        wait_healthy(p);
+    }
+    let term = groups_row(&seeing)["term"].clone();
+    gate.close();
+    let until = Instant::now() + Duration::from_secs(7);
+    let mut n = 0u64;
+    while Instant::now() < until {
+        n += 1;
+        seeing
+            .conn()
+            .exec_drop(
+                "INSERT INTO fo_ledger (token, writer) VALUES (?, 70)",
+                (9_500_000_000u64 + n,),
+            )
+            .expect("the instance that sees the primary writes on");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for p in [&cut, &seeing] {
+        let g = groups_row(p);
+        assert_eq!(g["term"], term, "promoted: {g:?}\n{}", p.logs());
+    }
+    let g = groups_row(&cut);
+    assert_eq!(g["ha_state"], "primary failing", "{g:?}");
+    let e = cut
+        .conn()
+        .exec_drop(
+            "INSERT INTO fo_ledger (token, writer) VALUES (?, 71)",
+            (9_600_000_000u64,),
+        )
+        .expect_err("a write through the cut instance");
+    assert_eq!(error_code(&e).0, 9001, "{e}");
+    assert!(e.to_string().contains("group main"), "{e}");
+    for port in ports.iter().filter(|p| **p != primary) {
+        let ro: i64 = direct(*port)
+            .query_first("SELECT @@read_only")
+            .unwrap()
+            .unwrap();
+        assert_eq!(ro, 1, "replica {port} was made writable");
+    }
+    gate.open();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cut
+        .conn()
+        .exec_drop(
+            "INSERT INTO fo_ledger (token, writer) VALUES (?, 71)",
+            (9_600_000_001u64,),
+        )
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "writes did not come back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(writable(&ports), primary);
+    assert_eq!(groups_row(&cut)["term"], term);
 }
 
 /// Two instances of a fleet: while etcd is down neither fails the dead

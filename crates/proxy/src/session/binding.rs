@@ -170,10 +170,7 @@ impl Session {
                 let p = self.primary_of(&group).await?;
                 let (p, c) = match self.borrow_from(&p).await {
                     Ok(c) => (p, c),
-                    Err(
-                        e @ (sextant_backend::BackendError::Connect { .. }
-                        | sextant_backend::BackendError::ConnectTimeout { .. }),
-                    ) => self.primary_failed(&group, &p, e).await?,
+                    Err(e) if e.server_gone_at_open() => self.primary_failed(&group, &p, e).await?,
                     Err(e) => return Err(e.into()),
                 };
                 self.binding = Binding::Direct(Lease::new(p, c));
@@ -181,10 +178,10 @@ impl Session {
             }
             // The group's primary does not answer: say which group (the
             // others are served).
-            Err(
-                e @ (sextant_backend::BackendError::Connect { .. }
-                | sextant_backend::BackendError::ConnectTimeout { .. }),
-            ) if target == Target::Primary || server.role() == Role::Primary => {
+            Err(e)
+                if e.server_gone_at_open()
+                    && (target == Target::Primary || server.role() == Role::Primary) =>
+            {
                 // (By target too: another session may have found it down
                 // since, and the group then has no primary at all.)
                 let (p, c) = self.primary_failed(&group, &server, e).await?;
@@ -513,10 +510,7 @@ impl Session {
         };
         match self.borrow_from(&p).await {
             Ok(c) => Ok((p, c)),
-            Err(
-                e2 @ (sextant_backend::BackendError::Connect { .. }
-                | sextant_backend::BackendError::ConnectTimeout { .. }),
-            ) => Err(SessionError::PrimaryUnreachable {
+            Err(e2) if e2.server_gone_at_open() => Err(SessionError::PrimaryUnreachable {
                 group: group.name.to_string(),
                 addr: p.addr.to_string(),
                 why: e2.to_string(),

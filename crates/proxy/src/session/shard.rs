@@ -203,10 +203,7 @@ impl Session {
         let server = self.primary_of(&group).await?;
         match self.borrow_from(&server).await {
             Ok(conn) => Ok(Lease::new(server, conn)),
-            Err(
-                e @ (sextant_backend::BackendError::Connect { .. }
-                | sextant_backend::BackendError::ConnectTimeout { .. }),
-            ) => {
+            Err(e) if e.server_gone_at_open() => {
                 let (p, c) = self.primary_failed(&group, &server, e).await?;
                 Ok(Lease::new(p, c))
             }

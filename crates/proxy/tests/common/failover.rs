@@ -248,3 +248,80 @@ pub fn writable(ports: &[u16]) -> u16 {
         })
         .expect("a writable server")
 }
+
+/// Rebuilds lab server `old` (an old primary left out as diverged) from
+/// `new`, as an operator would: its binary log reset, the test databases
+/// loaded from a consistent dump of `new` without logging them, its
+/// replication position set to the dump's. Sextant's next round finds it
+/// holding nothing the new primary lacks and rejoins it.
+pub fn rebuild_from(old: u16, new: u16) {
+    use std::process::{Command, Stdio};
+    let dump = Command::new("mariadb-dump")
+        .args([
+            "-h127.0.0.1",
+            &format!("-P{new}"),
+            "-udba",
+            "-pdbapass",
+            "--single-transaction",
+            "--gtid",
+            "--master-data=2",
+            "--databases",
+            "sextant_test",
+            "sextant",
+        ])
+        .output()
+        .expect("mariadb-dump");
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let text = String::from_utf8_lossy(&dump.stdout).to_string();
+    let gtid = text
+        .split("gtid_slave_pos='")
+        .nth(1)
+        .and_then(|t| t.split('\'').next())
+        .expect("the dump's GTID position")
+        .to_string();
+    direct(old)
+        .query_drop(
+            "STOP SLAVE; RESET SLAVE ALL; RESET MASTER; SET sql_log_bin = 0; \
+             DROP DATABASE IF EXISTS sextant_test; DROP DATABASE IF EXISTS sextant",
+        )
+        .unwrap();
+    let mut load = Command::new("mariadb")
+        .args([
+            "-h127.0.0.1",
+            &format!("-P{old}"),
+            "-udba",
+            "-pdbapass",
+            "--init-command=SET sql_log_bin = 0",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("mariadb");
+    {
+        use std::io::Write;
+        let mut stdin = load.stdin.take().expect("stdin");
+        stdin.write_all(&dump.stdout).expect("load the dump");
+    }
+    assert!(load.wait().expect("mariadb").success());
+    direct(old)
+        .exec_drop("SET GLOBAL gtid_slave_pos = ?", (gtid,))
+        .unwrap();
+}
+
+/// Waits (30 s at most) until sextant has `addr` back as a replica with no
+/// member state.
+pub fn wait_rejoined(p: &Proxy, addr: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while backend_state(p, addr) != ("replica".to_string(), None) {
+        assert!(
+            Instant::now() < deadline,
+            "{addr} was not rejoined: {:?}\n{}",
+            backend_state(p, addr),
+            p.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
