@@ -213,10 +213,15 @@ pub fn decide(view: &View, after_ms: u64) -> Decision {
             )
         })
         .expect("candidates is not empty");
+    // Errant replicas count too, for what they received from the
+    // primary: it may be acknowledged commits no other replica has.
     let behind: Vec<&str> = answering
         .iter()
-        .filter(|r| r.addr != best.addr && errant(r).is_empty())
-        .filter(|r| !covers(&best.received, &r.received) || !covers(&best.received, &r.applied))
+        .filter(|r| r.addr != best.addr)
+        .filter(|r| {
+            !covers(&best.received, &r.received)
+                || (errant(r).is_empty() && !covers(&best.received, &r.applied))
+        })
         .map(|r| r.addr.as_str())
         .collect();
     if !behind.is_empty() {
@@ -450,7 +455,7 @@ mod tests {
                 "errant transactions: never promoted, named, not repointed",
                 view(
                     9_000,
-                    vec![replica("e:1", "0-1-130", "0-1-130,7-5-3"), a.clone()],
+                    vec![replica("e:1", "0-1-90", "0-1-90,7-5-3"), a.clone()],
                 ),
                 Box::new(|d| match d {
                     Decision::Promote {
@@ -468,6 +473,16 @@ mod tests {
                     }
                     _ => false,
                 }),
+            ),
+            (
+                "an errant replica that received more than every clean one: refused",
+                view(
+                    9_000,
+                    vec![replica("e:1", "0-1-130", "0-1-130,7-5-3"), a.clone()],
+                ),
+                Box::new(
+                    |d| matches!(d, Decision::Refuse(w) if w.contains("lacks what e:1 holds")),
+                ),
             ),
             (
                 "every replica errant: refused",

@@ -13,6 +13,7 @@
 
 mod error;
 pub mod failover;
+pub mod failover_mysql;
 pub mod grants;
 pub mod gtid_set;
 pub mod ha;

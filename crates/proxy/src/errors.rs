@@ -220,6 +220,8 @@ pub enum SessionError {
         what: &'static str,
         retry: &'static str,
     },
+    #[error("sextant lost its connection to server {addr} inside a transaction ({reason}): the transaction is rolled back; this statement was not retried; run the transaction again")]
+    TransactionLost { addr: String, reason: String },
     #[error("sextant lost its connection to server {addr} during the statement ({reason}); it may or may not have run, and was not retried")]
     BackendLost { addr: String, reason: String },
 }
@@ -259,6 +261,7 @@ impl SessionError {
             UnknownStatement { .. } => (ER_UNKNOWN_STMT_HANDLER, "HY000", msg),
             BackendLost { .. } => (ER_SEXTANT_BACKEND_LOST, "HY000", msg),
             FailedOver { .. } => (ER_SEXTANT_FAILED_OVER, "40001", msg),
+            TransactionLost { .. } => (ER_SEXTANT_BACKEND_LOST, "40001", msg),
             PrimaryUnreachable { .. } => (ER_SEXTANT_NO_BACKEND, "HY000", msg),
             NoPrimary { .. } | PrimaryInMaintenance { .. } => (ER_SEXTANT_NO_PRIMARY, "HY000", msg),
             ReloadRefused(_) | PushRefused(_) => (ER_SEXTANT_CONFIG, "HY000", msg),

@@ -161,7 +161,24 @@ fn a_replica_far_behind_is_not_the_one_promoted() {
         ahead >= behind + 2000,
         "the lagging replica has {behind} rows, the other {ahead}"
     );
+    // A transaction open on the primary when it dies: its next
+    // statement (before the failover) is told it was rolled back.
+    let mut open = p.conn();
+    open.query_drop("BEGIN").unwrap();
+    open.query_drop("INSERT INTO fo_ledger (token, writer) VALUES (6100000001, 61)")
+        .unwrap();
     kill_and_reap(&lab.dir, pi);
+    let e = open
+        .query_drop("INSERT INTO fo_ledger (token, writer) VALUES (6100000002, 61)")
+        .expect_err("a transaction on a dead primary went on");
+    match &e {
+        mysql::Error::MySqlError(m) => {
+            assert_eq!((m.code, m.state.as_str()), (9003, "40001"), "{e}");
+            assert!(m.message.contains("the transaction is rolled back"), "{e}");
+        }
+        other => panic!("{other}"),
+    }
+    drop(open);
     let deadline = Instant::now() + Duration::from_secs(30);
     let g = loop {
         let g = groups_row(&p);
@@ -176,6 +193,7 @@ fn a_replica_far_behind_is_not_the_one_promoted() {
         std::thread::sleep(Duration::from_millis(50));
     };
     eprintln!("lagging replica: {}", g["last_failover"]);
+    assert!(!count(other).1.contains(&6100000001));
     assert_eq!(g["primary"], format!("127.0.0.1:{other}"), "{g:?}");
     sync_with(&[other, lagging]);
     let (_, on_lagging) = count(lagging);

@@ -381,13 +381,11 @@ impl Session {
             return Outcome::Reported;
         };
         let (server, pooled) = (a.server.clone(), a.conn().from_pool);
+        let in_trx = a.conn().in_transaction();
         self.detach_discard();
         let reason = e.to_string();
         Outcome::Failed(Box::new(Failure {
-            error: SessionError::BackendLost {
-                addr: server.addr.to_string(),
-                reason: reason.clone(),
-            },
+            error: self.lost_error(&server, &reason, in_trx),
             server,
             reason,
             started: false,
@@ -594,15 +592,37 @@ impl Session {
             Err(e @ RelayError::Server { .. }) => {
                 let server = a.server.clone();
                 let from_pool = a.conn().from_pool;
+                let in_trx = a.conn().in_transaction();
                 // The connection's state is unknown: it is closed, and the
                 // session's server-side state (transaction, pins) is gone.
                 self.detach_discard();
-                self.server_failed(&server, e, from_pool)
+                let mut o = self.server_failed(&server, e, from_pool)?;
+                if let Outcome::Failed(f) = &mut o {
+                    f.error = self.lost_error(&server, &f.reason, in_trx);
+                }
+                Ok(o)
             }
             Err(client) => {
                 self.detach_discard();
                 Err(client_failed(client))
             }
+        }
+    }
+
+    /// What the client is told when its statement's server connection
+    /// died: inside a transaction, by a statement that cannot end it, the
+    /// transaction is rolled back for certain (SQLSTATE 40001, so that it
+    /// is run again from its start); otherwise the outcome is unknown.
+    fn lost_error(&self, server: &Server, reason: &str, in_trx: bool) -> SessionError {
+        match in_trx && self.stmt.cannot_commit {
+            true => SessionError::TransactionLost {
+                addr: server.addr.to_string(),
+                reason: reason.to_string(),
+            },
+            false => SessionError::BackendLost {
+                addr: server.addr.to_string(),
+                reason: reason.to_string(),
+            },
         }
     }
 

@@ -253,6 +253,21 @@ impl Session {
             Box::pin(self.restore_last_insert_id()).await;
         }
         tracing::trace!(parent: &self.span, to = ?plan.target, rule = plan.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[at..p.len().min(at + 200)]));
+        // (Stored functions and triggers cannot commit.)
+        self.stmt.cannot_commit = !c.flags.contains(Flags::MULTI)
+            && matches!(
+                c.kind,
+                Kind::Select
+                    | Kind::Insert
+                    | Kind::Update
+                    | Kind::Delete
+                    | Kind::Replace
+                    | Kind::Rollback
+                    | Kind::Savepoint
+                    | Kind::Do
+                    | Kind::Show
+                    | Kind::Explain
+            );
         let retrack = match c.flags.contains(Flags::TRACKING) && c.kind == Kind::Set {
             true => self.tracking_set(&p[at..]),
             false => None,

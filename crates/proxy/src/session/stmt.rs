@@ -31,6 +31,11 @@ pub(super) struct Stmt {
     /// Session set-up: a primary that does not answer is not waited for
     /// (a replica serves it instead).
     pub setup: bool,
+    /// A text statement that cannot end a transaction (a plain read or
+    /// write, ROLLBACK, SAVEPOINT: not COMMIT, DDL, SET, CALL or several
+    /// statements): if its server connection dies inside a transaction,
+    /// the transaction is certainly rolled back, not of unknown outcome.
+    pub cannot_commit: bool,
 }
 
 impl Default for Stmt {
@@ -42,6 +47,7 @@ impl Default for Stmt {
             to_primary: false,
             mono: false,
             setup: false,
+            cannot_commit: false,
             wait: ReplicaWait::default(),
             writes_rows: false,
         }
