@@ -76,6 +76,10 @@ pub(crate) struct Task {
     conns: Vec<Option<BackendConn>>,
     /// The member that is the primary of the current term.
     pub(crate) leader: Option<usize>,
+    /// The leader's replacement count when it became the leader: a
+    /// change of leader it does not account for (another instance's
+    /// failover, or a tool's) marks the old one replaced here.
+    leader_replacements: u32,
     /// Old primaries kept out of writes and reads until they rejoin.
     pub(crate) fenced: Vec<bool>,
     /// Acknowledging semi-sync commits when the primary last answered.
@@ -117,6 +121,7 @@ pub async fn run(group: Arc<Group>, s: FailoverSettings) {
         s,
         conns: (0..n).map(|_| None).collect(),
         leader: None,
+        leader_replacements: 0,
         fenced: vec![false; n],
         acked: vec![false; n],
         heard: vec![None; n],
@@ -381,6 +386,24 @@ impl Task {
         })
     }
 
+    /// Makes member `now` the leader. When it replaces another that no
+    /// promotion here marked replaced (another instance promoted, or a
+    /// tool did), that one is marked now: this instance's sessions must
+    /// not go on with transactions begun there either.
+    pub(crate) fn set_leader(&mut self, now: Option<usize>) {
+        if let (Some(old), Some(new)) = (self.leader, now) {
+            let h = &self.member(old).health;
+            if old != new && h.replacements() == self.leader_replacements {
+                tracing::warn!(group = %self.group.name, old = %self.member(old).addr, new = %self.member(new).addr, "the primary changed: sessions' connections to the old one are closed at their next use");
+                h.mark_replaced(self.group.ha.term());
+            }
+        }
+        if now != self.leader {
+            self.leader_replacements = now.map_or(0, |i| self.member(i).health.replacements());
+        }
+        self.leader = now;
+    }
+
     /// Whether a member reported a MySQL (not MariaDB) version.
     pub(crate) fn mysql(&self) -> bool {
         self.group
@@ -411,7 +434,8 @@ impl Task {
     async fn round(&mut self) {
         let g = self.group.clone();
         if let Some(p) = g.primary() {
-            self.leader = g.members.iter().position(|m| Arc::ptr_eq(m, p));
+            let now = g.members.iter().position(|m| Arc::ptr_eq(m, p));
+            self.set_leader(now);
         }
         if let Some(req) = g.ha.take_switchover() {
             let outcome = self.switchover(req.to).await;
@@ -663,7 +687,7 @@ impl Task {
                 }
             }
         }
-        self.leader = Some(pi);
+        self.set_leader(Some(pi));
         self.group.follow();
     }
 

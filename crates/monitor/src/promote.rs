@@ -227,7 +227,7 @@ impl Task {
             }
         }
         self.promoted_at = at.clone();
-        self.leader = Some(c);
+        self.set_leader(Some(c));
         self.leader_down = false;
         let m = self.member(c).clone();
         m.health.set_reachable(true);

@@ -161,6 +161,16 @@ fn a_fleet_fails_over_once_and_never_without_etcd() {
         "/sextant/fo/failover/main/term",
         "999 127.0.0.1:1",
     );
+    // A transaction open on the primary through each instance.
+    let mut open: Vec<mysql::Conn> = fleet.iter().map(|p| p.conn()).collect();
+    for (i, c) in open.iter_mut().enumerate() {
+        c.query_drop("BEGIN").unwrap();
+        c.exec_drop(
+            "INSERT INTO fo_ledger (token, writer) VALUES (?, 51)",
+            (9_100_000_000u64 + term * 10 + i as u64,),
+        )
+        .unwrap();
+    }
     etcd.stop();
     kill_and_reap(&lab.dir, primary);
     std::thread::sleep(Duration::from_secs(8));
@@ -201,6 +211,15 @@ fn a_fleet_fails_over_once_and_never_without_etcd() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_ne!(new, old_addr);
+    // Both instances, the one that promoted and the other, tell the
+    // transaction it was on the replaced primary.
+    for (i, c) in open.iter_mut().enumerate() {
+        let e = c
+            .query_drop("INSERT INTO fo_ledger (token, writer) VALUES (9200000000, 51)")
+            .expect_err("a transaction on the replaced primary went on");
+        assert_eq!(error_code(&e).0, 9009, "instance {i}: {e}");
+    }
+    drop(open);
     for (i, p) in fleet.iter().enumerate() {
         p.conn()
             .exec_drop(
