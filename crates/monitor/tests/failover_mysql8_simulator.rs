@@ -10,18 +10,18 @@
 //! when the primary dies, says why, and sends no server a statement that
 //! changes replication or read_only.
 
+mod sim;
 use parking_lot::Mutex;
 use sextant_backend::{Group, PoolSettings, Role, Server, Topology};
 use sextant_monitor::failover::MYSQL_REFUSAL;
 use sextant_monitor::ha::{run, FailoverSettings};
 use sextant_monitor::{watch, Settings};
-use sextant_protocol::codec::{parse_header, write_packet};
-use sextant_protocol::handshake::InitialHandshake;
 use sextant_protocol::packets::{coltype, write_err, write_simple_ok, write_text_resultset};
+use sim::{login, read_packet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 const UUID: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
@@ -32,15 +32,6 @@ struct Fake {
     primary: bool,
     dead: AtomicBool,
     queries: Mutex<Vec<String>>,
-}
-
-async fn read_packet(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut h = [0u8; 4];
-    s.read_exact(&mut h).await.ok()?;
-    let h = parse_header(&h)?;
-    let mut p = vec![0; h.len];
-    s.read_exact(&mut p).await.ok()?;
-    Some(p)
 }
 
 async fn listen(l: TcpListener, f: Arc<Fake>) {
@@ -62,25 +53,8 @@ fn rows(out: &mut Vec<u8>, names: &[&str], values: &[&str]) {
 }
 
 async fn serve(mut s: TcpStream, f: Arc<Fake>) -> Option<()> {
-    let hs = InitialHandshake {
-        server_version: "8.0.36-simulator".into(),
-        connection_id: 9,
-        nonce: b"abcdefghij0123456789".to_vec(),
-        capabilities: 0xdfff_ffff & !(1 << 11),
-        charset: 255,
-        status: 2,
-        auth_plugin: "mysql_native_password".into(),
-        mariadb_caps: 0,
-    };
+    login(&mut s, 9).await?;
     let mut out = Vec::new();
-    let mut g = Vec::new();
-    hs.encode(&mut g);
-    write_packet(&mut out, 0, &g);
-    s.write_all(&out).await.ok()?;
-    read_packet(&mut s).await?;
-    out.clear();
-    write_simple_ok(&mut out, 2, 2);
-    s.write_all(&out).await.ok()?;
     loop {
         let p = read_packet(&mut s).await?;
         if f.dead.load(Ordering::Relaxed) {

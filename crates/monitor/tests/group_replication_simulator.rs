@@ -6,15 +6,15 @@
 //! writer selection and the read eligibility under test are sextant's real
 //! code.
 
+mod sim;
 use parking_lot::Mutex;
 use sextant_backend::{Group, PoolSettings, Role, Server, Topology};
 use sextant_monitor::{watch, Settings, GROUP_REPLICATION_QUERY};
-use sextant_protocol::codec::{parse_header, write_packet};
-use sextant_protocol::handshake::InitialHandshake;
 use sextant_protocol::packets::{coltype, write_simple_ok, write_text_resultset};
+use sim::{login, read_packet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 /// What one member reports about itself: its own row of
@@ -38,15 +38,6 @@ fn view(state: &'static str, role: &'static str, reachable: u32, total: u32) -> 
     })
 }
 
-async fn read_packet(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut h = [0u8; 4];
-    s.read_exact(&mut h).await.ok()?;
-    let h = parse_header(&h)?;
-    let mut p = vec![0; h.len];
-    s.read_exact(&mut p).await.ok()?;
-    Some(p)
-}
-
 async fn member(listener: TcpListener, script: Script, queries: Arc<Mutex<Vec<String>>>) {
     loop {
         let Ok((s, _)) = listener.accept().await else {
@@ -61,25 +52,8 @@ async fn member(listener: TcpListener, script: Script, queries: Arc<Mutex<Vec<St
 }
 
 async fn serve(mut s: TcpStream, script: Script, queries: Arc<Mutex<Vec<String>>>) -> Option<()> {
-    let hs = InitialHandshake {
-        server_version: "8.0.36-simulator".into(),
-        connection_id: 7,
-        nonce: b"abcdefghij0123456789".to_vec(),
-        capabilities: 0xdfff_ffff & !(1 << 11), // everything but SSL
-        charset: 255,
-        status: 2,
-        auth_plugin: "mysql_native_password".into(),
-        mariadb_caps: 0,
-    };
+    login(&mut s, 7).await?;
     let mut out = Vec::new();
-    let mut g = Vec::new();
-    hs.encode(&mut g);
-    write_packet(&mut out, 0, &g);
-    s.write_all(&out).await.ok()?;
-    read_packet(&mut s).await?; // any login is accepted
-    out.clear();
-    write_simple_ok(&mut out, 2, 2);
-    s.write_all(&out).await.ok()?;
     loop {
         let p = read_packet(&mut s).await?;
         out.clear();

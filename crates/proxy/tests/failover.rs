@@ -97,13 +97,7 @@ fn fleet_instances_that_see_different_things_do_not_promote() {
         .expect_err("a write through the cut instance");
     assert_eq!(error_code(&e).0, 9001, "{e}");
     assert!(e.to_string().contains("group main"), "{e}");
-    for port in ports.iter().filter(|p| **p != primary) {
-        let ro: i64 = direct(*port)
-            .query_first("SELECT @@read_only")
-            .unwrap()
-            .unwrap();
-        assert_eq!(ro, 1, "replica {port} was made writable");
-    }
+    assert_read_only_but(&ports, primary, "with two instances disagreeing");
     gate.open();
     let deadline = Instant::now() + Duration::from_secs(10);
     while cut
@@ -179,13 +173,7 @@ fn a_fleet_fails_over_once_and_never_without_etcd() {
         assert_eq!(g["term"], term.to_string(), "promoted without etcd: {g:?}");
         assert!(g["detail"].contains("this one does not"), "{g:?}");
     }
-    for port in ports.iter().filter(|p| **p != ports[primary]) {
-        let ro: i64 = direct(*port)
-            .query_first("SELECT @@read_only")
-            .unwrap()
-            .unwrap();
-        assert_eq!(ro, 1, "{port} was made writable without etcd");
-    }
+    assert_read_only_but(&ports, ports[primary], "without etcd");
     etcd.resume();
     let deadline = Instant::now() + Duration::from_secs(30);
     let new = loop {
@@ -279,13 +267,7 @@ fn a_primary_cut_from_sextant_only_is_not_replaced() {
         g["detail"].contains("still connected to the primary"),
         "{g:?}"
     );
-    for port in ports.iter().filter(|p| **p != primary) {
-        let ro: i64 = direct(*port)
-            .query_first("SELECT @@read_only")
-            .unwrap()
-            .unwrap();
-        assert_eq!(ro, 1, "replica {port} was made writable");
-    }
+    assert_read_only_but(&ports, primary, "while the primary was cut from sextant");
     let e = c
         .query_drop("REPLACE INTO fo_cut VALUES (2)")
         .expect_err("a write with the primary cut off");

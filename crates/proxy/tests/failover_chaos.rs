@@ -90,13 +90,7 @@ fn no_failover_when_no_replica_was_acknowledging() {
     assert!(refusals >= 1, "{g:?}");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(groups_row(&p)["term"], term);
-    for port in ports.iter().filter(|x| **x != primary) {
-        let ro: i64 = direct(*port)
-            .query_first("SELECT @@read_only")
-            .unwrap()
-            .unwrap();
-        assert_eq!(ro, 1, "replica {port} was made writable");
-    }
+    assert_read_only_but(&ports, primary, "after a refused failover");
     // Back: the same primary, writable again, takes writes through
     // sextant; the replicas acknowledge again for what follows.
     restart_server_in(&lab.dir, pi);
@@ -179,19 +173,7 @@ fn a_replica_far_behind_is_not_the_one_promoted() {
         other => panic!("{other}"),
     }
     drop(open);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let g = loop {
-        let g = groups_row(&p);
-        if g["term"] == (term0 + 1).to_string() && !g["primary"].is_empty() {
-            break g;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no failover within 30 s: {g:?}\n{}",
-            p.logs()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let g = wait_term(&p, term0 + 1, Instant::now(), "a failover");
     eprintln!("lagging replica: {}", g["last_failover"]);
     assert!(!count(other).1.contains(&6100000001));
     assert_eq!(g["primary"], format!("127.0.0.1:{other}"), "{g:?}");
@@ -247,19 +229,7 @@ fn a_frozen_primary_is_replaced_and_fenced_when_it_resumes() {
         std::thread::sleep(Duration::from_secs(1));
         let stalled = stall_lab_server(pi);
         let frozen_at = Instant::now();
-        let deadline = frozen_at + Duration::from_secs(30);
-        let g = loop {
-            let g = groups_row(&p);
-            if g["term"] == (term0 + 1).to_string() && !g["primary"].is_empty() {
-                break g;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "a frozen primary was not replaced within 30 s: {g:?}\n{}",
-                p.logs()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let g = wait_term(&p, term0 + 1, frozen_at, "a frozen primary replaced");
         eprintln!(
             "frozen primary replaced after {} ms: {}",
             frozen_at.elapsed().as_millis(),
@@ -422,19 +392,12 @@ fn a_primary_cut_from_everyone_is_replaced_and_fenced_when_the_cut_heals() {
                 (8_100_000_000u64,),
             )
         });
-        let deadline = cut_at + Duration::from_secs(30);
-        let g = loop {
-            let g = groups_row(&p);
-            if g["term"] == (term0 + 1).to_string() && !g["primary"].is_empty() {
-                break g;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "a primary cut from everyone was not replaced within 30 s: {g:?}\n{}",
-                p.logs()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let g = wait_term(
+            &p,
+            term0 + 1,
+            cut_at,
+            "a primary cut from everyone replaced",
+        );
         eprintln!(
             "cut from everyone: replaced after {} ms: {}",
             cut_at.elapsed().as_millis(),

@@ -325,3 +325,32 @@ pub fn wait_rejoined(p: &Proxy, addr: &str) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Waits (30 s from `from` at most) until SHOW GROUPS shows term `term`
+/// and a primary; that row. `what` names the failover awaited.
+pub fn wait_term(p: &Proxy, term: u64, from: Instant, what: &str) -> HashMap<String, String> {
+    let deadline = from + Duration::from_secs(30);
+    loop {
+        let g = groups_row(p);
+        if g["term"] == term.to_string() && !g["primary"].is_empty() {
+            return g;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within 30 s: {g:?}\n{}",
+            p.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Asserts that every server of `ports` but `primary` is read-only.
+pub fn assert_read_only_but(ports: &[u16], primary: u16, why: &str) {
+    for port in ports.iter().filter(|p| **p != primary) {
+        let ro: i64 = direct(*port)
+            .query_first("SELECT @@read_only")
+            .unwrap()
+            .unwrap();
+        assert_eq!(ro, 1, "{port} was made writable {why}");
+    }
+}
