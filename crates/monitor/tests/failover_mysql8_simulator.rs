@@ -12,12 +12,12 @@
 
 mod sim;
 use parking_lot::Mutex;
-use sextant_backend::{Group, PoolSettings, Role, Server, Topology};
+use sextant_backend::{Group, Role, Server, Topology};
 use sextant_monitor::failover::MYSQL_REFUSAL;
 use sextant_monitor::ha::{run, FailoverSettings};
 use sextant_monitor::{watch, Settings};
 use sextant_protocol::packets::{coltype, write_err, write_simple_ok, write_text_resultset};
-use sim::{login, read_packet};
+use sim::{login, pool_settings, read_packet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -119,21 +119,7 @@ async fn serve(mut s: TcpStream, f: Arc<Fake>) -> Option<()> {
 
 #[tokio::test]
 async fn simulator_mysql8_failover_is_refused_and_changes_nothing() {
-    let settings = PoolSettings {
-        max: 4,
-        min: 0,
-        connect_timeout: Duration::from_millis(500),
-        idle_timeout: Duration::from_secs(60),
-        max_lifetime: Duration::from_secs(600),
-        health_check_idle: Duration::from_secs(1),
-        wait: Duration::from_secs(1),
-        max_prepared: 16,
-        pipeline_depth: 0,
-        pipeline_connections: 0,
-        query_timeout: None,
-        tls: None,
-        server_key: None,
-    };
+    let settings = pool_settings(Duration::from_millis(500));
     let mut fakes = Vec::new();
     let mut servers = Vec::new();
     for i in 0..3 {

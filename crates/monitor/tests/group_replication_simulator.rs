@@ -8,10 +8,10 @@
 
 mod sim;
 use parking_lot::Mutex;
-use sextant_backend::{Group, PoolSettings, Role, Server, Topology};
+use sextant_backend::{Group, Role, Server, Topology};
 use sextant_monitor::{watch, Settings, GROUP_REPLICATION_QUERY};
 use sextant_protocol::packets::{coltype, write_simple_ok, write_text_resultset};
-use sim::{login, read_packet};
+use sim::{login, pool_settings, read_packet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -110,21 +110,7 @@ struct Cluster {
 }
 
 async fn cluster(initial: [Option<View>; 3]) -> Cluster {
-    let settings = PoolSettings {
-        max: 4,
-        min: 0,
-        connect_timeout: Duration::from_secs(1),
-        idle_timeout: Duration::from_secs(60),
-        max_lifetime: Duration::from_secs(600),
-        health_check_idle: Duration::from_secs(1),
-        wait: Duration::from_secs(1),
-        max_prepared: 16,
-        pipeline_depth: 0,
-        pipeline_connections: 0,
-        query_timeout: None,
-        tls: None,
-        server_key: None,
-    };
+    let settings = pool_settings(Duration::from_secs(1));
     let queries = Arc::new(Mutex::new(Vec::new()));
     let mut servers = Vec::new();
     let mut scripts = Vec::new();

@@ -1,9 +1,11 @@
 //! What the scripted MySQL 8 simulators share: reading a packet, and a
 //! login that accepts any account, as a MySQL 8.0.36 server would greet.
 
+use sextant_backend::PoolSettings;
 use sextant_protocol::codec::{parse_header, write_packet};
 use sextant_protocol::handshake::InitialHandshake;
 use sextant_protocol::packets::write_simple_ok;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -38,4 +40,24 @@ pub async fn login(s: &mut TcpStream, connection_id: u32) -> Option<()> {
     out.clear();
     write_simple_ok(&mut out, 2, 2);
     s.write_all(&out).await.ok()
+}
+
+/// A small pool for the simulated servers, connecting within
+/// `connect_timeout`.
+pub fn pool_settings(connect_timeout: Duration) -> PoolSettings {
+    PoolSettings {
+        max: 4,
+        min: 0,
+        connect_timeout,
+        idle_timeout: Duration::from_secs(60),
+        max_lifetime: Duration::from_secs(600),
+        health_check_idle: Duration::from_secs(1),
+        wait: Duration::from_secs(1),
+        max_prepared: 16,
+        pipeline_depth: 0,
+        pipeline_connections: 0,
+        query_timeout: None,
+        tls: None,
+        server_key: None,
+    }
 }
