@@ -17,7 +17,13 @@
 //! - A replica that applied transactions it never received from the
 //!   primary (written on it directly: errant) is never promoted, and is
 //!   named, since its data differs from the primary's.
+//!
+//! MariaDB positions are compared here; MySQL GTID sets by the same rules
+//! in `failover_mysql.rs`.
 
+use crate::dialect::{show, Position};
+use crate::failover_mysql::{choose, MySqlReplica, PrimarySeen};
+use crate::gtid_set::GtidSet;
 use sextant_backend::gtid::Gtid;
 
 /// What the monitor saw of one replica.
@@ -36,6 +42,10 @@ pub struct Replica {
     pub received: Vec<Gtid>,
     /// What it applied, its own writes included (`gtid_current_pos`).
     pub applied: Vec<Gtid>,
+    /// MySQL: what it received (`Retrieved_Gtid_Set`) and executed
+    /// (`@@gtid_executed`); empty on MariaDB.
+    pub received_set: GtidSet,
+    pub executed_set: GtidSet,
     /// It was acknowledging the primary's commits (semi-sync replica
     /// side on and connected) when the primary was last seen answering.
     pub acked: bool,
@@ -73,9 +83,13 @@ pub struct View {
     /// The group runs semi-synchronous replication: a commit was
     /// acknowledged only once a replica had received it.
     pub semi_sync: bool,
-    /// A member reported a MySQL (not MariaDB) version: its GTID sets,
-    /// replica status and statements are not the ones these rules read.
+    /// A member reported a MySQL (not MariaDB) version: the replicas'
+    /// GTID sets are compared, not their MariaDB positions.
     pub mysql: bool,
+    /// MySQL: the primary's `@@gtid_executed` and server UUID when it
+    /// last answered (what a replica executed beyond both, and beyond
+    /// what it received, is errant).
+    pub primary_seen: Option<PrimarySeen>,
 }
 
 /// What to do.
@@ -89,7 +103,7 @@ pub enum Decision {
     /// `repoint` at it. `errant`: replicas left out, with why.
     Promote {
         candidate: String,
-        apply_to: Vec<Gtid>,
+        apply_to: Position,
         repoint: Vec<String>,
         errant: Vec<String>,
     },
@@ -121,17 +135,6 @@ fn errant(r: &Replica) -> Vec<Gtid> {
         .collect()
 }
 
-pub(crate) fn show(list: &[Gtid]) -> String {
-    let v: Vec<String> = list
-        .iter()
-        .map(|g| format!("{}-{}-{}", g.domain, g.server, g.seq))
-        .collect();
-    v.join(",")
-}
-
-/// Why a group of MySQL servers is never failed over by sextant.
-pub const MYSQL_REFUSAL: &str = "the group's servers are MySQL: sextant fails over MariaDB GTID replication only; promote a replica with another tool (sextant follows it)";
-
 /// The decision for `view`, where the primary counts as failed after
 /// `after_ms` of failed checks.
 pub fn decide(view: &View, after_ms: u64) -> Decision {
@@ -143,9 +146,6 @@ pub fn decide(view: &View, after_ms: u64) -> Decision {
             "the primary has failed sextant's checks for {} ms of the {after_ms} ms failover_after_ms asks",
             view.primary_failing_ms
         ));
-    }
-    if view.mysql {
-        return Decision::Refuse(MYSQL_REFUSAL.into());
     }
     let answering: Vec<&Replica> = view.replicas.iter().filter(|r| r.answers).collect();
     if answering.is_empty() {
@@ -172,6 +172,9 @@ pub fn decide(view: &View, after_ms: u64) -> Decision {
                 "semi-sync: no replica that answers was acknowledging the primary's commits when it failed (the primary may have fallen back to asynchronous replication): an acknowledged transaction may be on none of them".into(),
             );
         }
+    }
+    if view.mysql {
+        return decide_mysql(&answering, view.primary_seen.as_ref());
     }
     let mut left_out = Vec::new();
     let mut candidates = Vec::new();
@@ -234,13 +237,35 @@ pub fn decide(view: &View, after_ms: u64) -> Decision {
     }
     Decision::Promote {
         candidate: best.addr.clone(),
-        apply_to: best.received.clone(),
+        apply_to: Position::MariaDb(best.received.clone()),
         repoint: answering
             .iter()
             .filter(|r| r.addr != best.addr && errant(r).is_empty())
             .map(|r| r.addr.clone())
             .collect(),
         errant: left_out,
+    }
+}
+
+/// The candidate among answering MySQL replicas, by their GTID sets.
+fn decide_mysql(answering: &[&Replica], primary_seen: Option<&PrimarySeen>) -> Decision {
+    let replicas: Vec<MySqlReplica> = answering
+        .iter()
+        .map(|r| MySqlReplica {
+            addr: r.addr.clone(),
+            promotable: r.promotable,
+            received: r.received_set.clone(),
+            executed: r.executed_set.clone(),
+        })
+        .collect();
+    match choose(&replicas, primary_seen) {
+        Ok(c) => Decision::Promote {
+            candidate: c.candidate,
+            apply_to: Position::MySql(c.wait_for),
+            repoint: c.repoint,
+            errant: c.left_out,
+        },
+        Err(why) => Decision::Refuse(why),
     }
 }
 
@@ -263,6 +288,20 @@ mod tests {
             acked: false,
             silent_ms: 0,
             heartbeat_ms: 0,
+            received_set: GtidSet::default(),
+            executed_set: GtidSet::default(),
+        }
+    }
+
+    const U: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+    const E: &str = "eeeeeeee-71ca-11e1-9e33-c80aa9429562";
+
+    /// A MySQL replica that received `from..=to` and executed `1..=done`.
+    fn mysql(addr: &str, from: u64, to: u64, done: u64) -> Replica {
+        Replica {
+            received_set: GtidSet::parse(&format!("{U}:{from}-{to}")).unwrap(),
+            executed_set: GtidSet::parse(&format!("{U}:1-{done}")).unwrap(),
+            ..replica(addr, "", "")
         }
     }
 
@@ -272,6 +311,7 @@ mod tests {
             replicas,
             semi_sync: false,
             mysql: false,
+            primary_seen: None,
         }
     }
 
@@ -288,7 +328,7 @@ mod tests {
         let b = replica("b:1", "0-1-120", "0-1-110");
         let promote = |c: &str, to: &str, repoint: &[&str]| Decision::Promote {
             candidate: c.into(),
-            apply_to: g(to),
+            apply_to: Position::MariaDb(g(to)),
             repoint: repoint.iter().map(|s| s.to_string()).collect(),
             errant: vec![],
         };
@@ -386,13 +426,59 @@ mod tests {
                 Box::new(|d| *d == promote("b:1", "0-1-500", &["a:1"])),
             ),
             (
-                "MySQL servers: refused, whatever the replicas say",
+                "MySQL servers: GTID sets compared, not MariaDB positions",
                 View {
                     mysql: true,
-                    ..view(9_000, vec![a.clone(), b.clone()])
+                    primary_seen: Some(PrimarySeen {
+                        executed: GtidSet::parse(&format!("{U}:1-100")).unwrap(),
+                        uuid: U.into(),
+                    }),
+                    ..view(
+                        9_000,
+                        vec![mysql("a:1", 90, 110, 105), mysql("b:1", 90, 120, 101)],
+                    )
+                },
+                Box::new(|d| {
+                    matches!(d, Decision::Promote { candidate, apply_to, repoint, .. }
+                        if candidate == "b:1" && apply_to.to_string() == format!("{U}:1-120")
+                            && *repoint == ["a:1".to_string()])
+                }),
+            ),
+            (
+                "MySQL servers: still connected replicas keep the primary",
+                View {
+                    mysql: true,
+                    ..view(
+                        9_000,
+                        vec![Replica {
+                            io_connected: true,
+                            ..mysql("a:1", 90, 110, 105)
+                        }],
+                    )
+                },
+                Box::new(|d| matches!(d, Decision::Wait(_))),
+            ),
+            (
+                "MySQL servers: an errant replica ahead of the clean one refuses",
+                View {
+                    mysql: true,
+                    primary_seen: Some(PrimarySeen {
+                        executed: GtidSet::parse(&format!("{U}:1-100")).unwrap(),
+                        uuid: U.into(),
+                    }),
+                    ..view(
+                        9_000,
+                        vec![
+                            Replica {
+                                executed_set: GtidSet::parse(&format!("{U}:1-130,{E}:1")).unwrap(),
+                                ..mysql("e:1", 90, 130, 130)
+                            },
+                            mysql("b:1", 90, 120, 120),
+                        ],
+                    )
                 },
                 Box::new(
-                    |d| matches!(d, Decision::Refuse(w) if w.contains("MariaDB GTID replication only")),
+                    |d| matches!(d, Decision::Refuse(w) if w.contains(&format!("e:1 ({U}:121-130)"))),
                 ),
             ),
             (

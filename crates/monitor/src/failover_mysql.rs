@@ -1,17 +1,16 @@
 //! The candidate among the replicas of a MySQL group (GTID sets), by the
 //! rules `failover.rs` applies to MariaDB positions: the replica that
 //! received the most, holding all every other replica received or
-//! executed, never one with errant transactions. Not yet called: sextant
-//! refuses to fail MySQL groups over until the promotion's MySQL
-//! statements (STOP REPLICA, CHANGE REPLICATION SOURCE ...
-//! SOURCE_AUTO_POSITION, super_read_only) are built and tested against
-//! the simulator.
+//! executed, never one with errant transactions. `failover::decide`
+//! calls it for a group whose servers are MySQL.
 //!
 //! What differs from MariaDB: a MySQL replica's `Retrieved_Gtid_Set`
 //! holds only what its IO thread received since its relay log began
-//! (it is emptied when relay logs are reset), so "executed beyond
-//! received" is not errant by itself: only what neither it received nor
-//! the primary was last seen to have executed is.
+//! (it is emptied when relay logs are reset, by a promotion that failed
+//! half way for one), so "executed beyond received" is not errant by
+//! itself: only what it neither received, nor the primary was last seen
+//! to have executed, nor carries the primary's own server UUID (written
+//! on the primary after sextant last looked) is.
 
 use crate::gtid_set::GtidSet;
 
@@ -44,13 +43,21 @@ pub struct Choice {
     pub left_out: Vec<String>,
 }
 
+/// What the monitor last saw of the primary: its `@@gtid_executed` and
+/// its `@@server_uuid`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrimarySeen {
+    pub executed: GtidSet,
+    pub uuid: String,
+}
+
 /// What `r` executed that it never received and that the primary (as
 /// last seen; when not known, any other replica) never had: written on
 /// it directly.
-fn errant(r: &MySqlReplica, all: &[MySqlReplica], primary_seen: Option<&GtidSet>) -> GtidSet {
+fn errant(r: &MySqlReplica, all: &[MySqlReplica], primary_seen: Option<&PrimarySeen>) -> GtidSet {
     let own = r.executed.minus(&r.received);
     match primary_seen {
-        Some(p) => own.minus(p),
+        Some(p) => own.minus(&p.executed).without(&p.uuid),
         None => all
             .iter()
             .filter(|o| o.addr != r.addr)
@@ -59,7 +66,10 @@ fn errant(r: &MySqlReplica, all: &[MySqlReplica], primary_seen: Option<&GtidSet>
 }
 
 /// The candidate among `replicas` (those that answer), or why none.
-pub fn choose(replicas: &[MySqlReplica], primary_seen: Option<&GtidSet>) -> Result<Choice, String> {
+pub fn choose(
+    replicas: &[MySqlReplica],
+    primary_seen: Option<&PrimarySeen>,
+) -> Result<Choice, String> {
     let mut left_out = Vec::new();
     let mut clean = Vec::new();
     for r in replicas {
@@ -139,13 +149,20 @@ mod tests {
         }
     }
 
+    fn seen(executed: &str) -> PrimarySeen {
+        PrimarySeen {
+            executed: set(executed),
+            uuid: P.into(),
+        }
+    }
+
     #[test]
     fn choices() {
-        let seen = set(&format!("{P}:1-100"));
+        let seen = seen(&format!("{P}:1-100"));
         type Case = (
             &'static str,
             Vec<MySqlReplica>,
-            Option<GtidSet>,
+            Option<PrimarySeen>,
             Result<&'static str, &'static str>,
         );
         let cases: Vec<Case> = vec![
@@ -195,6 +212,15 @@ mod tests {
                 Ok("b"),
             ),
             (
+                "relay logs reset after the primary was last seen: its own later transactions are not errant",
+                vec![
+                    r("a", "", &format!("{P}:1-120")),
+                    r("b", "", &format!("{P}:1-110")),
+                ],
+                Some(seen.clone()),
+                Ok("a"),
+            ),
+            (
                 "as much held: the one with less left to apply",
                 vec![
                     r("a", &format!("{P}:1-100"), &format!("{P}:1-10")),
@@ -220,7 +246,7 @@ mod tests {
 
     #[test]
     fn errant_ones_are_named_and_not_repointed() {
-        let seen = set(&format!("{P}:1-100"));
+        let seen = seen(&format!("{P}:1-100"));
         let replicas = vec![
             r("a", &format!("{P}:90-115"), &format!("{P}:1-115,{A}:1")),
             r("b", &format!("{P}:90-120"), &format!("{P}:1-120")),

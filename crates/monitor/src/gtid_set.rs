@@ -127,6 +127,13 @@ impl GtidSet {
         out
     }
 
+    /// `self` without the transactions of source `uuid`.
+    pub fn without(&self, uuid: &str) -> GtidSet {
+        let mut out = self.clone();
+        out.sets.remove(&uuid.to_ascii_lowercase());
+        out
+    }
+
     /// Whether `self` holds every transaction of `other`.
     pub fn contains(&self, other: &GtidSet) -> bool {
         other.minus(self).is_empty()

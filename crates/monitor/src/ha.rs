@@ -7,9 +7,11 @@
 //! replica of the new primary only if it holds nothing the new primary
 //! lacks.
 
+use crate::dialect::{Dialect, Position};
 use crate::failover::{decide, Decision, Replica, View};
+use crate::failover_mysql::PrimarySeen;
+use crate::gtid_set::GtidSet;
 use crate::FailoverError;
-use sextant_backend::gtid::{parse_list, Gtid};
 use sextant_backend::{BackendConn, BackendError, ConnectParams, Flavor, Group, Server};
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,7 +75,7 @@ const TERM_CHECK_ROUNDS: u64 = 20;
 pub(crate) struct Task {
     pub(crate) group: Arc<Group>,
     pub(crate) s: FailoverSettings,
-    conns: Vec<Option<BackendConn>>,
+    pub(crate) conns: Vec<Option<BackendConn>>,
     /// The member that is the primary of the current term.
     pub(crate) leader: Option<usize>,
     /// The leader's replacement count when it became the leader: a
@@ -83,13 +85,18 @@ pub(crate) struct Task {
     /// Old primaries kept out of writes and reads until they rejoin.
     pub(crate) fenced: Vec<bool>,
     /// Acknowledging semi-sync commits when the primary last answered.
-    acked: Vec<bool>,
+    /// When (clock ms) each replica was last seen connected and
+    /// acknowledging (0: seen connected and not acknowledging, or never).
+    acked_at: Vec<u64>,
     /// Per replica, while the primary fails: what its IO thread had
     /// received (heartbeats, position) and since when (clock ms).
-    heard: Vec<Option<(u64, Vec<Gtid>, u64)>>,
+    pub(crate) heard: Vec<Option<(u64, String, u64)>>,
     /// Where the current term's primary began (its GTID position when it
-    /// was promoted): an old primary holding more has diverged.
-    pub(crate) promoted_at: Vec<Gtid>,
+    /// was promoted): an old MariaDB primary holding more has diverged.
+    pub(crate) promoted_at: Position,
+    /// MySQL: the primary's `@@gtid_executed` and server UUID when it
+    /// last answered.
+    primary_seen: Option<PrimarySeen>,
     /// The terms table was read (once, at start).
     terms_read: bool,
     /// The primary of the term stopped answering (since it last answered).
@@ -98,19 +105,6 @@ pub(crate) struct Task {
     rounds: u64,
     /// Why the last promotion attempt failed (logged once, not each round).
     pub(crate) last_failure: Option<String>,
-}
-
-/// What one replica said.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Probe {
-    pub(crate) io_connected: bool,
-    pub(crate) received: Vec<Gtid>,
-    pub(crate) applied: Vec<Gtid>,
-    pub(crate) semi_sync_on: bool,
-    /// Heartbeats its IO thread received (`Slave_received_heartbeats`).
-    pub(crate) heartbeats: u64,
-    /// `Slave_heartbeat_period`, in ms (0: none).
-    pub(crate) heartbeat_ms: u64,
 }
 
 /// Runs the failover of `group` forever.
@@ -123,9 +117,10 @@ pub async fn run(group: Arc<Group>, s: FailoverSettings) {
         leader: None,
         leader_replacements: 0,
         fenced: vec![false; n],
-        acked: vec![false; n],
+        acked_at: vec![0; n],
         heard: vec![None; n],
-        promoted_at: Vec::new(),
+        promoted_at: Position::default(),
+        primary_seen: None,
         terms_read: false,
         last_failure: None,
         leader_down: false,
@@ -211,44 +206,9 @@ impl Task {
     }
 }
 
-/// The GTID positions in `a` and `b`, the newer per domain.
-pub(crate) fn merge(a: &[Gtid], b: &[Gtid]) -> Vec<Gtid> {
-    let mut out: Vec<Gtid> = a.to_vec();
-    for g in b {
-        match out.iter_mut().find(|x| x.domain == g.domain) {
-            Some(x) if x.seq < g.seq => *x = *g,
-            Some(_) => {}
-            None => out.push(*g),
-        }
-    }
-    out.sort_by_key(|g| g.domain);
-    out
-}
-
 /// The first column of the first row of an answer.
 pub(crate) fn first_cell(rows: &[Vec<Option<String>>]) -> Option<String> {
     rows.first().and_then(|r| r.first()).cloned().flatten()
-}
-
-pub(crate) fn list(s: Option<&str>) -> Vec<Gtid> {
-    s.map(|s| parse_list(s).collect()).unwrap_or_default()
-}
-
-/// The GTIDs of `pos` past `base` (by sequence, domain by domain): what a
-/// server holds that a primary promoted at `base` never had.
-pub(crate) fn beyond(pos: &[Gtid], base: &[Gtid]) -> Vec<Gtid> {
-    pos.iter()
-        .filter(|g| {
-            let b = base
-                .iter()
-                .filter(|x| x.domain == g.domain)
-                .map(|x| x.seq)
-                .max()
-                .unwrap_or(0);
-            g.seq > b
-        })
-        .copied()
-        .collect()
 }
 
 impl Task {
@@ -296,7 +256,7 @@ impl Task {
         }
     }
 
-    async fn query_unbounded(
+    pub(crate) async fn query_unbounded(
         &mut self,
         i: usize,
         sql: &str,
@@ -320,72 +280,6 @@ impl Task {
         Ok(())
     }
 
-    /// What replica `i` received and applied, and whether its IO thread
-    /// is connected to a primary.
-    pub(crate) async fn probe(&mut self, i: usize) -> Result<Probe, FailoverError> {
-        let budget = self.budget(i);
-        let status = tokio::time::timeout(budget, async {
-            if self.conns[i].is_none() {
-                self.query_unbounded(i, "DO 1").await?;
-            }
-            match self.conns[i].as_mut() {
-                Some(c) => c.query_named("SHOW ALL SLAVES STATUS").await,
-                None => Ok((Vec::new(), Vec::new())),
-            }
-        })
-        .await;
-        let (names, rows) = match status {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                if !matches!(e, BackendError::Server { .. }) {
-                    self.conns[i] = None;
-                }
-                return Err(e.into());
-            }
-            Err(_) => {
-                self.conns[i] = None;
-                return Err(self.timeout(i, budget));
-            }
-        };
-        let col = |name: &str| {
-            names
-                .iter()
-                .position(|n| n.eq_ignore_ascii_case(name))
-                .and_then(|c| rows.first().and_then(|r| r.get(c)).cloned().flatten())
-        };
-        let io = col("Slave_IO_Running");
-        let heartbeats = col("Slave_received_heartbeats")
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        let heartbeat_ms = col("Slave_heartbeat_period")
-            .and_then(|v| v.parse::<f64>().ok())
-            .map_or(0, |s| (s * 1000.0) as u64);
-        let io_pos = list(col("Gtid_IO_Pos").as_deref());
-        let semi = if self.s.semi_sync {
-            "(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
-             WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_SLAVE_STATUS')"
-        } else {
-            "'OFF'"
-        };
-        let rows = self
-            .query(
-                i,
-                &format!("SELECT @@gtid_binlog_pos, @@gtid_slave_pos, {semi}"),
-            )
-            .await?;
-        let field = |k: usize| rows.first().and_then(|r| r.get(k)).cloned().flatten();
-        let binlog = list(field(0).as_deref());
-        let slave = list(field(1).as_deref());
-        Ok(Probe {
-            io_connected: io.as_deref() == Some("Yes"),
-            received: merge(&io_pos, &slave),
-            applied: merge(&binlog, &slave),
-            semi_sync_on: field(2).is_some_and(|v| v.eq_ignore_ascii_case("ON")),
-            heartbeats,
-            heartbeat_ms,
-        })
-    }
-
     /// Makes member `now` the leader. When it replaces another that no
     /// promotion here marked replaced (another instance promoted, or a
     /// tool did), that one is marked now: this instance's sessions must
@@ -404,28 +298,16 @@ impl Task {
         self.leader = now;
     }
 
-    /// Whether a member reported a MySQL (not MariaDB) version.
-    pub(crate) fn mysql(&self) -> bool {
-        self.group
+    /// MySQL when a member reported a MySQL (not MariaDB) version.
+    pub(crate) fn dialect(&self) -> Dialect {
+        let mysql = self
+            .group
             .members
             .iter()
-            .any(|m| m.health.server_version().is_some_and(|v| !v.mariadb))
-    }
-
-    /// How long replica `i` has received nothing from the primary, by
-    /// this probe and those before it in this failure (its first counts
-    /// as having just heard: the silence before sextant looked is not
-    /// known).
-    fn silence(&mut self, i: usize, p: &Probe) -> u64 {
-        let now = sextant_backend::clock_ms();
-        match &self.heard[i] {
-            Some((hb, pos, since)) if *hb == p.heartbeats && *pos == p.received => {
-                now.saturating_sub(*since)
-            }
-            _ => {
-                self.heard[i] = Some((p.heartbeats, p.received.clone(), now));
-                0
-            }
+            .any(|m| m.health.server_version().is_some_and(|v| !v.mariadb));
+        match mysql {
+            true => Dialect::MySql,
+            false => Dialect::MariaDb,
         }
     }
 
@@ -490,12 +372,38 @@ impl Task {
         if failing > 0 {
             self.leader_down = true;
         }
+        let d = self.dialect();
         if failing == 0 {
             self.heard.iter_mut().for_each(|h| *h = None);
+            if d == Dialect::MySql {
+                // What the replicas may have received from it: beyond
+                // that, and beyond what they received, a replica's
+                // transactions are its own (errant).
+                let sql = "SELECT @@GLOBAL.gtid_executed, @@server_uuid";
+                if let Ok(rows) = self.query(li, sql).await {
+                    let f = |k: usize| rows.first().and_then(|r| r.get(k)).cloned().flatten();
+                    if let (Some(executed), Some(uuid)) =
+                        (f(0).as_deref().and_then(GtidSet::parse), f(1))
+                    {
+                        self.primary_seen = Some(PrimarySeen { executed, uuid });
+                    }
+                }
+            }
             if self.s.semi_sync {
+                // A replica whose IO thread is not connected says nothing
+                // about before: the primary may have died a moment ago,
+                // before its checks fail, and the replica that was
+                // acknowledging must still count as such.
                 for i in self.replicas(li) {
-                    let on = self.probe(i).await.is_ok_and(|p| p.semi_sync_on);
-                    self.acked[i] = on;
+                    match self.probe(i).await {
+                        Ok(p) if p.io_connected => {
+                            self.acked_at[i] = match p.semi_sync_on {
+                                true => sextant_backend::clock_ms().max(1),
+                                false => 0,
+                            }
+                        }
+                        _ => {}
+                    }
                 }
             }
             g.ha.set_state("healthy", "");
@@ -506,14 +414,24 @@ impl Task {
             let probe = self.probe(i).await;
             let p = probe.as_ref().ok().cloned().unwrap_or_default();
             let silent_ms = self.silence(i, &p);
+            let follows_other = self.follows_other(&p, li);
+            let (mut received, mut applied) = (Vec::new(), Vec::new());
+            let (mut received_set, mut executed_set) = (GtidSet::default(), GtidSet::default());
+            match (p.received, p.applied) {
+                (Position::MariaDb(r), Position::MariaDb(a)) => (received, applied) = (r, a),
+                (Position::MySql(r), Position::MySql(a)) => (received_set, executed_set) = (r, a),
+                _ => {}
+            }
             replicas.push(Replica {
                 addr: self.member(i).addr.to_string(),
                 answers: probe.is_ok(),
                 promotable: self.s.promotable.get(i).copied().unwrap_or(false),
-                io_connected: p.io_connected,
-                received: p.received,
-                applied: p.applied,
-                acked: self.acked[i],
+                io_connected: p.io_connected && !follows_other,
+                received,
+                applied,
+                received_set,
+                executed_set,
+                acked: self.acked_before(i, failing),
                 silent_ms,
                 heartbeat_ms: p.heartbeat_ms,
             });
@@ -522,7 +440,8 @@ impl Task {
             primary_failing_ms: failing,
             replicas,
             semi_sync: self.s.semi_sync,
-            mysql: self.mysql(),
+            mysql: d == Dialect::MySql,
+            primary_seen: self.primary_seen.clone(),
         };
         let decision = decide(&view, self.s.after_ms);
         let name = g.name.to_string();
@@ -588,8 +507,9 @@ impl Task {
         // A primary that dropped transactions in crash recovery (started
         // as a replica, init-rpl-role = SLAVE) may be behind a replica that
         // received them: made writable, it would write over them.
-        let own = match self.query(li, "SELECT @@gtid_binlog_pos").await {
-            Ok(rows) => list(first_cell(&rows).as_deref()),
+        let d = self.dialect();
+        let own = match self.query(li, d.position()).await {
+            Ok(rows) => Position::parse(d, first_cell(&rows).as_deref()),
             Err(_) => {
                 self.leader_down = true;
                 return;
@@ -597,13 +517,12 @@ impl Task {
         };
         for i in self.replicas(li) {
             let Ok(p) = self.probe(i).await else { continue };
-            let ahead = beyond(&p.received, &own);
+            let ahead = p.holds().beyond(&own);
             if !ahead.is_empty() {
                 let why = format!(
-                    "the primary {} came back without transactions replica {} received ({}): it is left read-only; promote a replica with SWITCHOVER GROUP",
+                    "the primary {} came back without transactions replica {} received ({ahead}): it is left read-only; promote a replica with SWITCHOVER GROUP",
                     self.member(li).addr,
                     self.member(i).addr,
-                    crate::failover::show(&ahead)
                 );
                 if g.ha.set_state("refused", &why) {
                     g.ha.note_refusal();
@@ -613,9 +532,9 @@ impl Task {
                 return;
             }
         }
-        let mut steps = vec!["SET GLOBAL read_only = 0"];
+        let mut steps = vec![d.writable()];
         if self.s.semi_sync {
-            steps.insert(0, "SET GLOBAL rpl_semi_sync_master_enabled = ON");
+            steps.insert(0, d.semi_sync_primary_on());
         }
         match self.exec(li, &steps).await {
             Ok(()) => {
@@ -628,6 +547,16 @@ impl Task {
                 tracing::warn!(group = %g.name, "the primary came back read-only and could not be made writable: {e}");
             }
         }
+    }
+
+    /// Whether replica `i` was acknowledging the primary's commits just
+    /// before it began failing `failing_ms` ago: seen so within the time
+    /// a death takes to show in sextant's checks.
+    fn acked_before(&self, i: usize, failing_ms: u64) -> bool {
+        let at = self.acked_at[i];
+        let began = sextant_backend::clock_ms().saturating_sub(failing_ms);
+        let grace = (self.budget(i) + self.s.interval * 2).as_millis() as u64;
+        at > 0 && at + grace >= began
     }
 
     /// The members other than the primary `li` that are not fenced.
@@ -673,7 +602,7 @@ impl Task {
             return;
         };
         self.group.ha.see_term(term);
-        self.promoted_at = list(Some(&at));
+        self.promoted_at = Position::parse(self.dialect(), Some(&at));
         let Some(pi) = self.group.members.iter().position(|m| *m.addr == *addr) else {
             return;
         };
@@ -771,23 +700,4 @@ impl Task {
 /// The server answered with an error: the connection is still good.
 pub(crate) fn is_server_error(e: &FailoverError) -> bool {
     matches!(e, FailoverError::Backend(BackendError::Server { .. }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::failover::show;
-
-    #[test]
-    fn positions_merge_and_compare_by_domain() {
-        let a = list(Some("0-1-10,1-2-5"));
-        let b = list(Some("0-3-12,2-1-1"));
-        assert_eq!(show(&merge(&a, &b)), "0-3-12,1-2-5,2-1-1");
-        assert_eq!(
-            show(&beyond(&list(Some("0-1-13,1-2-5")), &merge(&a, &b))),
-            "0-1-13"
-        );
-        assert!(beyond(&a, &merge(&a, &b)).is_empty());
-        assert_eq!(show(&beyond(&list(Some("3-1-1")), &a)), "3-1-1");
-    }
 }

@@ -11,6 +11,7 @@
 //! taking writes the replicas that have everything show no lag.
 //! Seconds_Behind_Master is the fallback when the heartbeat cannot be used.
 
+pub mod dialect;
 mod error;
 pub mod failover;
 pub mod failover_mysql;
@@ -18,6 +19,7 @@ pub mod grants;
 pub mod gtid_set;
 pub mod ha;
 pub use error::FailoverError;
+mod probe;
 mod promote;
 mod switchover;
 

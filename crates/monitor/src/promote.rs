@@ -5,10 +5,10 @@
 //! as the next round can judge it again: nothing is routed to the
 //! candidate until it is writable and its term written.
 
-use crate::failover::show;
-use crate::ha::{beyond, first_cell, list, merge, Task, TERMS_TABLE};
+use crate::dialect::{list, merge};
+use crate::dialect::{quoted, Dialect, Position, Source};
+use crate::ha::{first_cell, Task, TERMS_TABLE};
 use crate::FailoverError;
-use sextant_backend::gtid::Gtid;
 use sextant_backend::{clock_ms, BackendError};
 use std::time::Instant;
 
@@ -21,11 +21,6 @@ const CATCH_UP_S: u64 = 60;
 /// (a semi-sync acknowledgement: MariaDB's rpl_semi_sync_master_timeout
 /// defaults to 10 s).
 const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(12);
-
-/// A value between single quotes in a statement.
-fn quoted(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
-}
 
 /// The heartbeat period (seconds, as CHANGE MASTER takes it) for
 /// replicas that sextant points at a primary: enough heartbeats within
@@ -48,7 +43,7 @@ fn host_port(addr: &str) -> Option<(String, u16)> {
 pub(crate) struct Promoted {
     pub(crate) term: u64,
     /// The new primary's position when it took over.
-    pub(crate) at: Vec<Gtid>,
+    pub(crate) at: Position,
     pub(crate) catch_up_ms: u64,
     pub(crate) repoint_ms: u64,
     pub(crate) not_repointed: Vec<String>,
@@ -61,7 +56,7 @@ impl Task {
         &mut self,
         old: usize,
         c: usize,
-        apply_to: &[Gtid],
+        apply_to: &Position,
         repoint: &[usize],
         failing_ms: u64,
     ) {
@@ -70,7 +65,7 @@ impl Task {
         let started = Instant::now();
         g.ha.set_state(
             "promoting",
-            &format!("{addr} applies what it received ({})", show(apply_to)),
+            &format!("{addr} applies what it received ({apply_to})"),
         );
         if self.last_failure.is_none() {
             tracing::warn!(group = %g.name, candidate = %addr, old = %self.member(old).addr, "failover: the primary failed {failing_ms} ms ago and the replicas lost it too");
@@ -80,8 +75,8 @@ impl Task {
         // stop slow), and the candidate applies its relay log meanwhile.
         let mut replicas = repoint.to_vec();
         replicas.push(c);
-        self.on_each_at_once(&replicas, "STOP SLAVE IO_THREAD")
-            .await;
+        let d = self.dialect();
+        self.on_each_at_once(&replicas, d.stop_io()).await;
         match self.promote_steps(old, c, apply_to, repoint).await {
             Ok(done) => {
                 let summary = format!(
@@ -96,7 +91,7 @@ impl Task {
                     } else {
                         format!("; not repointed: {}", done.not_repointed.join("; "))
                     },
-                    show(&done.at),
+                    done.at,
                 );
                 tracing::warn!(group = %g.name, "failover done: {summary}");
                 self.last_failure = None;
@@ -106,7 +101,7 @@ impl Task {
             Err(e) => {
                 // Back to receiving from whatever primary they had (the
                 // candidate too, unless it was already made a primary).
-                self.on_each_at_once(&replicas, "START SLAVE").await;
+                self.on_each_at_once(&replicas, d.start()).await;
                 let why = format!("promoting {addr} failed, retried each round: {e}");
                 if self.last_failure.as_deref() != Some(why.as_str()) {
                     tracing::error!(group = %g.name, "{why}");
@@ -127,16 +122,14 @@ impl Task {
         &mut self,
         old: usize,
         c: usize,
-        apply_to: &[Gtid],
+        apply_to: &Position,
         repoint: &[usize],
     ) -> Result<Promoted, FailoverError> {
         let g = self.group.clone();
+        let d = self.dialect();
         let t0 = Instant::now();
         if !apply_to.is_empty() {
-            let sql = format!(
-                "SELECT MASTER_GTID_WAIT({}, {CATCH_UP_S})",
-                quoted(&show(apply_to))
-            );
+            let sql = d.wait_for(apply_to, CATCH_UP_S);
             // The wait is long by design: bound by its own timeout.
             let budget = self.budget(c) + std::time::Duration::from_secs(CATCH_UP_S);
             let r = match tokio::time::timeout(budget, self.query(c, &sql)).await {
@@ -151,21 +144,22 @@ impl Task {
             }
         }
         let catch_up_ms = t0.elapsed().as_millis() as u64;
-        self.exec(c, &["STOP SLAVE", "RESET SLAVE ALL"]).await?;
-        let rows = self
-            .query(c, "SELECT @@gtid_binlog_pos, @@gtid_slave_pos")
-            .await?;
-        let f = |k: usize| rows.first().and_then(|r| r.get(k)).cloned().flatten();
-        let at = merge(&list(f(0).as_deref()), &list(f(1).as_deref()));
+        self.exec(c, &[d.stop(), d.reset_all()]).await?;
+        let at = match d {
+            Dialect::MariaDb => {
+                let rows = self
+                    .query(c, "SELECT @@gtid_binlog_pos, @@gtid_slave_pos")
+                    .await?;
+                let f = |k: usize| rows.first().and_then(|r| r.get(k)).cloned().flatten();
+                Position::MariaDb(merge(&list(f(0).as_deref()), &list(f(1).as_deref())))
+            }
+            Dialect::MySql => {
+                let rows = self.query(c, d.position()).await?;
+                Position::parse(d, first_cell(&rows).as_deref())
+            }
+        };
         if self.s.semi_sync {
-            self.exec(
-                c,
-                &[
-                    "SET GLOBAL rpl_semi_sync_slave_enabled = OFF",
-                    "SET GLOBAL rpl_semi_sync_master_enabled = ON",
-                ],
-            )
-            .await?;
+            self.exec(c, &d.semi_sync(true)).await?;
         }
         let t1 = Instant::now();
         let mut not_repointed = Vec::new();
@@ -186,23 +180,31 @@ impl Task {
             "REPLACE INTO sextant.failover VALUES ({}, {term}, {}, {}, {})",
             quoted(&g.name),
             quoted(&self.member(c).addr),
-            quoted(&show(&at)),
+            quoted(&at.to_string()),
             clock_ms()
         );
+        if let Some(sql) = d.before_record() {
+            self.query(c, sql).await?;
+        }
         // With semi-sync the record waits for a replica's acknowledgement
         // (the replicas repointed just before connect within moments; the
         // server gives up waiting after rpl_semi_sync_master_timeout).
         let budget = self.budget(c) + RECORD_WAIT;
-        if let Err(FailoverError::Backend(BackendError::Server {
-            code: 1049 | 1146, ..
-        })) = self.query_within(c, &record, budget).await
-        {
-            self.exec(c, &["CREATE DATABASE IF NOT EXISTS sextant", TERMS_TABLE])
-                .await?;
-            self.query_within(c, &record, budget).await?;
+        // Any other failure stops the promotion: a primary whose term is
+        // not on the servers cannot fence the one before it.
+        match self.query_within(c, &record, budget).await {
+            Ok(_) => {}
+            Err(FailoverError::Backend(BackendError::Server {
+                code: 1049 | 1146, ..
+            })) => {
+                self.exec(c, &["CREATE DATABASE IF NOT EXISTS sextant", TERMS_TABLE])
+                    .await?;
+                self.query_within(c, &record, budget).await?;
+            }
+            Err(e) => return Err(e),
         }
         self.fence(old, term);
-        if let Err(e) = self.query(c, "SET GLOBAL read_only = 0").await {
+        if let Err(e) = self.query(c, d.writable()).await {
             // Still the primary of the term before.
             self.unfence(old);
             return Err(e);
@@ -248,13 +250,14 @@ impl Task {
         let (host, port) = host_port(&addr).ok_or_else(|| {
             FailoverError::Step(format!("{addr} is not host:port; repoint it by hand"))
         })?;
-        let change = format!(
-            "CHANGE MASTER TO MASTER_HOST = {}, MASTER_PORT = {port}, MASTER_USE_GTID = slave_pos, \
-             MASTER_HEARTBEAT_PERIOD = {}",
-            quoted(&host),
-            heartbeat_period(self.s.after_ms)
-        );
-        self.exec(r, &["STOP SLAVE", &change, "START SLAVE"]).await
+        let d = self.dialect();
+        let change = d.change_source(&Source {
+            host: &host,
+            port,
+            heartbeat: &heartbeat_period(self.s.after_ms),
+            account: None,
+        });
+        self.exec(r, &[d.stop(), &change, d.start()]).await
     }
 
     /// An old primary that answers: read-only at once; then, if it holds
@@ -264,17 +267,28 @@ impl Task {
         let Some(li) = self.leader else {
             return Ok(());
         };
-        self.exec(i, &["SET GLOBAL read_only = 1"]).await?;
+        let d = self.dialect();
+        self.exec(i, &[d.fence()]).await?;
         let m = self.member(i).clone();
         m.health.set_writable(false);
-        let rows = self.query(i, "SELECT @@gtid_binlog_pos").await?;
-        let pos = list(first_cell(&rows).as_deref());
-        let extra = beyond(&pos, &self.promoted_at);
+        let rows = self.query(i, d.position()).await?;
+        let pos = Position::parse(d, first_cell(&rows).as_deref());
+        // MariaDB compares sequence numbers per domain, so the old
+        // primary is measured against where the new one began (the new
+        // one's own later writes have higher numbers); MySQL's sets are
+        // compared exactly, with what the new primary holds now.
+        let base = match d {
+            Dialect::MariaDb => self.promoted_at.clone(),
+            Dialect::MySql => {
+                let rows = self.query(li, d.position()).await?;
+                Position::parse(d, first_cell(&rows).as_deref())
+            }
+        };
+        let extra = pos.beyond(&base);
         let term = self.group.ha.term();
         if !extra.is_empty() {
             let state = format!(
-                "diverged: holds transactions the primary of term {term} never had ({}); left out for a person to decide",
-                show(&extra)
+                "diverged: holds transactions the primary of term {term} never had ({extra}); left out for a person to decide"
             );
             if m.health.member_state().as_deref() != Some(state.as_str()) {
                 tracing::error!(group = %self.group.name, server = %m.addr, "old primary {state}");
@@ -291,22 +305,18 @@ impl Task {
         let (host, port) = host_port(&addr).ok_or_else(|| {
             FailoverError::Step(format!("{addr} is not host:port; rejoin it by hand"))
         })?;
-        let change = format!(
-            "CHANGE MASTER TO MASTER_HOST = {}, MASTER_PORT = {port}, MASTER_USER = {}, \
-             MASTER_PASSWORD = {}, MASTER_USE_GTID = current_pos, MASTER_CONNECT_RETRY = 1, \
-             MASTER_HEARTBEAT_PERIOD = {}",
-            quoted(&host),
-            quoted(&user),
-            quoted(&password),
-            heartbeat_period(self.s.after_ms)
-        );
-        let mut steps = vec!["STOP SLAVE".to_string()];
+        let change = d.change_source(&Source {
+            host: &host,
+            port,
+            heartbeat: &heartbeat_period(self.s.after_ms),
+            account: Some((&user, &password)),
+        });
+        let mut steps = vec![d.stop().to_string()];
         if self.s.semi_sync {
-            steps.push("SET GLOBAL rpl_semi_sync_master_enabled = OFF".into());
-            steps.push("SET GLOBAL rpl_semi_sync_slave_enabled = ON".into());
+            steps.extend(d.semi_sync(false).map(String::from));
         }
         steps.push(change);
-        steps.push("START SLAVE".into());
+        steps.push(d.start().into());
         for s in &steps {
             self.query(i, s).await?;
         }
@@ -321,8 +331,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statement_values_are_quoted() {
-        assert_eq!(quoted("a'b\\c"), "'a''b\\\\c'");
+    fn addresses_split() {
         assert_eq!(host_port("10.0.0.1:3306"), Some(("10.0.0.1".into(), 3306)));
         assert_eq!(host_port("[::1]:3307"), Some(("::1".into(), 3307)));
         assert_eq!(host_port("/run/mysqld.sock"), None);

@@ -6,8 +6,8 @@
 //! read-only, the target applies everything it wrote and is promoted as
 //! in a failover, and the old primary replicates from it.
 
-use crate::failover::show;
-use crate::ha::{first_cell, list, Task};
+use crate::dialect::Position;
+use crate::ha::{first_cell, Task};
 use std::time::{Duration, Instant};
 
 /// How long transactions already running on the old primary get to
@@ -58,9 +58,6 @@ impl Task {
                 ))
             }
         }
-        if self.mysql() {
-            return Err(crate::failover::MYSQL_REFUSAL.into());
-        }
         let li = self.leader.ok_or("no primary is known")?;
         if self.member(li).health.unreachable_for_ms() > 0 {
             return Err(
@@ -84,9 +81,7 @@ impl Task {
             }
             if ok {
                 others.push(i);
-                let received: u64 = probe
-                    .map(|p| p.received.iter().map(|g| g.seq).sum())
-                    .unwrap_or(0);
+                let received: u64 = probe.map(|p| p.holds().size()).unwrap_or(0);
                 let promotable = self.s.promotable.get(i).copied().unwrap_or(false);
                 let pick = match &to {
                     Some(_) => named,
@@ -109,13 +104,14 @@ impl Task {
         self.fence(li, g.ha.term() + 1);
         let old = self.member(li).clone();
         self.drain(li, started).await;
-        if let Err(e) = self.exec(li, &["SET GLOBAL read_only = 1"]).await {
+        let d = self.dialect();
+        if let Err(e) = self.exec(li, &[d.fence()]).await {
             self.unfence(li);
             return Err(format!("the primary could not be made read-only: {e}"));
         }
         old.health.set_writable(false);
-        let pos = match self.query(li, "SELECT @@gtid_binlog_pos").await {
-            Ok(rows) => list(first_cell(&rows).as_deref()),
+        let pos = match self.query(li, d.position()).await {
+            Ok(rows) => Position::parse(d, first_cell(&rows).as_deref()),
             Err(e) => {
                 self.back_out(li).await;
                 return Err(format!("the primary's position could not be read: {e}"));
@@ -143,7 +139,7 @@ impl Task {
             old.addr,
             self.member(c).addr,
             done.catch_up_ms,
-            show(&done.at)
+            done.at
         );
         tracing::warn!(group = %g.name, "{summary}");
         g.ha.note_failover(summary.clone());
@@ -200,7 +196,8 @@ impl Task {
     /// A switchover that could not go on: the old primary takes writes
     /// again.
     async fn back_out(&mut self, li: usize) {
-        if self.exec(li, &["SET GLOBAL read_only = 0"]).await.is_ok() {
+        let writable = self.dialect().writable();
+        if self.exec(li, &[writable]).await.is_ok() {
             self.member(li).health.set_writable(true);
         }
         self.unfence(li);

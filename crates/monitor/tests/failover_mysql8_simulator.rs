@@ -1,140 +1,95 @@
 //! SIMULATOR, not MySQL: MySQL 8 cannot be installed on these machines.
-//! Each "server" here is a small scripted fake that logs sextant in and
-//! answers what the server monitor and the failover task ask of a
-//! replication group (read_only, the GTID set, SHOW REPLICA STATUS, with
-//! MariaDB's SHOW ALL SLAVES STATUS refused as MySQL refuses it). The
-//! monitor and the failover task under test are sextant's real code.
+//! The three "servers" are the scripted model in `repl_sim` (GTID sets,
+//! replica threads, read_only and super_read_only, semi-sync
+//! acknowledgements, as MySQL 8.0.26+ documents them). The server
+//! monitors and the failover task under test are sextant's real code.
 //!
-//! What it shows: with `failover = "auto"` on MySQL servers, sextant's
-//! failover (whose rules read MariaDB GTID positions) refuses to promote
-//! when the primary dies, says why, and sends no server a statement that
-//! changes replication or read_only.
+//! One group, in turn:
+//! 1. the primary is killed with a replica behind in receiving: the one
+//!    that received every acknowledged transaction is promoted after
+//!    applying it, the other is repointed by GTID auto-positioning, and
+//!    no acknowledged transaction is lost;
+//! 2. the old primary returns writable holding a transaction nobody
+//!    acknowledged: super_read_only at once, left out as diverged with
+//!    that GTID named;
+//! 3. the only replica left has an errant transaction: the next primary
+//!    failure is refused, naming it, and no replica is changed;
+//! 4. the old primary, rebuilt from the new one, is rejoined as its
+//!    replica;
+//! 5. a planned switchover back to it.
 
+mod repl_sim;
 mod sim;
-use parking_lot::Mutex;
+use repl_sim::{commit, format_set, start, write_directly, World};
+use sextant_backend::ha::SwitchRequest;
 use sextant_backend::{Group, Role, Server, Topology};
-use sextant_monitor::failover::MYSQL_REFUSAL;
 use sextant_monitor::ha::{run, FailoverSettings};
 use sextant_monitor::{watch, Settings};
-use sextant_protocol::packets::{coltype, write_err, write_simple_ok, write_text_resultset};
-use sim::{login, pool_settings, read_packet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use sim::pool_settings;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
 
-const UUID: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
-
-/// One fake server: whether it is the primary, and whether it is dead
-/// (connections closed at once, as after a crash).
-struct Fake {
-    primary: bool,
-    dead: AtomicBool,
-    queries: Mutex<Vec<String>>,
-}
-
-async fn listen(l: TcpListener, f: Arc<Fake>) {
-    while let Ok((s, _)) = l.accept().await {
-        if f.dead.load(Ordering::Relaxed) {
-            continue;
-        }
-        let f = f.clone();
-        tokio::spawn(async move {
-            let _ = serve(s, f).await;
-        });
+/// Waits up to `secs` for `ok`, saying `what` (and the group's HA
+/// report) if it never holds.
+async fn until(group: &Group, secs: u64, what: &str, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        let r = group.ha.report();
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "{what}: not within {secs} s (ha: {} / {})",
+            r.state,
+            r.detail
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 
-fn rows(out: &mut Vec<u8>, names: &[&str], values: &[&str]) {
-    let cols: Vec<(&str, u8)> = names.iter().map(|n| (*n, coltype::VAR_STRING)).collect();
-    let row = values.iter().map(|v| Some(v.to_string())).collect();
-    write_text_resultset(out, 1, &cols, &[row], false, 2);
+fn log_of(w: &World, i: usize) -> Vec<String> {
+    w.lock()[i].log.clone()
 }
 
-async fn serve(mut s: TcpStream, f: Arc<Fake>) -> Option<()> {
-    login(&mut s, 9).await?;
-    let mut out = Vec::new();
-    loop {
-        let p = read_packet(&mut s).await?;
-        if f.dead.load(Ordering::Relaxed) {
-            return None;
-        }
-        out.clear();
-        match p.first() {
-            Some(0x01) => return Some(()),
-            Some(0x03) => {
-                let q = String::from_utf8_lossy(&p[1..]).to_string();
-                f.queries.lock().push(q.clone());
-                let ro = if f.primary { "0" } else { "1" };
-                let gtids = format!("{UUID}:1-100");
-                if q == "SELECT @@read_only" {
-                    rows(&mut out, &["@@read_only"], &[ro]);
-                } else if q.starts_with("SELECT @@global.max_prepared_stmt_count") {
-                    rows(&mut out, &["a", "b"], &["16382", "67108864"]);
-                } else if q.starts_with("SELECT @@character_set_client") {
-                    rows(
-                        &mut out,
-                        &["a", "b", "c", "d"],
-                        &["utf8mb4", "utf8mb4", "utf8mb4", "utf8mb4_0900_ai_ci"],
-                    );
-                } else if q == "SELECT @@gtid_executed" {
-                    rows(&mut out, &["@@gtid_executed"], &[&gtids]);
-                } else if q.starts_with("SHOW ALL SLAVES STATUS") || q.contains("@@gtid_binlog_pos")
-                {
-                    // As MySQL 8 answers MariaDB's statements.
-                    write_err(
-                        &mut out,
-                        1,
-                        1064,
-                        "42000",
-                        "You have an error in your SQL syntax",
-                    );
-                } else if q.starts_with("SHOW REPLICA STATUS") {
-                    if f.primary {
-                        write_text_resultset(&mut out, 1, &[], &[], false, 2);
-                    } else {
-                        // The primary is gone: the IO thread reconnects.
-                        rows(
-                            &mut out,
-                            &[
-                                "Replica_IO_Running",
-                                "Replica_SQL_Running",
-                                "Seconds_Behind_Source",
-                                "Retrieved_Gtid_Set",
-                                "Executed_Gtid_Set",
-                            ],
-                            &["Connecting", "Yes", "0", &gtids, &gtids],
-                        );
-                    }
-                } else {
-                    write_simple_ok(&mut out, 1, 2);
-                }
-            }
-            _ => write_simple_ok(&mut out, 1, 2),
-        }
-        s.write_all(&out).await.ok()?;
-    }
+/// The statements sent to node `i` after the first `from` that change
+/// replication or read_only.
+fn changes(w: &World, i: usize, from: usize) -> Vec<String> {
+    log_of(w, i)[from..]
+        .iter()
+        .filter(|q| {
+            let u = q.to_ascii_uppercase();
+            [
+                "STOP ",
+                "RESET ",
+                "CHANGE ",
+                "START ",
+                "SET GLOBAL",
+                "REPLACE",
+                "CREATE",
+            ]
+            .iter()
+            .any(|p| u.starts_with(p))
+        })
+        .cloned()
+        .collect()
 }
 
-#[tokio::test]
-async fn simulator_mysql8_failover_is_refused_and_changes_nothing() {
-    let settings = pool_settings(Duration::from_millis(500));
-    let mut fakes = Vec::new();
-    let mut servers = Vec::new();
-    for i in 0..3 {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        let f = Arc::new(Fake {
-            primary: i == 0,
-            dead: AtomicBool::new(false),
-            queries: Mutex::new(Vec::new()),
-        });
-        tokio::spawn(listen(l, f.clone()));
-        let role = if i == 0 { Role::Primary } else { Role::Replica };
-        servers.push(Arc::new(Server::new(&addr, "g", role, 1, settings.clone())));
-        fakes.push(f);
-    }
+fn position(log: &[String], prefix: &str) -> usize {
+    log.iter()
+        .position(|q| q.starts_with(prefix))
+        .unwrap_or_else(|| panic!("never sent {prefix:?}: {log:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulator_mysql8_failover_fencing_rejoin_and_switchover() {
+    let w = start(3, true).await;
+    let settings = pool_settings(Duration::from_millis(300));
+    let addr: Vec<String> = w.lock().iter().map(|n| n.addr.clone()).collect();
+    let uuid: Vec<String> = w.lock().iter().map(|n| n.uuid.clone()).collect();
+    let mut servers: Vec<Arc<Server>> = (0..3)
+        .map(|i| {
+            let role = if i == 0 { Role::Primary } else { Role::Replica };
+            Arc::new(Server::new(&addr[i], "g", role, 1, settings.clone()))
+        })
+        .collect();
     let primary = servers.remove(0);
     let group = Arc::new(Group::with_topology(
         "g",
@@ -147,7 +102,7 @@ async fn simulator_mysql8_failover_is_refused_and_changes_nothing() {
     group.ha.set_auto(true);
     let s = Settings {
         interval: Duration::from_millis(100),
-        user: "monitor".into(),
+        user: "sextant".into(),
         password: "x".into(),
         heartbeat: false,
         max_lag_ms: 1000,
@@ -163,70 +118,259 @@ async fn simulator_mysql8_failover_is_refused_and_changes_nothing() {
             user: s.user.clone(),
             password: s.password.clone(),
             after_ms: 500,
-            semi_sync: false,
-            replication: Some(("repl".into(), "x".into())),
+            semi_sync: true,
+            replication: Some(("repl".into(), "r'pw".into())),
             promotable: vec![true; 3],
             coordinator: None,
         },
     ));
-    // The monitor has seen every server answer, as MySQL 8.
-    let t = Instant::now();
-    while !group
-        .members
-        .iter()
-        .all(|m| m.health.server_version().is_some_and(|v| !v.mariadb))
-        || group.primary().is_none()
-        || group.ha.report().state != "healthy"
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "the monitor never saw the fakes"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    fakes[0].dead.store(true, Ordering::Relaxed);
-    let t = Instant::now();
-    loop {
-        let r = group.ha.report();
-        if r.state == "refused" {
-            assert_eq!(r.detail, MYSQL_REFUSAL);
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "not refused within 10 s: {} {}",
-            r.state,
-            r.detail
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // A few more rounds: still nothing changed anywhere.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(group.ha.term(), 0);
-    assert!(group.ha.refusals() >= 1);
-    for f in &fakes {
-        let q = f.queries.lock();
-        let changed: Vec<&String> = q
+    let is_primary = |i: usize| {
+        group
+            .primary()
+            .is_some_and(|p| Arc::ptr_eq(p, &group.members[i]))
+    };
+    until(&group, 5, "the monitor sees the group, as MySQL", || {
+        group
+            .members
             .iter()
-            .filter(|q| {
-                let u = q.to_ascii_uppercase();
-                [
-                    "STOP ",
-                    "RESET ",
-                    "CHANGE ",
-                    "START ",
-                    "SET GLOBAL",
-                    "CREATE",
-                    "REPLACE",
-                    "INSERT",
-                ]
-                .iter()
-                .any(|w| u.starts_with(w))
-            })
-            .collect();
-        assert!(
-            changed.is_empty(),
-            "the failover task changed a server: {changed:?}"
-        );
+            .all(|m| m.health.server_version().is_some_and(|v| !v.mariadb))
+            && is_primary(0)
+            && group.ha.report().state == "healthy"
+    })
+    .await;
+    // Two healthy rounds: the replicas' semi-sync state and the
+    // primary's executed set are known.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+
+    // 1. Kill, with node 2 behind in receiving.
+    let mut acked = Vec::new();
+    for _ in 0..50 {
+        let (g, ok) = commit(&w, 0).expect("the primary takes writes");
+        assert!(ok, "node 1 acknowledges");
+        acked.push(g);
     }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    w.lock()[2].paused = true;
+    for _ in 0..20 {
+        acked.push(commit(&w, 0).expect("a write").0);
+    }
+    // A commit nobody acknowledged (node 1 cut too): on node 0 only.
+    w.lock()[1].paused = true;
+    let (lone, ok) = commit(&w, 0).expect("a write");
+    assert!(!ok);
+    let before1 = log_of(&w, 1).len();
+    w.lock()[0].dead = true;
+    w.lock()[1].paused = false;
+    let killed = Instant::now();
+    until(&group, 10, "node 1 promoted", || {
+        is_primary(1) && group.ha.term() == 1
+    })
+    .await;
+    let took = killed.elapsed();
+    {
+        let nodes = w.lock();
+        assert!(!nodes[1].read_only && !nodes[1].super_read_only);
+        assert!(nodes[1].semi_source && !nodes[1].semi_replica);
+        assert_eq!(nodes[1].source, None);
+        assert_eq!(nodes[2].source, Some(1), "node 2 repointed to node 1");
+        let row = nodes[1].term_row.clone().expect("the term recorded");
+        assert_eq!((row.0.as_str(), row.1.as_str()), ("1", addr[1].as_str()));
+        for g in &acked {
+            assert!(
+                nodes[1].holds(g),
+                "acknowledged {g} lost: {}",
+                format_set(&nodes[1].executed)
+            );
+        }
+    }
+    // The statements, in the order that keeps two primaries from ever
+    // taking writes.
+    let log = log_of(&w, 1)[before1..].to_vec();
+    let wait = position(&log, "SELECT WAIT_FOR_EXECUTED_GTID_SET(");
+    assert!(
+        log[wait].contains(&format!("{}:1-70", uuid[0])),
+        "{}",
+        log[wait]
+    );
+    let stop = position(&log, "STOP REPLICA");
+    let reset = position(&log, "RESET REPLICA ALL");
+    let unsuper = position(&log, "SET GLOBAL super_read_only = 0");
+    let record = position(&log, "REPLACE INTO sextant.failover");
+    let writable = position(&log, "SET GLOBAL read_only = 0");
+    assert!(stop < wait || wait < reset, "{log:#?}");
+    assert!(
+        wait < reset && reset < unsuper && unsuper < record && record < writable,
+        "{log:#?}"
+    );
+    let change = log_of(&w, 2)
+        .into_iter()
+        .find(|q| q.starts_with("CHANGE REPLICATION SOURCE TO"))
+        .expect("node 2 repointed");
+    assert!(
+        change.contains("SOURCE_AUTO_POSITION = 1")
+            && change.contains(&format!("SOURCE_PORT = {}", w.lock()[1].port)),
+        "{change}"
+    );
+    until(
+        &group,
+        5,
+        "node 2 has every acknowledged transaction",
+        || {
+            let nodes = w.lock();
+            acked.iter().all(|g| nodes[2].holds(g))
+        },
+    )
+    .await;
+    eprintln!(
+        "MySQL 8 simulator: killed primary replaced in {} ms",
+        took.as_millis()
+    );
+
+    // 2. The old primary returns, writable, with its lone transaction.
+    {
+        let mut nodes = w.lock();
+        nodes[0].dead = false;
+        nodes[0].read_only = false;
+        nodes[0].super_read_only = false;
+    }
+    until(&group, 5, "the old primary fenced and diverged", || {
+        let state = group.members[0].health.member_state().unwrap_or_default();
+        w.lock()[0].super_read_only && state.starts_with("diverged")
+    })
+    .await;
+    let state = group.members[0].health.member_state().unwrap_or_default();
+    assert!(state.contains(&lone), "the lone GTID named: {state}");
+    assert!(is_primary(1), "writes stay on node 1");
+    assert_eq!(
+        w.lock()[0].source,
+        None,
+        "a diverged server is not rejoined"
+    );
+
+    // 3. An errant write on node 2, the only replica left: node 1's
+    // failure is refused and nothing changes.
+    let errant = write_directly(&w, 2);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let before2 = log_of(&w, 2).len();
+    w.lock()[1].dead = true;
+    until(&group, 10, "refused", || {
+        group.ha.report().state == "refused"
+    })
+    .await;
+    let why = group.ha.report().detail;
+    assert!(
+        why.contains(&addr[2]) && why.contains(&errant),
+        "the errant replica and GTID named: {why}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(group.ha.term(), 1);
+    assert_eq!(
+        changes(&w, 2, before2),
+        Vec::<String>::new(),
+        "node 2 changed"
+    );
+    w.lock()[1].dead = false;
+    until(&group, 5, "healthy again on node 1", || {
+        is_primary(1) && group.ha.report().state == "healthy"
+    })
+    .await;
+
+    // 4. Node 0 rebuilt from node 1 (a clone): rejoined as its replica.
+    {
+        let mut nodes = w.lock();
+        let copy = nodes[1].clone();
+        let n = &mut nodes[0];
+        n.executed = copy.executed;
+        n.has_table = copy.has_table;
+        n.term_row = copy.term_row;
+    }
+    until(&group, 5, "node 0 rejoined", || {
+        let n = w.lock()[0].clone();
+        n.source == Some(1) && n.io_on && group.members[0].health.member_state().is_none()
+    })
+    .await;
+    let rejoin = log_of(&w, 0)
+        .into_iter()
+        .rfind(|q| q.starts_with("CHANGE REPLICATION SOURCE TO"))
+        .expect("a CHANGE");
+    assert!(
+        rejoin.contains("SOURCE_USER = 'repl'")
+            && rejoin.contains("SOURCE_PASSWORD = 'r''pw'")
+            && rejoin.contains("GET_SOURCE_PUBLIC_KEY = 1")
+            && rejoin.contains("SOURCE_AUTO_POSITION = 1"),
+        "{rejoin}"
+    );
+    assert!(w.lock()[0].super_read_only && w.lock()[0].semi_replica);
+
+    // 5. Switchover to node 0 under writes.
+    let writer = {
+        let (w, group) = (w.clone(), group.clone());
+        tokio::spawn(async move {
+            let mut done = Vec::new();
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(3) {
+                let p = group
+                    .primary()
+                    .and_then(|p| group.members.iter().position(|m| Arc::ptr_eq(m, p)));
+                if let Some((g, true)) = p.and_then(|p| commit(&w, p)) {
+                    done.push(g);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            done
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    assert!(group
+        .ha
+        .request_switchover(SwitchRequest {
+            to: Some(addr[0].clone()),
+            reply: tx,
+        })
+        .is_ok());
+    let out = tokio::time::timeout(Duration::from_secs(10), rx)
+        .await
+        .expect("the switchover answers")
+        .expect("a reply");
+    let summary = out.expect("the switchover succeeds");
+    assert!(
+        summary.contains("term 2") && summary.contains("replicates from it"),
+        "{summary}"
+    );
+    assert!(is_primary(0));
+    let written = writer.await.expect("the writer");
+    assert!(written.len() > 50, "writes went on: {}", written.len());
+    {
+        let nodes = w.lock();
+        assert!(
+            nodes[1].super_read_only,
+            "the old primary fenced with super_read_only"
+        );
+        assert_eq!(nodes[1].source, Some(0));
+        assert!(!nodes[0].read_only);
+    }
+    until(
+        &group,
+        5,
+        "every write of the switchover on node 0 and node 1",
+        || {
+            let nodes = w.lock();
+            written
+                .iter()
+                .all(|g| nodes[0].holds(g) && nodes[1].holds(g))
+        },
+    )
+    .await;
+    let log = log_of(&w, 1);
+    let fence = log
+        .iter()
+        .rposition(|q| q == "SET GLOBAL super_read_only = 1")
+        .expect("node 1 fenced");
+    assert!(
+        log[fence..]
+            .iter()
+            .any(|q| q.starts_with("SELECT @@GLOBAL.gtid_executed")),
+        "the old primary's set read after it was fenced"
+    );
 }
