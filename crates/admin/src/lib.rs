@@ -113,6 +113,14 @@ pub struct Counters {
     pub xa_two_phase: std::sync::atomic::AtomicU64,
     pub xa_rolled_back: std::sync::atomic::AtomicU64,
     pub xa_recovered_branches: std::sync::atomic::AtomicU64,
+    /// Transactions whose server connection was lost, run again on a new
+    /// one: attempted, and how they ended (replayed; an answer differed;
+    /// refused for what they held; the new connection failed).
+    pub replays: std::sync::atomic::AtomicU64,
+    pub replays_done: std::sync::atomic::AtomicU64,
+    pub replays_mismatched: std::sync::atomic::AtomicU64,
+    pub replays_refused: std::sync::atomic::AtomicU64,
+    pub replays_failed: std::sync::atomic::AtomicU64,
     /// Heap allocations since start, when counting is on
     /// (SEXTANT_COUNT_ALLOCATIONS=1).
     pub allocations: Option<&'static std::sync::atomic::AtomicU64>,

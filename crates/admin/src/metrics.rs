@@ -116,6 +116,20 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
         "Prepared branches recovery resolved.",
         load(&c.xa_recovered_branches),
     ));
+    let mut replays = Family::new(
+        "sextant_transaction_replays_total",
+        Counter,
+        "Transactions whose server connection was lost, run again on a new one, by outcome (replayed, mismatch, refused, failed).",
+    );
+    for (outcome, n) in [
+        ("replayed", &c.replays_done),
+        ("mismatch", &c.replays_mismatched),
+        ("refused", &c.replays_refused),
+        ("failed", &c.replays_failed),
+    ] {
+        replays.push(vec![("outcome", outcome.into())], load(n));
+    }
+    out.push(replays);
 
     let t = crate::traffic::totals();
     let mut kinds = Family::new(

@@ -62,6 +62,14 @@ pub struct Proxy {
     /// that an abandoned transaction holds.
     #[serde(default)]
     pub idle_in_transaction_timeout_ms: u64,
+    /// Transaction replay: the most a session's record of its open
+    /// transaction (its statements' text) may hold; a larger transaction
+    /// is not replayed when its server connection is lost. 0: replay off.
+    #[serde(default = "default_replay_max_bytes")]
+    pub replay_max_bytes: usize,
+    /// The most all sessions' records together may hold.
+    #[serde(default = "default_replay_max_total_bytes")]
+    pub replay_max_total_bytes: usize,
     /// Prepared statements one client session may hold; more get 1461, as
     /// from a server at its max_prepared_stmt_count (whose default this is).
     #[serde(default = "default_max_prepared_statements")]
@@ -140,6 +148,8 @@ impl Default for Proxy {
             failed_login_lockout_ms: default_failed_login_lockout_ms(),
             max_prepared_statements: default_max_prepared_statements(),
             idle_in_transaction_timeout_ms: 0,
+            replay_max_bytes: default_replay_max_bytes(),
+            replay_max_total_bytes: default_replay_max_total_bytes(),
             server_version: None,
             default_group: None,
             tls_cert: None,
@@ -292,4 +302,12 @@ pub fn parse_network(s: &str) -> Option<ipnet::IpNet> {
     s.parse::<ipnet::IpNet>()
         .ok()
         .or_else(|| s.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from))
+}
+
+fn default_replay_max_bytes() -> usize {
+    1 << 20
+}
+
+fn default_replay_max_total_bytes() -> usize {
+    256 << 20
 }

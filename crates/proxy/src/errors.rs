@@ -212,21 +212,38 @@ pub enum SessionError {
     Fleet(String),
     #[error(transparent)]
     Backend(#[from] BackendError),
-    #[error("sextant: the session's {what} on {addr} is gone: that server was replaced as group {group}'s primary (term {term}); nothing of this statement ran{retry}")]
+    #[error("sextant: the session's {what} on {addr} is gone: that server was replaced as group {group}'s primary (term {term}){replay}; nothing of this statement ran{retry}")]
     FailedOver {
         group: String,
         addr: String,
         term: u64,
         what: &'static str,
         retry: &'static str,
+        /// Why the transaction was not replayed ("" when no replay was
+        /// tried).
+        replay: String,
     },
-    #[error("sextant lost its connection to server {addr} inside a transaction ({reason}): the transaction is rolled back; this statement was not retried; run the transaction again")]
-    TransactionLost { addr: String, reason: String },
+    #[error("sextant lost its connection to server {addr} inside a transaction ({reason}): the transaction is rolled back{replay}; this statement was not retried; run the transaction again")]
+    TransactionLost {
+        addr: String,
+        reason: String,
+        replay: String,
+    },
     #[error("sextant lost its connection to server {addr} during the statement ({reason}); it may or may not have run, and was not retried")]
     BackendLost { addr: String, reason: String },
 }
 
 impl SessionError {
+    /// Says, in a transaction-lost error, why the transaction was not
+    /// replayed.
+    pub fn not_replayed(&mut self, why: &str) {
+        if let SessionError::TransactionLost { replay, .. }
+        | SessionError::FailedOver { replay, .. } = self
+        {
+            *replay = format!(" and could not be replayed ({why})");
+        }
+    }
+
     /// (errno, SQLSTATE, message) for the client.
     pub fn mysql(&self) -> (u16, &'static str, String) {
         use SessionError::*;

@@ -12,6 +12,7 @@ mod admin;
 mod admin_context;
 #[cfg(feature = "count-allocations")]
 pub mod alloc_count;
+mod checksum;
 mod client;
 mod coordinator;
 mod digests;

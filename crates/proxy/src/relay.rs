@@ -50,6 +50,13 @@ pub struct RelayOpts<'a> {
     /// keeps: an answer that is only the server's 1461 (too many prepared
     /// statements) is held back (`stmt_limit_rejected`).
     pub hold_stmt_limit_error: bool,
+    /// Checksum the answer (`RelayResult::checksum`): a statement of a
+    /// transaction that may be replayed.
+    pub checksum: bool,
+    /// An answer that is only an error after which the server closes the
+    /// connection (the connection was killed) is held back
+    /// (`ending_held`): the transaction it ended may be replayed.
+    pub hold_connection_ending: bool,
 }
 
 #[derive(Debug, Default)]
@@ -91,6 +98,11 @@ pub struct RelayResult {
     pub warnings: u16,
     /// Rows of the result set being relayed.
     pub(crate) set_rows: u64,
+    /// The answer's checksum (`crate::checksum`), when asked for.
+    pub checksum: Option<u64>,
+    /// The answer was only a connection-ending error, not relayed
+    /// (`hold_connection_ending`).
+    pub ending_held: bool,
 }
 
 /// How an answer's last result ended.
@@ -212,6 +224,7 @@ pub async fn relay(
         ..Default::default()
     };
     let mut body_left = 0usize;
+    let mut sum = opts.checksum.then(crate::checksum::Checksum::default);
     let mut next_seq = 1u8;
     let mut sent_any = false;
     client.out.clear();
@@ -236,6 +249,9 @@ pub async fn relay(
                     break;
                 }
                 let n = body_left.min(avail);
+                if let Some(c) = sum.as_mut() {
+                    c.bytes(&be.rbuf[pos..pos + n]);
+                }
                 run.get_or_insert(pos);
                 pos += n;
                 body_left -= n;
@@ -247,6 +263,9 @@ pub async fn relay(
             // Rows as they come: relayed in runs, without a step each.
             let (n, rows, seq) = t.whole_rows(&be.rbuf[pos..]);
             if n > 0 {
+                if let Some(c) = sum.as_mut() {
+                    c.bytes(&be.rbuf[pos..pos + n]);
+                }
                 run.get_or_insert(pos);
                 pos += n;
                 res.rows += rows;
@@ -275,6 +294,9 @@ pub async fn relay(
                     .map_err(|e| server_err(proto(e), sent_any, body_left, next_seq))?;
                 res.rows += (row && kind == Packet::Data) as u64;
                 res.set_rows += (row && kind == Packet::Data) as u64;
+                if let Some(c) = sum.as_mut() {
+                    c.bytes(&be.rbuf[pos..pos + HEADER_LEN]);
+                }
                 run.get_or_insert(pos);
                 pos += HEADER_LEN;
                 body_left = h.len;
@@ -293,6 +315,23 @@ pub async fn relay(
             next_seq = h.seq.wrapping_add(1);
             res.rows += (row && kind == Packet::Data) as u64;
             res.set_rows += (row && kind == Packet::Data) as u64;
+            if let Some(c) = sum.as_mut() {
+                match kind {
+                    Packet::Ok => {
+                        if let Ok(ok) = parse_ok(payload, true) {
+                            c.ok(&ok);
+                        }
+                    }
+                    Packet::Eof => {
+                        let w = match h.len >= 3 {
+                            true => u16::from_le_bytes([payload[1], payload[2]]),
+                            false => 0,
+                        };
+                        c.eof(w, t.status());
+                    }
+                    _ => c.bytes(&be.rbuf[start..end]),
+                }
+            }
             // Whether the packet goes to the client as the server sent it.
             let mut as_is = true;
             match kind {
@@ -360,8 +399,12 @@ pub async fn relay(
                     // Only when it is the whole answer: nothing ran.
                     let whole_answer = !sent_any && run.is_none() && client.out.is_empty();
                     if let Ok(e) = sextant_protocol::packets::parse_err(payload) {
-                        res.connection_ending |= CONNECTION_ENDING_ERRORS.contains(&e.code);
-                        if opts.hold_stmt_limit_error
+                        let ending = CONNECTION_ENDING_ERRORS.contains(&e.code);
+                        res.connection_ending |= ending;
+                        if opts.hold_connection_ending && whole_answer && ending {
+                            as_is = false;
+                            res.ending_held = true;
+                        } else if opts.hold_stmt_limit_error
                             && whole_answer
                             && e.code == crate::errors::ER_MAX_PREPARED_STMT_COUNT_REACHED
                         {
@@ -427,6 +470,7 @@ pub async fn relay(
         }
         if t.is_done() && body_left == 0 {
             be.status = res.status;
+            res.checksum = sum.map(|c| c.finish());
             // A large result grew the buffers; idle connections and
             // sessions should not keep that memory (thousands of them).
             if be.unread().is_empty() && be.rbuf.capacity() > SERVER_BUFFER_MAX {

@@ -155,14 +155,19 @@ fn a_fleet_fails_over_once_and_never_without_etcd() {
         "/sextant/fo/failover/main/term",
         "999 127.0.0.1:1",
     );
-    // A transaction open on the primary through each instance.
+    // A transaction open on the primary through each instance; the
+    // second holds a user variable, so it cannot be replayed.
     let mut open: Vec<mysql::Conn> = fleet.iter().map(|p| p.conn()).collect();
     for (i, c) in open.iter_mut().enumerate() {
         c.query_drop("BEGIN").unwrap();
-        c.exec_drop(
-            "INSERT INTO fo_ledger (token, writer) VALUES (?, 51)",
-            (9_100_000_000u64 + term * 10 + i as u64,),
-        )
+        if i == 1 {
+            c.query_drop("SET @fo_marker = 1").unwrap();
+        }
+        // (Text statements: only those are recorded for a replay.)
+        c.query_drop(format!(
+            "INSERT INTO fo_ledger (token, writer) VALUES ({}, 51)",
+            9_100_000_000u64 + term * 10 + i as u64
+        ))
         .unwrap();
     }
     etcd.stop();
@@ -199,15 +204,46 @@ fn a_fleet_fails_over_once_and_never_without_etcd() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_ne!(new, old_addr);
-    // Both instances, the one that promoted and the other, tell the
-    // transaction it was on the replaced primary.
+    // On the first instance the transaction is replayed on the new
+    // primary and commits once; the second tells its transaction it was
+    // on the replaced primary and why it was not replayed.
     for (i, c) in open.iter_mut().enumerate() {
-        let e = c
-            .query_drop("INSERT INTO fo_ledger (token, writer) VALUES (9200000000, 51)")
-            .expect_err("a transaction on the replaced primary went on");
-        assert_eq!(error_code(&e).0, 9009, "instance {i}: {e}");
+        let next = c.query_drop(format!(
+            "INSERT INTO fo_ledger (token, writer) VALUES ({}, 51)",
+            9_200_000_000u64 + term * 10 + i as u64
+        ));
+        match i {
+            0 => {
+                next.unwrap_or_else(|e| panic!("instance 0: not replayed: {e}"));
+                c.query_drop("COMMIT").unwrap();
+            }
+            _ => {
+                let e = next.expect_err("a transaction with a user variable went on");
+                let (code, msg) = error_code(&e);
+                assert_eq!(code, 9009, "instance {i}: {e}");
+                assert!(
+                    msg.contains("could not be replayed (a user variable"),
+                    "{msg}"
+                );
+            }
+        }
     }
     drop(open);
+    let mut check = fleet[0].conn();
+    for (token, want) in [
+        (9_100_000_000u64 + term * 10, 1),
+        (9_200_000_000u64 + term * 10, 1),
+        (9_100_000_000u64 + term * 10 + 1, 0),
+        (9_200_000_000u64 + term * 10 + 1, 0),
+    ] {
+        let n: Option<i64> = check
+            .exec_first(
+                "/*#mode=READWRITE*/ SELECT COUNT(*) FROM fo_ledger WHERE token = ?",
+                (token,),
+            )
+            .unwrap();
+        assert_eq!(n, Some(want), "token {token}");
+    }
     for (i, p) in fleet.iter().enumerate() {
         p.conn()
             .exec_drop(

@@ -47,6 +47,23 @@ fn status(c: &Counters) -> Table {
                 "xa_recovered_branches",
                 c.xa_recovered_branches.load(Ordering::Relaxed),
             ),
+            v("transaction_replays", c.replays.load(Ordering::Relaxed)),
+            v(
+                "transaction_replays_done",
+                c.replays_done.load(Ordering::Relaxed),
+            ),
+            v(
+                "transaction_replays_mismatched",
+                c.replays_mismatched.load(Ordering::Relaxed),
+            ),
+            v(
+                "transaction_replays_refused",
+                c.replays_refused.load(Ordering::Relaxed),
+            ),
+            v(
+                "transaction_replays_failed",
+                c.replays_failed.load(Ordering::Relaxed),
+            ),
         ]
         .into_iter()
         .chain(

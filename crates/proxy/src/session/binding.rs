@@ -82,7 +82,19 @@ impl Session {
     }
 
     async fn attach_once(&mut self, target: Target) -> Result<(), SessionError> {
-        self.drop_replaced()?;
+        let lost = self.held_conn();
+        if let Err(mut e) = self.drop_replaced() {
+            // Nothing of the statement was sent there: its transaction,
+            // if recorded, runs again on the new primary and the statement
+            // follows it.
+            if !self.replayable(lost) {
+                return Err(e);
+            }
+            if let Err(why) = Box::pin(self.replay()).await {
+                e.not_replayed(&why);
+                return Err(e);
+            }
+        }
         if target == Target::Replica {
             self.fleet_need().await;
         }
@@ -227,6 +239,7 @@ impl Session {
                 true => "; run the transaction again",
                 false => "",
             },
+            replay: String::new(),
         })
     }
 

@@ -25,6 +25,10 @@ const ATTEMPTS: usize = 3;
 /// borrow opens a new one; this bounds a run of bad luck.
 const POOLED_RETRIES: usize = 4;
 
+/// Replays of a statement's transaction, at most: a new primary that
+/// keeps losing connections is reported, not chased.
+const MAX_REPLAYS: u8 = 2;
+
 /// How one attempt at a statement ended.
 pub(super) enum Outcome {
     /// The answer reached the client.
@@ -55,6 +59,10 @@ pub(super) struct Failure {
     pub pooled: bool,
     /// What the client is told if the statement does not run again.
     pub error: SessionError,
+    /// The connection (a replay record's stamp) whose transaction was
+    /// certainly rolled back with it: a statement that cannot end a
+    /// transaction was lost there.
+    pub lost_trx: Option<(usize, u32)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -78,6 +86,9 @@ pub(super) enum RetryReason {
     /// wait's budget: its answer was dropped, and the read runs on the
     /// primary.
     WaitTimedOut,
+    /// Its transaction's connection was lost and the transaction was
+    /// replayed on a new one: it runs there.
+    Replayed,
 }
 
 /// What a plan runs: its command's payload.
@@ -139,6 +150,9 @@ impl Session {
                 Outcome::Retry(RetryReason::WaitTimedOut) => {
                     tracing::debug!(parent: &self.span, "the replica did not catch up within causal_wait_ms: reading the primary");
                 }
+                // Not an attempt: the statement never ran (bounded by
+                // MAX_REPLAYS).
+                Outcome::Retry(RetryReason::Replayed) => {}
                 Outcome::Retry(RetryReason::PooledConnClosed)
                     if pooled_retries < POOLED_RETRIES =>
                 {
@@ -298,6 +312,8 @@ impl Session {
             client_stmt_id: None,
             hold_read_only_error: false,
             hold_stmt_limit_error: false,
+            checksum: false,
+            hold_connection_ending: false,
         };
         let timed = self.user.policy().balance == sextant_config::Balance::LeastLatency;
         // Its turn: the answers before it were read, so the server runs it
@@ -382,9 +398,11 @@ impl Session {
         };
         let (server, pooled) = (a.server.clone(), a.conn().from_pool);
         let in_trx = a.conn().in_transaction();
+        let lost_trx = self.lost_trx(in_trx);
         self.detach_discard();
         let reason = e.to_string();
         Outcome::Failed(Box::new(Failure {
+            lost_trx,
             error: self.lost_error(&server, &reason, in_trx),
             server,
             reason,
@@ -495,6 +513,10 @@ impl Session {
             client_stmt_id,
             hold_read_only_error: self.stmt.retry == Retry::WriteAfterSwitchover,
             hold_stmt_limit_error: expect == Expect::Prepare && !self.stmts_evicted,
+            checksum: self.trx_log.wants_checksum(),
+            hold_connection_ending: self.trx_log.wants_checksum()
+                && self.stmt.cannot_commit
+                && a.conn().in_transaction(),
         };
         let timed = self.user.policy().balance == sextant_config::Balance::LeastLatency;
         let (server, conn) = a.parts();
@@ -506,6 +528,24 @@ impl Session {
             r.handle.idle();
         }
         match relayed {
+            Ok(res) if res.ending_held => {
+                // The connection was killed under the transaction: as if
+                // it had been lost (nothing reached the client).
+                let server = a.server.clone();
+                let lost_trx = self.lost_trx(true);
+                self.detach_discard();
+                let reason = "the server ended the connection (killed)".to_string();
+                Ok(Outcome::Failed(Box::new(Failure {
+                    error: self.lost_error(&server, &reason, true),
+                    server,
+                    reason,
+                    started: false,
+                    mid_packet: false,
+                    next_seq: 1,
+                    pooled: false,
+                    lost_trx,
+                })))
+            }
             Ok(res) if res.stmt_limit_rejected => {
                 // The server holds as many prepared statements as it may,
                 // some of them kept by sextant for reuse: those go (this
@@ -593,12 +633,14 @@ impl Session {
                 let server = a.server.clone();
                 let from_pool = a.conn().from_pool;
                 let in_trx = a.conn().in_transaction();
+                let lost_trx = self.lost_trx(in_trx);
                 // The connection's state is unknown: it is closed, and the
                 // session's server-side state (transaction, pins) is gone.
                 self.detach_discard();
                 let mut o = self.server_failed(&server, e, from_pool)?;
                 if let Outcome::Failed(f) = &mut o {
                     f.error = self.lost_error(&server, &f.reason, in_trx);
+                    f.lost_trx = lost_trx;
                 }
                 Ok(o)
             }
@@ -606,6 +648,16 @@ impl Session {
                 self.detach_discard();
                 Err(client_failed(client))
             }
+        }
+    }
+
+    /// The held connection, when a statement that cannot end its
+    /// transaction is lost with it: the transaction is certainly rolled
+    /// back, and may be replayed.
+    fn lost_trx(&self, in_trx: bool) -> Option<(usize, u32)> {
+        match in_trx && self.stmt.cannot_commit {
+            true => self.held_conn(),
+            false => None,
         }
     }
 
@@ -618,6 +670,7 @@ impl Session {
             true => SessionError::TransactionLost {
                 addr: server.addr.to_string(),
                 reason: reason.to_string(),
+                replay: String::new(),
             },
             false => SessionError::BackendLost {
                 addr: server.addr.to_string(),
@@ -654,6 +707,7 @@ impl Session {
             mid_packet,
             next_seq: if started { next_seq } else { 1 },
             pooled,
+            lost_trx: None,
         })))
     }
 
@@ -663,7 +717,7 @@ impl Session {
     /// if its stream stopped inside a packet, the session ends.
     pub(super) async fn failed(
         &mut self,
-        f: Failure,
+        mut f: Failure,
         retry: Retry,
     ) -> Result<Outcome, SessionError> {
         let addr = &f.server.addr;
@@ -678,6 +732,13 @@ impl Session {
         }
         if !f.started && retry == Retry::Read {
             return Ok(Outcome::Retry(RetryReason::ServerFailed));
+        }
+        if !f.started && self.stmt.replays < MAX_REPLAYS && self.replayable(f.lost_trx) {
+            self.stmt.replays += 1;
+            match Box::pin(self.replay()).await {
+                Ok(()) => return Ok(Outcome::Retry(RetryReason::Replayed)),
+                Err(why) => f.error.not_replayed(&why),
+            }
         }
         if f.mid_packet {
             return Err(f.error);

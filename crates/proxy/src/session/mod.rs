@@ -39,6 +39,8 @@
 //!   (leases, scatter, broadcast); `merge.rs`: several groups' rows merged
 //!   into one result.
 //! - `xa.rs`: transactions over several groups (two-phase commit).
+//! - `replay.rs`: a transaction whose connection was lost, run again on a
+//!   new one when every answer can be shown to be the same.
 
 mod binding;
 mod busy;
@@ -56,6 +58,7 @@ mod merge;
 mod names;
 mod prepared;
 mod query;
+mod replay;
 mod savepoints;
 mod shard;
 mod spread;
@@ -183,6 +186,8 @@ pub struct Session {
     idle_trx: Option<Duration>,
     /// The session's place in its user's max_connections.
     seat: Option<Seat>,
+    /// The open transaction's record, for a replay (replay.rs).
+    trx_log: replay::Log,
 }
 
 /// One of a user's sessions, counted while it lives.
@@ -284,6 +289,10 @@ impl Session {
         client.statement_memory = rt.config.proxy.statement_memory_mb.saturating_mul(1 << 20);
         let max_stmts = rt.config.proxy.max_prepared_statements;
         let idle_trx = rt.config.proxy.idle_in_transaction_timeout_ms;
+        let replay = (
+            rt.config.proxy.replay_max_bytes,
+            rt.config.proxy.replay_max_total_bytes,
+        );
         let slow_ms = rt.config.log.slow_query_ms;
         let digests = rt
             .config
@@ -298,6 +307,7 @@ impl Session {
         s.sharding = sharding;
         s.max_stmts = max_stmts;
         s.idle_trx = (idle_trx > 0).then(|| Duration::from_millis(idle_trx));
+        (s.trx_log.max, s.trx_log.total_max) = replay;
         s.slow = (slow_ms > 0).then(|| Duration::from_millis(slow_ms));
         s.digests = digests;
         if let Some(db) = login.database.clone() {
@@ -401,6 +411,7 @@ impl Session {
             max_stmts: usize::MAX,
             idle_trx: None,
             seat: None,
+            trx_log: Default::default(),
         }
     }
 

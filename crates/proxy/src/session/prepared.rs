@@ -663,6 +663,7 @@ impl Session {
                     next_seq: 1,
                     pooled: false,
                     error: e.into(),
+                    lost_trx: None,
                 }))))
             }
         }

@@ -294,6 +294,10 @@ impl Session {
             res.as_ref(),
             Some(&p[at..]),
         );
+        match res.as_ref() {
+            Some(r) => self.record(c, p, r),
+            None => self.record_other("a statement that did not run"),
+        }
         Ok(())
     }
 }

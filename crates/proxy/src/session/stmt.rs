@@ -36,6 +36,9 @@ pub(super) struct Stmt {
     /// statements): if its server connection dies inside a transaction,
     /// the transaction is certainly rolled back, not of unknown outcome.
     pub cannot_commit: bool,
+    /// Times its transaction was replayed after its connection was lost
+    /// (bounded: a server that keeps failing is reported).
+    pub replays: u8,
 }
 
 impl Default for Stmt {
@@ -48,6 +51,7 @@ impl Default for Stmt {
             mono: false,
             setup: false,
             cannot_commit: false,
+            replays: 0,
             wait: ReplicaWait::default(),
             writes_rows: false,
         }

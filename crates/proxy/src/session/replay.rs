@@ -1,0 +1,432 @@
+//! Transaction replay: a transaction whose server connection was lost
+//! before its COMMIT was sent (the server crashed or was killed, a
+//! failover replaced it, the connection was killed or reset) is run
+//! again, statement by statement, on a new connection to the group's
+//! primary, and goes on there if every statement answers as the client
+//! was answered the first time (`crate::checksum`); the client never
+//! sees the loss. Otherwise it gets the transaction-lost error, saying
+//! why the transaction was not replayed.
+//!
+//! What is recorded: the text statements of a transaction on the
+//! primary, each with its answer's checksum, from the one that opened it
+//! (BEGIN, or the first statement with autocommit off). A transaction is
+//! never replayed (its record is refused, with the reason kept for the
+//! error) when it holds state a new connection would not have or a
+//! statement whose effect a second run would not reproduce: see
+//! [`refusal`]. A COMMIT (or anything else that may end the
+//! transaction) whose answer was lost is never replayed: it may have
+//! committed.
+//!
+//! Memory: each session's record is bounded by `replay_max_bytes`, all
+//! sessions' together by `replay_max_total_bytes`; a transaction past
+//! either is not replayed. The record's buffers are kept between
+//! transactions, so recording allocates nothing per statement once warm.
+
+use super::Session;
+use crate::relay::RelayResult;
+use sextant_protocol::codec::write_packet;
+use sextant_protocol::consts::status;
+use sextant_protocol::tracker::Expect;
+use sextant_routing::Target;
+use sextant_sql::{Classification, Flags, Kind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Bytes all sessions' records hold.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// Buffers above this are given back when a transaction ends.
+const KEEP_BYTES: usize = 64 * 1024;
+
+/// One session's record of its open transaction.
+#[derive(Default)]
+pub(super) struct Log {
+    /// The statements' COM_QUERY payloads, one after another.
+    buf: Vec<u8>,
+    /// Where each ends in `buf`, its answer's checksum, and the
+    /// auto-increment value its answer reported (0: none).
+    ends: Vec<(usize, u64, u64)>,
+    /// A transaction is open (recorded, or refused).
+    open: bool,
+    /// The connection it is open on (its server, its connection id): a
+    /// statement recorded on another belongs to another transaction.
+    stamp: Option<(usize, u32)>,
+    /// Why it cannot be replayed.
+    refused: Option<String>,
+    /// Bytes counted in HELD.
+    held: usize,
+    /// `replay_max_bytes` (0: replay off).
+    pub(super) max: usize,
+    /// `replay_max_total_bytes`.
+    pub(super) total_max: usize,
+}
+
+impl Log {
+    /// Whether answers are to be checksummed: replay is on and the
+    /// transaction (if one is open) may still be replayed.
+    pub(super) fn wants_checksum(&self) -> bool {
+        self.max > 0 && self.refused.is_none()
+    }
+
+    fn free(&mut self) {
+        if self.held > 0 {
+            HELD.fetch_sub(self.held, Ordering::Relaxed);
+            self.held = 0;
+        }
+        self.buf.clear();
+        self.ends.clear();
+        if self.buf.capacity() > KEEP_BYTES {
+            self.buf = Vec::new();
+        }
+    }
+
+    /// The transaction ended.
+    pub(super) fn clear(&mut self) {
+        self.free();
+        self.open = false;
+        self.stamp = None;
+        self.refused = None;
+    }
+
+    /// Whether its transaction is the one open on `conn`.
+    pub(super) fn is_on(&self, conn: (usize, u32)) -> bool {
+        self.open && self.stamp == Some(conn)
+    }
+
+    fn refuse(&mut self, why: String) {
+        self.free();
+        if self.refused.is_none() {
+            self.refused = Some(why);
+        }
+    }
+
+    fn push(&mut self, payload: &[u8], sum: u64, insert_id: u64) {
+        let n = payload.len() + std::mem::size_of::<(usize, u64, u64)>();
+        if self.held + n > self.max {
+            self.refuse(format!(
+                "the transaction's statements exceed replay_max_bytes ({} bytes)",
+                self.max
+            ));
+            return;
+        }
+        if HELD.fetch_add(n, Ordering::Relaxed) + n > self.total_max {
+            HELD.fetch_sub(n, Ordering::Relaxed);
+            self.refuse(format!(
+                "all sessions' replay records are at replay_max_total_bytes ({} bytes)",
+                self.total_max
+            ));
+            return;
+        }
+        self.held += n;
+        self.buf.extend_from_slice(payload);
+        self.ends.push((self.buf.len(), sum, insert_id));
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        self.free();
+    }
+}
+
+/// Why a statement run inside a transaction keeps the transaction from
+/// being replayed (None: a second run on a new connection does what the
+/// first did, or answers differently and is caught by its checksum).
+pub(super) fn refusal(c: &Classification<'_>, res: &RelayResult) -> Option<&'static str> {
+    let f = c.flags;
+    let by_flag = [
+        (Flags::MULTI, "several statements in one packet"),
+        (Flags::TEMP_TABLE, "a temporary table"),
+        (Flags::NAMED_LOCK, "a named lock (GET_LOCK)"),
+        (Flags::LOCK_TABLES, "LOCK TABLES"),
+        (
+            Flags::USER_VAR,
+            "a user variable (its value may come from before the transaction, or from a function that differs each run)",
+        ),
+        (Flags::SQL_PREPARE, "SQL PREPARE / EXECUTE"),
+        (Flags::HANDLER, "HANDLER"),
+        (Flags::XA, "XA"),
+        (Flags::INTO_FILE, "SELECT ... INTO OUTFILE"),
+        (
+            Flags::LAST_INSERT_ID,
+            "LAST_INSERT_ID() (it may name an insert of another connection)",
+        ),
+    ];
+    if let Some((_, why)) = by_flag.iter().find(|(flag, _)| f.contains(*flag)) {
+        return Some(why);
+    }
+    let by_kind = match c.kind {
+        Kind::Call => Some("CALL (a procedure may commit, or do what a second run would not)"),
+        Kind::Load => Some("LOAD DATA"),
+        Kind::Set | Kind::Use => Some("a session setting changed inside the transaction"),
+        Kind::Lock | Kind::Unlock => Some("LOCK TABLES"),
+        Kind::Handler => Some("HANDLER"),
+        Kind::Prepare | Kind::Execute | Kind::Deallocate => Some("SQL PREPARE / EXECUTE"),
+        Kind::Xa => Some("XA"),
+        Kind::Flush | Kind::Kill | Kind::Other => Some("a statement sextant does not replay"),
+        _ => None,
+    };
+    if by_kind.is_some() {
+        return by_kind;
+    }
+    if res.vars_changed || res.tracked.opaque {
+        return Some("a statement that changed the session's state");
+    }
+    None
+}
+
+impl Session {
+    /// After a text statement that ran on a server: records it while a
+    /// transaction is open, or forgets the record once none is.
+    pub(super) fn record(&mut self, c: &Classification<'_>, payload: &[u8], res: &RelayResult) {
+        if self.trx_log.max == 0 || self.sharding.is_some() {
+            return;
+        }
+        let on = self.held_conn();
+        if res.status & status::IN_TRANS == 0 || on.is_none() {
+            if self.trx_log.open {
+                self.trx_log.clear();
+            }
+            return;
+        }
+        if self.trx_log.stamp != on {
+            self.trx_log.clear();
+            self.trx_log.stamp = on;
+        }
+        self.trx_log.open = true;
+        if self.trx_log.refused.is_some() {
+            return;
+        }
+        let why = if let Some(why) = refusal(c, res) {
+            Some(why.to_string())
+        } else if !self.pins.is_empty() {
+            Some(
+                "state held on its connection (user variables, temporary tables, named locks, SQL prepared statements or table locks)"
+                    .to_string(),
+            )
+        } else if self.ran.2 != crate::digests::Ran::Primary {
+            Some("a transaction on a replica".to_string())
+        } else {
+            None
+        };
+        match (why, res.checksum) {
+            (Some(why), _) => self.trx_log.refuse(why),
+            (None, None) => self
+                .trx_log
+                .refuse("a statement whose answer was not checked".into()),
+            (None, Some(sum)) => self.trx_log.push(payload, sum, res.last_insert_id),
+        }
+    }
+
+    /// After any command but a text statement: inside a transaction it
+    /// is not recorded, so the transaction is not replayed; outside one,
+    /// whatever transaction was recorded is over.
+    pub(super) fn record_other(&mut self, what: &str) {
+        if self.trx_log.max == 0 {
+            return;
+        }
+        let on = self.held_conn();
+        if !self.in_transaction() || on.is_none() {
+            self.trx_log.clear();
+            return;
+        }
+        if self.trx_log.stamp != on {
+            self.trx_log.clear();
+            self.trx_log.stamp = on;
+        }
+        self.trx_log.open = true;
+        self.trx_log
+            .refuse(format!("{what} inside the transaction"));
+    }
+
+    /// The held connection, as a record's stamp.
+    pub(super) fn held_conn(&self) -> Option<(usize, u32)> {
+        self.binding.direct().map(|a| {
+            (
+                std::sync::Arc::as_ptr(&a.server) as usize,
+                a.conn().connection_id,
+            )
+        })
+    }
+
+    /// Whether the transaction open on the connection `lost` (a stamp)
+    /// is recorded, for a replay.
+    pub(super) fn replayable(&self, lost: Option<(usize, u32)>) -> bool {
+        self.trx_log.max > 0
+            && self.sharding.is_none()
+            && lost.is_some_and(|l| self.trx_log.is_on(l))
+    }
+
+    /// Runs the recorded transaction again on a new connection to the
+    /// group's primary (waiting for one, as a write does). Err: why not;
+    /// the session then holds no connection.
+    pub(super) async fn replay(&mut self) -> Result<(), String> {
+        let counters = &self.shared.counters;
+        counters.replays.fetch_add(1, Ordering::Relaxed);
+        if let Some(why) = self.trx_log.refused.clone() {
+            counters.replays_refused.fetch_add(1, Ordering::Relaxed);
+            return Err(why);
+        }
+        let log = std::mem::take(&mut self.trx_log);
+        let out = self.replay_log(&log).await;
+        self.trx_log = log;
+        match &out {
+            Ok(()) => {
+                self.trx_log.stamp = self.held_conn();
+                let counters = &self.shared.counters;
+                counters.replays_done.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(parent: &self.span, statements = self.trx_log.ends.len(), "transaction replayed on a new connection");
+            }
+            Err((why, mismatch)) => {
+                let counters = &self.shared.counters;
+                let counter = match mismatch {
+                    true => &counters.replays_mismatched,
+                    false => &counters.replays_failed,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(parent: &self.span, "transaction not replayed: {why}");
+                self.detach_discard();
+            }
+        }
+        out.map_err(|(why, _)| why)
+    }
+
+    /// Err: why, and whether an answer differed.
+    async fn replay_log(&mut self, log: &Log) -> Result<(), (String, bool)> {
+        Box::pin(self.attach(Target::Primary))
+            .await
+            .map_err(|e| (format!("no primary to run it again on: {e}"), false))?;
+        let mut packet = Vec::new();
+        let mut from = 0;
+        for (n, &(end, sum, insert_id)) in log.ends.iter().enumerate() {
+            let stmt = &log.buf[from..end];
+            from = end;
+            let Some(a) = self.binding.direct_mut() else {
+                return Err(("its new connection was lost".into(), false));
+            };
+            let conn = a.conn_mut();
+            if insert_id != 0 {
+                // The first run's auto-increment values were used up (a
+                // rollback does not give them back): the second run takes
+                // the same ones, free since that rollback.
+                if let Err(e) = conn
+                    .query_internal(&format!("SET insert_id = {insert_id}"))
+                    .await
+                {
+                    return Err((format!("its new connection failed: {e}"), false));
+                }
+            }
+            packet.clear();
+            write_packet(&mut packet, 0, stmt);
+            let ran = match conn.write_raw(&packet).await {
+                Ok(()) => crate::checksum::read_answer(conn, Expect::Query).await,
+                Err(e) => Err(e),
+            };
+            match ran {
+                Err(e) => return Err((format!("its new connection failed: {e}"), false)),
+                Ok(got) if got != sum => {
+                    let text = String::from_utf8_lossy(&stmt[1..stmt.len().min(81)]);
+                    return Err((
+                        format!(
+                            "statement {} of the transaction ({text}) answered differently the second time",
+                            n + 1
+                        ),
+                        true,
+                    ));
+                }
+                Ok(_) => {}
+            }
+        }
+        match self.binding.direct() {
+            Some(a) if a.conn().in_transaction() || log.ends.is_empty() => Ok(()),
+            _ => Err((
+                "it was not in a transaction after its statements ran again".into(),
+                false,
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(sql: &str) -> Classification<'_> {
+        sextant_sql::classify(sql.as_bytes())
+    }
+
+    #[test]
+    fn what_keeps_a_transaction_from_replay() {
+        let ok = RelayResult::default();
+        let cases: &[(&str, Option<&str>)] = &[
+            ("INSERT INTO t VALUES (1)", None),
+            ("UPDATE t SET a = a + 1 WHERE id = 3", None),
+            ("SELECT * FROM t WHERE id = 3 FOR UPDATE", None),
+            ("SAVEPOINT s1", None),
+            ("ROLLBACK TO SAVEPOINT s1", None),
+            ("BEGIN", None),
+            ("INSERT INTO t VALUES (NOW(), UUID())", None),
+            (
+                "CREATE TEMPORARY TABLE x (a INT)",
+                Some("a temporary table"),
+            ),
+            ("SELECT GET_LOCK('a', 1)", Some("a named lock (GET_LOCK)")),
+            ("SET @x = 1", Some("a user variable")),
+            ("INSERT INTO t VALUES (@x)", Some("a user variable")),
+            ("SET sql_mode = ''", Some("a session setting changed")),
+            ("USE other", Some("a session setting changed")),
+            ("CALL p()", Some("CALL")),
+            (
+                "INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)",
+                Some("several statements"),
+            ),
+            (
+                "INSERT INTO u VALUES (LAST_INSERT_ID())",
+                Some("LAST_INSERT_ID()"),
+            ),
+            (
+                "SELECT * FROM t INTO OUTFILE '/tmp/x'",
+                Some("SELECT ... INTO OUTFILE"),
+            ),
+        ];
+        for (sql, want) in cases {
+            let got = refusal(&classify(sql), &ok);
+            match want {
+                None => assert_eq!(got, None, "{sql}"),
+                Some(w) => assert!(got.is_some_and(|g| g.starts_with(w)), "{sql}: {got:?}"),
+            }
+        }
+        let changed = RelayResult {
+            vars_changed: true,
+            ..Default::default()
+        };
+        assert!(refusal(&classify("SELECT 1"), &changed).is_some());
+    }
+
+    #[test]
+    fn records_are_bounded_per_session_and_in_all() {
+        let mut log = Log::default();
+        (log.max, log.total_max) = (100, usize::MAX);
+        log.open = true;
+        log.push(b"\x03INSERT INTO t VALUES (1)", 1, 0);
+        assert!(log.refused.is_none() && log.ends.len() == 1);
+        log.push(&[b'x'; 90], 2, 0);
+        assert!(log
+            .refused
+            .as_deref()
+            .is_some_and(|w| w.contains("replay_max_bytes")));
+        assert!(
+            log.ends.is_empty() && log.held == 0,
+            "a refused record holds nothing"
+        );
+        log.clear();
+        assert!(log.refused.is_none() && !log.open);
+        let before = HELD.load(Ordering::Relaxed);
+        let mut small = Log::default();
+        (small.max, small.total_max) = (1000, before + 10);
+        small.push(b"\x03SELECT 1", 3, 0);
+        assert!(small
+            .refused
+            .as_deref()
+            .is_some_and(|w| w.contains("replay_max_total_bytes")));
+    }
+}
