@@ -101,6 +101,34 @@ fn a_transaction_whose_connection_is_killed_goes_on_once() {
     assert!(logs.contains("transaction replayed"), "{logs}");
 }
 
+/// NOW() and UNIX_TIMESTAMP() answer in a replay what they answered the
+/// first time (the session's timestamp is pinned to when the statement
+/// was first sent), though the replay runs more than a second later.
+#[test]
+fn the_time_a_transaction_saw_is_the_time_its_replay_sees() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Setup::default().start();
+    let mut c = p.conn();
+    table(&mut c, "rp_time");
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("INSERT INTO rp_time (id, v) VALUES (3, UNIX_TIMESTAMP() % 1000)")
+        .unwrap();
+    let first: Option<i64> = c.query_first("SELECT UNIX_TIMESTAMP()").unwrap();
+    let at: Option<i64> = c.query_first("SELECT v FROM rp_time WHERE id = 3").unwrap();
+    kill_the_transaction();
+    std::thread::sleep(Duration::from_millis(1500));
+    c.query_drop("INSERT INTO rp_time (id, v) VALUES (4, 40)")
+        .expect("a transaction that read the time is replayed");
+    let again: Option<i64> = c.query_first("SELECT v FROM rp_time WHERE id = 3").unwrap();
+    assert_eq!(again, at, "the replayed INSERT took the first run's time");
+    c.query_drop("COMMIT").unwrap();
+    let now: Option<i64> = c.query_first("SELECT UNIX_TIMESTAMP()").unwrap();
+    assert!(
+        now > first,
+        "the session's clock runs again after the replay"
+    );
+}
+
 #[test]
 fn an_answer_that_differs_the_second_time_rolls_the_transaction_back() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
@@ -173,20 +201,21 @@ fn transactions_that_cannot_be_replayed_say_why() {
         );
         assert_eq!(rows(&mut c, "rp_why"), [(1, 10), (2, 20)], "{stmt}");
     }
-    // A COMMIT is never replayed: without a transaction, a killed
-    // connection's autocommit statement says its outcome is unknown.
-    let mut c = p.conn();
-    table(&mut c, "rp_why");
-    c.query_drop("BEGIN").unwrap();
-    c.query_drop("INSERT INTO rp_why (id, v) VALUES (3, 30)")
-        .unwrap();
-    kill_the_transaction();
-    let (code, _, msg) = error(
-        c.query_drop("COMMIT")
-            .expect_err("a COMMIT on a killed connection"),
-    );
-    assert_eq!(code, 9003, "{msg}");
-    assert!(msg.contains("may or may not have run"), "{msg}");
+    // A statement that may end the transaction is never replayed: a
+    // COMMIT, or one that commits implicitly (DDL); its outcome is
+    // unknown, and it is not run again.
+    for end in ["COMMIT", "CREATE TABLE IF NOT EXISTS rp_why2 (a INT)"] {
+        let mut c = p.conn();
+        table(&mut c, "rp_why");
+        c.query_drop("BEGIN").unwrap();
+        c.query_drop("INSERT INTO rp_why (id, v) VALUES (3, 30)")
+            .unwrap();
+        kill_the_transaction();
+        let (code, _, msg) = error(c.query_drop(end).expect_err("a killed connection"));
+        assert_eq!(code, 9003, "{end}: {msg}");
+        assert!(msg.contains("may or may not have run"), "{end}: {msg}");
+        assert_eq!(rows(&mut c, "rp_why"), [(1, 10), (2, 20)], "{end}");
+    }
 }
 
 /// With replay off, a transaction whose connection is killed gets the

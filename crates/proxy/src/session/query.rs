@@ -279,6 +279,10 @@ impl Session {
         self.stay = conditions
             && self.last.warnings == super::last::Val::Connection
             && self.binding.is_bound();
+        let sent_us = match self.trx_log.max {
+            0 => 0,
+            _ => super::replay::now_us(),
+        };
         let res = self.run_plan(&plan, Work::Query(p)).await;
         self.stay = false;
         self.read_done();
@@ -295,7 +299,7 @@ impl Session {
             Some(&p[at..]),
         );
         match res.as_ref() {
-            Some(r) => self.record(c, p, r),
+            Some(r) => self.record(c, p, r, sent_us),
             None => self.record_other("a statement that did not run"),
         }
         Ok(())

@@ -37,14 +37,58 @@ static HELD: AtomicUsize = AtomicUsize::new(0);
 /// Buffers above this are given back when a transaction ends.
 const KEEP_BYTES: usize = 64 * 1024;
 
+/// What the first run of a recorded statement left for the second.
+#[derive(Clone, Copy)]
+struct Entry {
+    /// Where its text ends in the record's buffer.
+    end: usize,
+    /// Its answer's checksum.
+    sum: u64,
+    /// The auto-increment value its answer reported (0: none).
+    insert_id: u64,
+    /// When it was sent (sextant's clock, microseconds since the epoch).
+    sent_us: u64,
+}
+
+/// Functions whose value is the statement's start time, which the
+/// session's `timestamp` pins (SYSDATE() is not among them: the server
+/// reads its clock for it whatever `timestamp` says).
+const TIME_FUNCTIONS: &[&[u8]] = &[
+    b"NOW(",
+    b"CURRENT_TIMESTAMP",
+    b"CURRENT_DATE",
+    b"CURRENT_TIME",
+    b"CURDATE(",
+    b"CURTIME(",
+    b"LOCALTIME",
+    b"UNIX_TIMESTAMP(",
+    b"UTC_TIMESTAMP",
+    b"UTC_DATE",
+    b"UTC_TIME",
+];
+
+/// Whether a statement's text may read the statement's start time.
+fn reads_the_time(stmt: &[u8]) -> bool {
+    let upper = stmt.to_ascii_uppercase();
+    TIME_FUNCTIONS
+        .iter()
+        .any(|f| upper.windows(f.len()).any(|w| w == *f))
+}
+
+/// Now, in microseconds since the epoch.
+pub(super) fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
 /// One session's record of its open transaction.
 #[derive(Default)]
 pub(super) struct Log {
     /// The statements' COM_QUERY payloads, one after another.
     buf: Vec<u8>,
-    /// Where each ends in `buf`, its answer's checksum, and the
-    /// auto-increment value its answer reported (0: none).
-    ends: Vec<(usize, u64, u64)>,
+    /// Each statement's end in `buf` and what its first run left.
+    ends: Vec<Entry>,
     /// A transaction is open (recorded, or refused).
     open: bool,
     /// The connection it is open on (its server, its connection id): a
@@ -99,8 +143,8 @@ impl Log {
         }
     }
 
-    fn push(&mut self, payload: &[u8], sum: u64, insert_id: u64) {
-        let n = payload.len() + std::mem::size_of::<(usize, u64, u64)>();
+    fn push(&mut self, payload: &[u8], sum: u64, insert_id: u64, sent_us: u64) {
+        let n = payload.len() + std::mem::size_of::<Entry>();
         if self.held + n > self.max {
             self.refuse(format!(
                 "the transaction's statements exceed replay_max_bytes ({} bytes)",
@@ -118,7 +162,12 @@ impl Log {
         }
         self.held += n;
         self.buf.extend_from_slice(payload);
-        self.ends.push((self.buf.len(), sum, insert_id));
+        self.ends.push(Entry {
+            end: self.buf.len(),
+            sum,
+            insert_id,
+            sent_us,
+        });
     }
 }
 
@@ -177,7 +226,13 @@ pub(super) fn refusal(c: &Classification<'_>, res: &RelayResult) -> Option<&'sta
 impl Session {
     /// After a text statement that ran on a server: records it while a
     /// transaction is open, or forgets the record once none is.
-    pub(super) fn record(&mut self, c: &Classification<'_>, payload: &[u8], res: &RelayResult) {
+    pub(super) fn record(
+        &mut self,
+        c: &Classification<'_>,
+        payload: &[u8],
+        res: &RelayResult,
+        sent_us: u64,
+    ) {
         if self.trx_log.max == 0 || self.sharding.is_some() {
             return;
         }
@@ -213,7 +268,7 @@ impl Session {
             (None, None) => self
                 .trx_log
                 .refuse("a statement whose answer was not checked".into()),
-            (None, Some(sum)) => self.trx_log.push(payload, sum, res.last_insert_id),
+            (None, Some(sum)) => self.trx_log.push(payload, sum, res.last_insert_id, sent_us),
         }
     }
 
@@ -297,13 +352,30 @@ impl Session {
             .map_err(|e| (format!("no primary to run it again on: {e}"), false))?;
         let mut packet = Vec::new();
         let mut from = 0;
-        for (n, &(end, sum, insert_id)) in log.ends.iter().enumerate() {
+        let mut pinned = false;
+        for (n, e) in log.ends.iter().enumerate() {
+            let (end, sum, insert_id) = (e.end, e.sum, e.insert_id);
             let stmt = &log.buf[from..end];
             from = end;
             let Some(a) = self.binding.direct_mut() else {
                 return Err(("its new connection was lost".into(), false));
             };
             let conn = a.conn_mut();
+            if reads_the_time(stmt) {
+                // NOW() and its kin read the time the first run was sent
+                // (sextant's clock: the server's own, within the clocks'
+                // skew, for a value the client never saw; one it saw
+                // matches unless a second's boundary fell in between).
+                let sql = format!(
+                    "SET timestamp = {}.{:06}",
+                    e.sent_us / 1_000_000,
+                    e.sent_us % 1_000_000
+                );
+                if let Err(e) = conn.query_internal(&sql).await {
+                    return Err((format!("its new connection failed: {e}"), false));
+                }
+                pinned = true;
+            }
             if insert_id != 0 {
                 // The first run's auto-increment values were used up (a
                 // rollback does not give them back): the second run takes
@@ -334,6 +406,13 @@ impl Session {
                     ));
                 }
                 Ok(_) => {}
+            }
+        }
+        if pinned {
+            if let Some(a) = self.binding.direct_mut() {
+                if let Err(e) = a.conn_mut().query_internal("SET timestamp = DEFAULT").await {
+                    return Err((format!("its new connection failed: {e}"), false));
+                }
             }
         }
         match self.binding.direct() {
@@ -403,13 +482,22 @@ mod tests {
     }
 
     #[test]
+    fn statements_reading_the_time_are_found() {
+        assert!(reads_the_time(b"\x03insert into t values (now(6))"));
+        assert!(reads_the_time(b"\x03SELECT CURRENT_TIMESTAMP"));
+        assert!(reads_the_time(b"\x03select unix_timestamp()"));
+        assert!(!reads_the_time(b"\x03SELECT SYSDATE()"));
+        assert!(!reads_the_time(b"\x03UPDATE t SET known = 1"));
+    }
+
+    #[test]
     fn records_are_bounded_per_session_and_in_all() {
         let mut log = Log::default();
         (log.max, log.total_max) = (100, usize::MAX);
         log.open = true;
-        log.push(b"\x03INSERT INTO t VALUES (1)", 1, 0);
+        log.push(b"\x03INSERT INTO t VALUES (1)", 1, 0, 0);
         assert!(log.refused.is_none() && log.ends.len() == 1);
-        log.push(&[b'x'; 90], 2, 0);
+        log.push(&[b'x'; 90], 2, 0, 0);
         assert!(log
             .refused
             .as_deref()
@@ -423,7 +511,7 @@ mod tests {
         let before = HELD.load(Ordering::Relaxed);
         let mut small = Log::default();
         (small.max, small.total_max) = (1000, before + 10);
-        small.push(b"\x03SELECT 1", 3, 0);
+        small.push(b"\x03SELECT 1", 3, 0, 0);
         assert!(small
             .refused
             .as_deref()
