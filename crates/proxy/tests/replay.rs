@@ -218,6 +218,42 @@ fn transactions_that_cannot_be_replayed_say_why() {
     }
 }
 
+/// A BEGIN sent with no transaction open commits nothing: when the
+/// connection it was sent on turns out dead (killed while the session
+/// held it), it runs again on another, and the client never knows.
+#[test]
+fn a_begin_on_a_dead_connection_runs_again() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Setup {
+        group: "[routing]\nhold_ms = 60000\n",
+        ..Default::default()
+    }
+    .start();
+    let mut c = p.conn();
+    table(&mut c, "rp_begin");
+    // The session holds the primary connection of its last write.
+    c.query_drop("UPDATE rp_begin SET v = 11 WHERE id = 1")
+        .unwrap();
+    let mut d = direct(lab().primary);
+    let ids: Vec<u64> = d
+        .query("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'app' AND COMMAND = 'Sleep'")
+        .unwrap();
+    assert!(
+        !ids.is_empty(),
+        "no idle connection of the app's on the primary"
+    );
+    for id in ids {
+        let _ = d.query_drop(format!("KILL {id}"));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    c.query_drop("BEGIN")
+        .expect("a BEGIN on a dead connection runs again");
+    c.query_drop("INSERT INTO rp_begin (id, v) VALUES (5, 50)")
+        .unwrap();
+    c.query_drop("COMMIT").unwrap();
+    assert_eq!(rows(&mut c, "rp_begin"), [(1, 11), (2, 20), (5, 50)]);
+}
+
 /// With replay off, a transaction whose connection is killed gets the
 /// plain transaction-lost error.
 #[test]

@@ -733,6 +733,10 @@ impl Session {
         if !f.started && retry == Retry::Read {
             return Ok(Outcome::Retry(RetryReason::ServerFailed));
         }
+        if !f.started && self.stmt.clean_begin && self.stmt.replays < MAX_REPLAYS {
+            self.stmt.replays += 1;
+            return Ok(Outcome::Retry(RetryReason::Replayed));
+        }
         if !f.started && self.stmt.replays < MAX_REPLAYS && self.replayable(f.lost_trx) {
             self.stmt.replays += 1;
             match Box::pin(self.replay()).await {

@@ -253,6 +253,10 @@ impl Session {
             Box::pin(self.restore_last_insert_id()).await;
         }
         tracing::trace!(parent: &self.span, to = ?plan.target, rule = plan.rule.name(), "COM_QUERY {:?}", String::from_utf8_lossy(&p[at..p.len().min(at + 200)]));
+        // A BEGIN with no transaction open commits nothing: lost with its
+        // connection, it runs again on another.
+        self.stmt.clean_begin =
+            c.kind == Kind::Begin && !c.flags.contains(Flags::MULTI) && !self.in_transaction();
         // (Stored functions and triggers cannot commit.)
         self.stmt.cannot_commit = !c.flags.contains(Flags::MULTI)
             && matches!(

@@ -36,6 +36,9 @@ pub(super) struct Stmt {
     /// statements): if its server connection dies inside a transaction,
     /// the transaction is certainly rolled back, not of unknown outcome.
     pub cannot_commit: bool,
+    /// A BEGIN (or START TRANSACTION) sent with no transaction open: it
+    /// commits nothing, so one whose connection died runs again.
+    pub clean_begin: bool,
     /// Times its transaction was replayed after its connection was lost
     /// (bounded: a server that keeps failing is reported).
     pub replays: u8,
@@ -51,6 +54,7 @@ impl Default for Stmt {
             mono: false,
             setup: false,
             cannot_commit: false,
+            clean_begin: false,
             replays: 0,
             wait: ReplicaWait::default(),
             writes_rows: false,
