@@ -100,6 +100,21 @@ pub struct SessionRow {
 }
 
 /// Process-wide counters the admin port reports.
+/// Why a transaction was not replayed, as SHOW STATUS and metrics name
+/// it: state a new connection would not have (temporary tables, locks),
+/// a user variable, a session setting changed inside it, a statement
+/// sextant does not replay, a prepared statement, a record past its
+/// bounds, anything else.
+pub const REPLAY_REFUSALS: [&str; 7] = [
+    "connection_state",
+    "user_variable",
+    "session_change",
+    "statement",
+    "prepared_statement",
+    "size",
+    "other",
+];
+
 #[derive(Default)]
 pub struct Counters {
     pub client_connections: std::sync::atomic::AtomicUsize,
@@ -120,6 +135,8 @@ pub struct Counters {
     pub replays_done: std::sync::atomic::AtomicU64,
     pub replays_mismatched: std::sync::atomic::AtomicU64,
     pub replays_refused: std::sync::atomic::AtomicU64,
+    /// Refused replays by reason (`REPLAY_REFUSALS`).
+    pub replays_refused_by: [std::sync::atomic::AtomicU64; REPLAY_REFUSALS.len()],
     pub replays_failed: std::sync::atomic::AtomicU64,
     /// Heap allocations since start, when counting is on
     /// (SEXTANT_COUNT_ALLOCATIONS=1).

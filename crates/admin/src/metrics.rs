@@ -130,6 +130,15 @@ pub fn collect(ctx: &Context<'_>) -> Vec<Family> {
         replays.push(vec![("outcome", outcome.into())], load(n));
     }
     out.push(replays);
+    let mut refused = Family::new(
+        "sextant_transaction_replays_refused_total",
+        Counter,
+        "Transactions not replayed for what they held, by reason.",
+    );
+    for (reason, n) in crate::REPLAY_REFUSALS.iter().zip(&c.replays_refused_by) {
+        refused.push(vec![("reason", reason.to_string())], load(n));
+    }
+    out.push(refused);
 
     let t = crate::traffic::totals();
     let mut kinds = Family::new(

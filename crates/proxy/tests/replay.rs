@@ -51,6 +51,15 @@ fn kill_the_transaction() {
     }
 }
 
+/// A SHOW STATUS counter of the admin port.
+fn status(p: &Proxy, name: &str) -> u64 {
+    let rows: Vec<(String, String)> = p.admin().query("SHOW STATUS").unwrap();
+    rows.into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.parse().unwrap())
+        .unwrap_or_else(|| panic!("no {name} in SHOW STATUS"))
+}
+
 fn rows(c: &mut mysql::Conn, name: &str) -> Vec<(i32, i32)> {
     c.query(format!(
         "/*#mode=READWRITE*/ SELECT id, v FROM {name} ORDER BY id"
@@ -99,6 +108,8 @@ fn a_transaction_whose_connection_is_killed_goes_on_once() {
     );
     let logs = p.logs();
     assert!(logs.contains("transaction replayed"), "{logs}");
+    assert_eq!(status(&p, "transaction_replays"), 1);
+    assert_eq!(status(&p, "transaction_replays_done"), 1);
 }
 
 /// NOW() and UNIX_TIMESTAMP() answer in a replay what they answered the
@@ -158,6 +169,7 @@ fn an_answer_that_differs_the_second_time_rolls_the_transaction_back() {
     );
     // Nothing of it applied, and the session goes on.
     assert_eq!(rows(&mut c, "rp_diff"), [(1, 10), (2, 21)]);
+    assert_eq!(status(&p, "transaction_replays_mismatched"), 1);
 }
 
 /// Each reason a transaction is not replayed: the client is told which.
@@ -200,6 +212,15 @@ fn transactions_that_cannot_be_replayed_say_why() {
             "{stmt}: {msg}"
         );
         assert_eq!(rows(&mut c, "rp_why"), [(1, 10), (2, 20)], "{stmt}");
+    }
+    for (reason, n) in [
+        ("connection_state", 2),
+        ("user_variable", 1),
+        ("session_change", 1),
+        ("size", 1),
+    ] {
+        let name = format!("transaction_replays_refused_{reason}");
+        assert_eq!(status(&p, &name), n, "{name}");
     }
     // A statement that may end the transaction is never replayed: a
     // COMMIT, or one that commits implicitly (DDL); its outcome is

@@ -67,6 +67,17 @@ fn status(c: &Counters) -> Table {
         ]
         .into_iter()
         .chain(
+            crate::REPLAY_REFUSALS
+                .iter()
+                .zip(&c.replays_refused_by)
+                .map(|(r, n)| {
+                    v(
+                        &format!("transaction_replays_refused_{r}"),
+                        n.load(Ordering::Relaxed),
+                    )
+                }),
+        )
+        .chain(
             c.allocations
                 .map(|a| v("allocations", a.load(Ordering::Relaxed))),
         )

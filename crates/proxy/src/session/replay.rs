@@ -94,8 +94,9 @@ pub(super) struct Log {
     /// The connection it is open on (its server, its connection id): a
     /// statement recorded on another belongs to another transaction.
     stamp: Option<(usize, u32)>,
-    /// Why it cannot be replayed.
-    refused: Option<String>,
+    /// Why it cannot be replayed: the reason's kind (an index into
+    /// `sextant_admin::REPLAY_REFUSALS`) and its sentence.
+    refused: Option<(usize, String)>,
     /// Bytes counted in HELD.
     held: usize,
     /// `replay_max_bytes` (0: replay off).
@@ -135,29 +136,38 @@ impl Log {
     pub(super) fn is_on(&self, conn: (usize, u32)) -> bool {
         self.open && self.stamp == Some(conn)
     }
-
-    fn refuse(&mut self, why: String) {
+    fn refuse(&mut self, kind: &str, why: String) {
         self.free();
         if self.refused.is_none() {
-            self.refused = Some(why);
+            let k = sextant_admin::REPLAY_REFUSALS
+                .iter()
+                .position(|r| *r == kind)
+                .unwrap_or(sextant_admin::REPLAY_REFUSALS.len() - 1);
+            self.refused = Some((k, why));
         }
     }
 
     fn push(&mut self, payload: &[u8], sum: u64, insert_id: u64, sent_us: u64) {
         let n = payload.len() + std::mem::size_of::<Entry>();
         if self.held + n > self.max {
-            self.refuse(format!(
-                "the transaction's statements exceed replay_max_bytes ({} bytes)",
-                self.max
-            ));
+            self.refuse(
+                "size",
+                format!(
+                    "the transaction's statements exceed replay_max_bytes ({} bytes)",
+                    self.max
+                ),
+            );
             return;
         }
         if HELD.fetch_add(n, Ordering::Relaxed) + n > self.total_max {
             HELD.fetch_sub(n, Ordering::Relaxed);
-            self.refuse(format!(
-                "all sessions' replay records are at replay_max_total_bytes ({} bytes)",
-                self.total_max
-            ));
+            self.refuse(
+                "size",
+                format!(
+                    "all sessions' replay records are at replay_max_total_bytes ({} bytes)",
+                    self.total_max
+                ),
+            );
             return;
         }
         self.held += n;
@@ -180,45 +190,63 @@ impl Drop for Log {
 /// Why a statement run inside a transaction keeps the transaction from
 /// being replayed (None: a second run on a new connection does what the
 /// first did, or answers differently and is caught by its checksum).
-pub(super) fn refusal(c: &Classification<'_>, res: &RelayResult) -> Option<&'static str> {
+pub(super) fn refusal(
+    c: &Classification<'_>,
+    res: &RelayResult,
+) -> Option<(&'static str, &'static str)> {
+    const STATE: &str = "connection_state";
+    const STMT: &str = "statement";
+    const PREPARED: &str = "prepared_statement";
+    const SESSION: &str = "session_change";
     let f = c.flags;
     let by_flag = [
-        (Flags::MULTI, "several statements in one packet"),
-        (Flags::TEMP_TABLE, "a temporary table"),
-        (Flags::NAMED_LOCK, "a named lock (GET_LOCK)"),
-        (Flags::LOCK_TABLES, "LOCK TABLES"),
+        (Flags::MULTI, STMT, "several statements in one packet"),
+        (Flags::TEMP_TABLE, STATE, "a temporary table"),
+        (Flags::NAMED_LOCK, STATE, "a named lock (GET_LOCK)"),
+        (Flags::LOCK_TABLES, STATE, "LOCK TABLES"),
         (
             Flags::USER_VAR,
+            "user_variable",
             "a user variable (its value may come from before the transaction, or from a function that differs each run)",
         ),
-        (Flags::SQL_PREPARE, "SQL PREPARE / EXECUTE"),
-        (Flags::HANDLER, "HANDLER"),
-        (Flags::XA, "XA"),
-        (Flags::INTO_FILE, "SELECT ... INTO OUTFILE"),
+        (Flags::SQL_PREPARE, PREPARED, "SQL PREPARE / EXECUTE"),
+        (Flags::HANDLER, STATE, "HANDLER"),
+        (Flags::XA, STMT, "XA"),
+        (Flags::INTO_FILE, STMT, "SELECT ... INTO OUTFILE"),
         (
             Flags::LAST_INSERT_ID,
+            STMT,
             "LAST_INSERT_ID() (it may name an insert of another connection)",
         ),
     ];
-    if let Some((_, why)) = by_flag.iter().find(|(flag, _)| f.contains(*flag)) {
-        return Some(why);
+    if let Some((_, kind, why)) = by_flag.iter().find(|(flag, _, _)| f.contains(*flag)) {
+        return Some((kind, why));
     }
     let by_kind = match c.kind {
-        Kind::Call => Some("CALL (a procedure may commit, or do what a second run would not)"),
-        Kind::Load => Some("LOAD DATA"),
-        Kind::Set | Kind::Use => Some("a session setting changed inside the transaction"),
-        Kind::Lock | Kind::Unlock => Some("LOCK TABLES"),
-        Kind::Handler => Some("HANDLER"),
-        Kind::Prepare | Kind::Execute | Kind::Deallocate => Some("SQL PREPARE / EXECUTE"),
-        Kind::Xa => Some("XA"),
-        Kind::Flush | Kind::Kill | Kind::Other => Some("a statement sextant does not replay"),
+        Kind::Call => Some((
+            STMT,
+            "CALL (a procedure may commit, or do what a second run would not)",
+        )),
+        Kind::Load => Some((STMT, "LOAD DATA")),
+        Kind::Set | Kind::Use => {
+            Some((SESSION, "a session setting changed inside the transaction"))
+        }
+        Kind::Lock | Kind::Unlock => Some((STATE, "LOCK TABLES")),
+        Kind::Handler => Some((STATE, "HANDLER")),
+        Kind::Prepare | Kind::Execute | Kind::Deallocate => {
+            Some((PREPARED, "SQL PREPARE / EXECUTE"))
+        }
+        Kind::Xa => Some((STMT, "XA")),
+        Kind::Flush | Kind::Kill | Kind::Other => {
+            Some((STMT, "a statement sextant does not replay"))
+        }
         _ => None,
     };
     if by_kind.is_some() {
         return by_kind;
     }
     if res.vars_changed || res.tracked.opaque {
-        return Some("a statement that changed the session's state");
+        return Some((SESSION, "a statement that changed the session's state"));
     }
     None
 }
@@ -252,22 +280,22 @@ impl Session {
             return;
         }
         let why = if let Some(why) = refusal(c, res) {
-            Some(why.to_string())
+            Some(why)
         } else if !self.pins.is_empty() {
-            Some(
-                "state held on its connection (user variables, temporary tables, named locks, SQL prepared statements or table locks)"
-                    .to_string(),
-            )
+            Some((
+                "connection_state",
+                "state held on its connection (user variables, temporary tables, named locks, SQL prepared statements or table locks)",
+            ))
         } else if self.ran.2 != crate::digests::Ran::Primary {
-            Some("a transaction on a replica".to_string())
+            Some(("other", "a transaction on a replica"))
         } else {
             None
         };
         match (why, res.checksum) {
-            (Some(why), _) => self.trx_log.refuse(why),
+            (Some((kind, why)), _) => self.trx_log.refuse(kind, why.to_string()),
             (None, None) => self
                 .trx_log
-                .refuse("a statement whose answer was not checked".into()),
+                .refuse("other", "a statement whose answer was not checked".into()),
             (None, Some(sum)) => self.trx_log.push(payload, sum, res.last_insert_id, sent_us),
         }
     }
@@ -289,8 +317,13 @@ impl Session {
             self.trx_log.stamp = on;
         }
         self.trx_log.open = true;
+        let kind = match what {
+            "a prepared statement's execution" => "prepared_statement",
+            "a change of database" => "session_change",
+            _ => "other",
+        };
         self.trx_log
-            .refuse(format!("{what} inside the transaction"));
+            .refuse(kind, format!("{what} inside the transaction"));
     }
 
     /// The held connection, as a record's stamp.
@@ -317,8 +350,11 @@ impl Session {
     pub(super) async fn replay(&mut self) -> Result<(), String> {
         let counters = &self.shared.counters;
         counters.replays.fetch_add(1, Ordering::Relaxed);
-        if let Some(why) = self.trx_log.refused.clone() {
+        if let Some((kind, why)) = self.trx_log.refused.clone() {
             counters.replays_refused.fetch_add(1, Ordering::Relaxed);
+            if let Some(n) = counters.replays_refused_by.get(kind) {
+                n.fetch_add(1, Ordering::Relaxed);
+            }
             return Err(why);
         }
         let log = std::mem::take(&mut self.trx_log);
@@ -468,7 +504,7 @@ mod tests {
             ),
         ];
         for (sql, want) in cases {
-            let got = refusal(&classify(sql), &ok);
+            let got = refusal(&classify(sql), &ok).map(|(_, why)| why);
             match want {
                 None => assert_eq!(got, None, "{sql}"),
                 Some(w) => assert!(got.is_some_and(|g| g.starts_with(w)), "{sql}: {got:?}"),
@@ -500,7 +536,9 @@ mod tests {
         log.push(&[b'x'; 90], 2, 0, 0);
         assert!(log
             .refused
-            .as_deref()
+            .as_ref()
+            .filter(|(k, _)| sextant_admin::REPLAY_REFUSALS[*k] == "size")
+            .map(|(_, w)| w.as_str())
             .is_some_and(|w| w.contains("replay_max_bytes")));
         assert!(
             log.ends.is_empty() && log.held == 0,
@@ -514,7 +552,8 @@ mod tests {
         small.push(b"\x03SELECT 1", 3, 0, 0);
         assert!(small
             .refused
-            .as_deref()
+            .as_ref()
+            .map(|(_, w)| w.as_str())
             .is_some_and(|w| w.contains("replay_max_total_bytes")));
     }
 }
