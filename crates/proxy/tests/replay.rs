@@ -112,6 +112,35 @@ fn a_transaction_whose_connection_is_killed_goes_on_once() {
     assert_eq!(status(&p, "transaction_replays_done"), 1);
 }
 
+/// Prepared statements (the binary protocol) are replayed too: each
+/// execution is prepared again on the new connection and run with the
+/// parameters and types it first ran with.
+#[test]
+fn prepared_statements_are_replayed() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Setup::default().start();
+    let mut c = p.conn();
+    table(&mut c, "rp_prep");
+    let insert = c.prep("INSERT INTO rp_prep (id, v) VALUES (?, ?)").unwrap();
+    let read = c.prep("SELECT v, seq FROM rp_prep WHERE id = ?").unwrap();
+    c.query_drop("BEGIN").unwrap();
+    c.exec_drop(&insert, (3, 30)).unwrap();
+    let seen: Option<(i32, i64)> = c.exec_first(&read, (3,)).unwrap();
+    c.exec_drop("UPDATE rp_prep SET v = v + ? WHERE id = ?", (5, 1))
+        .unwrap();
+    kill_the_transaction();
+    c.exec_drop(&insert, (4, 40))
+        .expect("a transaction of prepared statements is replayed");
+    let again: Option<(i32, i64)> = c.exec_first(&read, (3,)).unwrap();
+    assert_eq!(again, seen, "the same row, the same auto-increment value");
+    c.query_drop("COMMIT").unwrap();
+    assert_eq!(
+        rows(&mut p.conn(), "rp_prep"),
+        [(1, 15), (2, 20), (3, 30), (4, 40)]
+    );
+    assert_eq!(status(&p, "transaction_replays_done"), 1);
+}
+
 /// NOW() and UNIX_TIMESTAMP() answer in a replay what they answered the
 /// first time (the session's timestamp is pinned to when the statement
 /// was first sent), though the replay runs more than a second later.

@@ -404,9 +404,9 @@ impl Session {
         let what = match cmd {
             com::QUERY | com::PING | com::STMT_CLOSE | com::STMT_PREPARE => None,
             com::INIT_DB => Some("a change of database"),
-            com::STMT_EXECUTE | com::STMT_BULK_EXECUTE | com::STMT_FETCH => {
-                Some("a prepared statement's execution")
-            }
+            // (An execution records itself: prepared.rs.)
+            com::STMT_EXECUTE => None,
+            com::STMT_BULK_EXECUTE | com::STMT_FETCH => Some("a prepared statement's execution"),
             _ => Some("a command sextant does not replay"),
         };
         if let Some(what) = what {

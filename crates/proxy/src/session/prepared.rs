@@ -441,10 +441,16 @@ impl Session {
         if let Some(r) = plan.refuse {
             return self.reply_error(SessionError::WriteOnReplica(r)).await;
         }
+        let (kind, flags) = (st.route.kind, st.route.flags);
         self.require(&plan);
+        self.stmt.cannot_commit = !bulk && !cursor && super::query::cannot_commit(kind, flags);
         let work = match bulk {
             true => Work::Bulk { id, payload: p },
             false => Work::Execute { id, payload: p },
+        };
+        let sent_us = match self.trx_log.max {
+            0 => 0,
+            _ => super::replay::now_us(),
         };
         let r = self.run_plan(&plan, work).await;
         self.read_done();
@@ -452,8 +458,57 @@ impl Session {
             true => Ran::Bulk,
             false => Ran::Execute { cursor },
         };
-        self.after(&statement, ran, plan.target, r?.as_ref(), Some(&text));
+        let r = r?;
+        self.after(&statement, ran, plan.target, r.as_ref(), Some(&text));
+        match (r.as_ref(), bulk || cursor) {
+            (Some(res), false) => self.record_execute(id, p, kind, flags, res, sent_us),
+            (_, true) => self.record_other("a bulk execution or a cursor"),
+            (None, _) => self.record_other("a statement that did not run"),
+        }
         Ok(())
+    }
+
+    /// Records an execution for a replay, with the parameter types it
+    /// ran with (the client sends them once; they are put in when it
+    /// left them out).
+    fn record_execute(
+        &mut self,
+        id: u32,
+        p: &[u8],
+        kind: sextant_sql::Kind,
+        flags: sextant_sql::Flags,
+        res: &crate::relay::RelayResult,
+        sent_us: u64,
+    ) {
+        if self.trx_log.max == 0 {
+            return;
+        }
+        if res.status & sextant_protocol::consts::status::IN_TRANS == 0 {
+            // Outside a transaction: nothing to copy (this ends a record).
+            return self.record_as(kind, flags, &[], None, res, sent_us);
+        }
+        let qa = self.flavor.caps & cap::QUERY_ATTRIBUTES != 0;
+        let mut packet = std::mem::take(&mut self.scratch);
+        let sql = match self.stmts.get_mut(&id) {
+            Some(st) => {
+                execute_packet(&mut packet, st, p, 0, false, qa);
+                Some(st.sql.clone())
+            }
+            None => None,
+        };
+        let whole = packet.len() < sextant_protocol::codec::MAX_PAYLOAD;
+        match (sql, whole) {
+            (Some(sql), true) => self.record_as(
+                kind,
+                flags,
+                &packet[sextant_protocol::codec::HEADER_LEN..],
+                Some(sql),
+                res,
+                sent_us,
+            ),
+            _ => self.record_other("an execution too large to record"),
+        }
+        self.scratch = packet;
     }
 
     /// One attempt at an execute: on a pipe when the plan allows and the

@@ -257,21 +257,7 @@ impl Session {
         // connection, it runs again on another.
         self.stmt.clean_begin =
             c.kind == Kind::Begin && !c.flags.contains(Flags::MULTI) && !self.in_transaction();
-        // (Stored functions and triggers cannot commit.)
-        self.stmt.cannot_commit = !c.flags.contains(Flags::MULTI)
-            && matches!(
-                c.kind,
-                Kind::Select
-                    | Kind::Insert
-                    | Kind::Update
-                    | Kind::Delete
-                    | Kind::Replace
-                    | Kind::Rollback
-                    | Kind::Savepoint
-                    | Kind::Do
-                    | Kind::Show
-                    | Kind::Explain
-            );
+        self.stmt.cannot_commit = cannot_commit(c.kind, c.flags);
         let retrack = match c.flags.contains(Flags::TRACKING) && c.kind == Kind::Set {
             true => self.tracking_set(&p[at..]),
             false => None,
@@ -308,4 +294,26 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// Whether a statement cannot end a transaction (a plain read or write,
+/// ROLLBACK, SAVEPOINT: not COMMIT, DDL, SET, CALL or several
+/// statements): if its server connection dies inside a transaction, the
+/// transaction is certainly rolled back, not of unknown outcome.
+/// (Stored functions and triggers cannot commit.)
+pub(super) fn cannot_commit(kind: Kind, flags: Flags) -> bool {
+    !flags.contains(Flags::MULTI)
+        && matches!(
+            kind,
+            Kind::Select
+                | Kind::Insert
+                | Kind::Update
+                | Kind::Delete
+                | Kind::Replace
+                | Kind::Rollback
+                | Kind::Savepoint
+                | Kind::Do
+                | Kind::Show
+                | Kind::Explain
+        )
 }

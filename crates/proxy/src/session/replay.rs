@@ -30,6 +30,7 @@ use sextant_protocol::tracker::Expect;
 use sextant_routing::Target;
 use sextant_sql::{Classification, Flags, Kind};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Bytes all sessions' records hold.
 static HELD: AtomicUsize = AtomicUsize::new(0);
@@ -38,8 +39,11 @@ static HELD: AtomicUsize = AtomicUsize::new(0);
 const KEEP_BYTES: usize = 64 * 1024;
 
 /// What the first run of a recorded statement left for the second.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Entry {
+    /// A prepared statement's SQL (its execution's payload is recorded,
+    /// with its parameter types, under a statement id set at replay).
+    stmt: Option<Arc<[u8]>>,
     /// Where its text ends in the record's buffer.
     end: usize,
     /// Its answer's checksum.
@@ -147,7 +151,14 @@ impl Log {
         }
     }
 
-    fn push(&mut self, payload: &[u8], sum: u64, insert_id: u64, sent_us: u64) {
+    fn push(
+        &mut self,
+        payload: &[u8],
+        stmt: Option<Arc<[u8]>>,
+        sum: u64,
+        insert_id: u64,
+        sent_us: u64,
+    ) {
         let n = payload.len() + std::mem::size_of::<Entry>();
         if self.held + n > self.max {
             self.refuse(
@@ -173,6 +184,7 @@ impl Log {
         self.held += n;
         self.buf.extend_from_slice(payload);
         self.ends.push(Entry {
+            stmt,
             end: self.buf.len(),
             sum,
             insert_id,
@@ -191,14 +203,14 @@ impl Drop for Log {
 /// being replayed (None: a second run on a new connection does what the
 /// first did, or answers differently and is caught by its checksum).
 pub(super) fn refusal(
-    c: &Classification<'_>,
+    kind: Kind,
+    f: Flags,
     res: &RelayResult,
 ) -> Option<(&'static str, &'static str)> {
     const STATE: &str = "connection_state";
     const STMT: &str = "statement";
     const PREPARED: &str = "prepared_statement";
     const SESSION: &str = "session_change";
-    let f = c.flags;
     let by_flag = [
         (Flags::MULTI, STMT, "several statements in one packet"),
         (Flags::TEMP_TABLE, STATE, "a temporary table"),
@@ -222,7 +234,7 @@ pub(super) fn refusal(
     if let Some((_, kind, why)) = by_flag.iter().find(|(flag, _, _)| f.contains(*flag)) {
         return Some((kind, why));
     }
-    let by_kind = match c.kind {
+    let by_kind = match kind {
         Kind::Call => Some((
             STMT,
             "CALL (a procedure may commit, or do what a second run would not)",
@@ -261,6 +273,21 @@ impl Session {
         res: &RelayResult,
         sent_us: u64,
     ) {
+        self.record_as(c.kind, c.flags, payload, None, res, sent_us);
+    }
+
+    /// [`Session::record`] of a statement of `kind` and `flags`: a text
+    /// statement's COM_QUERY, or (`stmt`: its SQL) a prepared
+    /// statement's COM_STMT_EXECUTE with its parameter types.
+    pub(super) fn record_as(
+        &mut self,
+        kind: Kind,
+        flags: Flags,
+        payload: &[u8],
+        stmt: Option<Arc<[u8]>>,
+        res: &RelayResult,
+        sent_us: u64,
+    ) {
         if self.trx_log.max == 0 || self.sharding.is_some() {
             return;
         }
@@ -279,7 +306,7 @@ impl Session {
         if self.trx_log.refused.is_some() {
             return;
         }
-        let why = if let Some(why) = refusal(c, res) {
+        let why = if let Some(why) = refusal(kind, flags, res) {
             Some(why)
         } else if !self.pins.is_empty() {
             Some((
@@ -296,7 +323,9 @@ impl Session {
             (None, None) => self
                 .trx_log
                 .refuse("other", "a statement whose answer was not checked".into()),
-            (None, Some(sum)) => self.trx_log.push(payload, sum, res.last_insert_id, sent_us),
+            (None, Some(sum)) => self
+                .trx_log
+                .push(payload, stmt, sum, res.last_insert_id, sent_us),
         }
     }
 
@@ -391,13 +420,14 @@ impl Session {
         let mut pinned = false;
         for (n, e) in log.ends.iter().enumerate() {
             let (end, sum, insert_id) = (e.end, e.sum, e.insert_id);
-            let stmt = &log.buf[from..end];
+            let recorded = &log.buf[from..end];
             from = end;
+            let text = e.stmt.as_deref().unwrap_or(&recorded[1..]);
             let Some(a) = self.binding.direct_mut() else {
                 return Err(("its new connection was lost".into(), false));
             };
             let conn = a.conn_mut();
-            if reads_the_time(stmt) {
+            if reads_the_time(text) {
                 // NOW() and its kin read the time the first run was sent
                 // (sextant's clock: the server's own, within the clocks'
                 // skew, for a value the client never saw; one it saw
@@ -424,15 +454,39 @@ impl Session {
                 }
             }
             packet.clear();
-            write_packet(&mut packet, 0, stmt);
+            let expect = match &e.stmt {
+                None => {
+                    write_packet(&mut packet, 0, recorded);
+                    Expect::Query
+                }
+                Some(sql) => {
+                    // Prepared on this connection as any execution is,
+                    // its id put in the recorded execution.
+                    let server = match conn.ensure_prepared(sql).await {
+                        Ok(s) => s,
+                        Err(e) => {
+                            return Err((
+                                format!("its statement did not prepare again: {e}"),
+                                false,
+                            ))
+                        }
+                    };
+                    conn.stmt_used(sql, true);
+                    let at = sextant_protocol::codec::begin_packet(&mut packet);
+                    packet.extend_from_slice(recorded);
+                    packet[at + 5..at + 9].copy_from_slice(&server.id.to_le_bytes());
+                    sextant_protocol::codec::finish_packet(&mut packet, at, 0);
+                    Expect::Execute
+                }
+            };
             let ran = match conn.write_raw(&packet).await {
-                Ok(()) => crate::checksum::read_answer(conn, Expect::Query).await,
+                Ok(()) => crate::checksum::read_answer(conn, expect).await,
                 Err(e) => Err(e),
             };
             match ran {
                 Err(e) => return Err((format!("its new connection failed: {e}"), false)),
                 Ok(got) if got != sum => {
-                    let text = String::from_utf8_lossy(&stmt[1..stmt.len().min(81)]);
+                    let text = String::from_utf8_lossy(&text[..text.len().min(80)]);
                     return Err((
                         format!(
                             "statement {} of the transaction ({text}) answered differently the second time",
@@ -504,7 +558,8 @@ mod tests {
             ),
         ];
         for (sql, want) in cases {
-            let got = refusal(&classify(sql), &ok).map(|(_, why)| why);
+            let c = classify(sql);
+            let got = refusal(c.kind, c.flags, &ok).map(|(_, why)| why);
             match want {
                 None => assert_eq!(got, None, "{sql}"),
                 Some(w) => assert!(got.is_some_and(|g| g.starts_with(w)), "{sql}: {got:?}"),
@@ -514,7 +569,8 @@ mod tests {
             vars_changed: true,
             ..Default::default()
         };
-        assert!(refusal(&classify("SELECT 1"), &changed).is_some());
+        let c = classify("SELECT 1");
+        assert!(refusal(c.kind, c.flags, &changed).is_some());
     }
 
     #[test]
@@ -531,9 +587,9 @@ mod tests {
         let mut log = Log::default();
         (log.max, log.total_max) = (100, usize::MAX);
         log.open = true;
-        log.push(b"\x03INSERT INTO t VALUES (1)", 1, 0, 0);
+        log.push(b"\x03INSERT INTO t VALUES (1)", None, 1, 0, 0);
         assert!(log.refused.is_none() && log.ends.len() == 1);
-        log.push(&[b'x'; 90], 2, 0, 0);
+        log.push(&[b'x'; 90], None, 2, 0, 0);
         assert!(log
             .refused
             .as_ref()
@@ -549,7 +605,7 @@ mod tests {
         let before = HELD.load(Ordering::Relaxed);
         let mut small = Log::default();
         (small.max, small.total_max) = (1000, before + 10);
-        small.push(b"\x03SELECT 1", 3, 0, 0);
+        small.push(b"\x03SELECT 1", None, 3, 0, 0);
         assert!(small
             .refused
             .as_ref()
