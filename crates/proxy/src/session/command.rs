@@ -401,16 +401,20 @@ impl Session {
                     .await?
             }
         }
-        let what = match cmd {
-            com::QUERY | com::PING | com::STMT_CLOSE | com::STMT_PREPARE => None,
-            com::INIT_DB => Some("a change of database"),
-            // (An execution records itself: prepared.rs.)
-            com::STMT_EXECUTE => None,
-            com::STMT_BULK_EXECUTE | com::STMT_FETCH => Some("a prepared statement's execution"),
-            _ => Some("a command sextant does not replay"),
+        let other = match cmd {
+            // (A statement or an execution records itself.)
+            com::QUERY | com::STMT_EXECUTE | com::PING | com::STMT_CLOSE | com::STMT_PREPARE => {
+                None
+            }
+            com::INIT_DB => Some(("session_change", "a change of database")),
+            com::STMT_BULK_EXECUTE | com::STMT_FETCH => Some((
+                "prepared_statement",
+                "a prepared statement's bulk execution or fetch",
+            )),
+            _ => Some(("other", "a command sextant does not replay")),
         };
-        if let Some(what) = what {
-            self.record_other(what);
+        if let Some((kind, what)) = other {
+            self.record_other(kind, what);
         }
         Ok(Flow::Continue)
     }

@@ -462,8 +462,8 @@ impl Session {
         self.after(&statement, ran, plan.target, r.as_ref(), Some(&text));
         match (r.as_ref(), bulk || cursor) {
             (Some(res), false) => self.record_execute(id, p, kind, flags, res, sent_us),
-            (_, true) => self.record_other("a bulk execution or a cursor"),
-            (None, _) => self.record_other("a statement that did not run"),
+            (_, true) => self.record_other("prepared_statement", "a bulk execution or a cursor"),
+            (None, _) => self.record_other("other", "a statement that did not run"),
         }
         Ok(())
     }
@@ -506,7 +506,7 @@ impl Session {
                 res,
                 sent_us,
             ),
-            _ => self.record_other("an execution too large to record"),
+            _ => self.record_other("size", "an execution too large to record"),
         }
         self.scratch = packet;
     }

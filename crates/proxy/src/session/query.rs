@@ -290,7 +290,7 @@ impl Session {
         );
         match res.as_ref() {
             Some(r) => self.record(c, p, r, sent_us),
-            None => self.record_other("a statement that did not run"),
+            None => self.record_other("other", "a statement that did not run"),
         }
         Ok(())
     }

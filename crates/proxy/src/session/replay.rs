@@ -136,6 +136,25 @@ impl Log {
         self.refused = None;
     }
 
+    /// Follows the transaction state after a command: whether one is open
+    /// (`in_trx`) on the held connection `on`. False: none is, and the
+    /// record is cleared; a transaction on another connection than the
+    /// record's starts a new record.
+    fn follow(&mut self, on: Option<(usize, u32)>, in_trx: bool) -> bool {
+        if !in_trx || on.is_none() {
+            if self.open {
+                self.clear();
+            }
+            return false;
+        }
+        if self.stamp != on {
+            self.clear();
+            self.stamp = on;
+        }
+        self.open = true;
+        true
+    }
+
     /// Whether its transaction is the one open on `conn`.
     pub(super) fn is_on(&self, conn: (usize, u32)) -> bool {
         self.open && self.stamp == Some(conn)
@@ -292,18 +311,9 @@ impl Session {
             return;
         }
         let on = self.held_conn();
-        if res.status & status::IN_TRANS == 0 || on.is_none() {
-            if self.trx_log.open {
-                self.trx_log.clear();
-            }
-            return;
-        }
-        if self.trx_log.stamp != on {
-            self.trx_log.clear();
-            self.trx_log.stamp = on;
-        }
-        self.trx_log.open = true;
-        if self.trx_log.refused.is_some() {
+        if !self.trx_log.follow(on, res.status & status::IN_TRANS != 0)
+            || self.trx_log.refused.is_some()
+        {
             return;
         }
         let why = if let Some(why) = refusal(kind, flags, res) {
@@ -329,30 +339,16 @@ impl Session {
         }
     }
 
-    /// After any command but a text statement: inside a transaction it
-    /// is not recorded, so the transaction is not replayed; outside one,
-    /// whatever transaction was recorded is over.
-    pub(super) fn record_other(&mut self, what: &str) {
-        if self.trx_log.max == 0 {
-            return;
-        }
+    /// After a command that is not recorded (`what`; `kind`: its reason
+    /// in `sextant_admin::REPLAY_REFUSALS`): inside a transaction, the
+    /// transaction is not replayed; outside one, whatever transaction was
+    /// recorded is over.
+    pub(super) fn record_other(&mut self, kind: &str, what: &str) {
         let on = self.held_conn();
-        if !self.in_transaction() || on.is_none() {
-            self.trx_log.clear();
-            return;
+        if self.trx_log.max > 0 && self.trx_log.follow(on, self.in_transaction()) {
+            self.trx_log
+                .refuse(kind, format!("{what} inside the transaction"));
         }
-        if self.trx_log.stamp != on {
-            self.trx_log.clear();
-            self.trx_log.stamp = on;
-        }
-        self.trx_log.open = true;
-        let kind = match what {
-            "a prepared statement's execution" => "prepared_statement",
-            "a change of database" => "session_change",
-            _ => "other",
-        };
-        self.trx_log
-            .refuse(kind, format!("{what} inside the transaction"));
     }
 
     /// The held connection, as a record's stamp.
