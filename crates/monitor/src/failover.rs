@@ -305,6 +305,21 @@ mod tests {
         }
     }
 
+    /// The MySQL primary as last seen: transactions 1-100 of its UUID.
+    fn seen_at_100() -> PrimarySeen {
+        PrimarySeen {
+            executed: GtidSet::parse(&format!("{U}:1-100")).unwrap(),
+            uuid: U.into(),
+        }
+    }
+
+    fn mysql_view(failing: u64, replicas: Vec<Replica>) -> View {
+        View {
+            mysql: true,
+            ..view(failing, replicas)
+        }
+    }
+
     fn view(failing: u64, replicas: Vec<Replica>) -> View {
         View {
             primary_failing_ms: failing,
@@ -428,12 +443,8 @@ mod tests {
             (
                 "MySQL servers: GTID sets compared, not MariaDB positions",
                 View {
-                    mysql: true,
-                    primary_seen: Some(PrimarySeen {
-                        executed: GtidSet::parse(&format!("{U}:1-100")).unwrap(),
-                        uuid: U.into(),
-                    }),
-                    ..view(
+                    primary_seen: Some(seen_at_100()),
+                    ..mysql_view(
                         9_000,
                         vec![mysql("a:1", 90, 110, 105), mysql("b:1", 90, 120, 101)],
                     )
@@ -446,27 +457,20 @@ mod tests {
             ),
             (
                 "MySQL servers: still connected replicas keep the primary",
-                View {
-                    mysql: true,
-                    ..view(
-                        9_000,
-                        vec![Replica {
-                            io_connected: true,
-                            ..mysql("a:1", 90, 110, 105)
-                        }],
-                    )
-                },
+                mysql_view(
+                    9_000,
+                    vec![Replica {
+                        io_connected: true,
+                        ..mysql("a:1", 90, 110, 105)
+                    }],
+                ),
                 Box::new(|d| matches!(d, Decision::Wait(_))),
             ),
             (
                 "MySQL servers: an errant replica ahead of the clean one refuses",
                 View {
-                    mysql: true,
-                    primary_seen: Some(PrimarySeen {
-                        executed: GtidSet::parse(&format!("{U}:1-100")).unwrap(),
-                        uuid: U.into(),
-                    }),
-                    ..view(
+                    primary_seen: Some(seen_at_100()),
+                    ..mysql_view(
                         9_000,
                         vec![
                             Replica {
