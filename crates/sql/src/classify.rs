@@ -207,6 +207,25 @@ impl Classification<'_> {
             && !self.flags.contains(Flags::UNKNOWN_TABLE)
     }
 
+    /// Whether this classification read nothing inside the statement's
+    /// string literals, so that the same statement with other strings
+    /// classifies alike (what shapes with strings rest on). The classifier reads a string
+    /// only as the text of dynamic SQL (PREPARE ... FROM '...', EXECUTE
+    /// IMMEDIATE '...', also inside a compound statement); a single
+    /// SELECT, INSERT, UPDATE, DELETE or REPLACE has none.
+    pub fn strings_unread(&self) -> bool {
+        matches!(
+            self.kind,
+            Kind::Select | Kind::Insert | Kind::Update | Kind::Delete | Kind::Replace
+        ) && !self.flags.intersects(
+            Flags::MULTI
+                | Flags::COMPOUND
+                | Flags::SQL_PREPARE
+                | Flags::INNER_DYNAMIC
+                | Flags::DYNAMIC_KILL,
+        )
+    }
+
     /// Statements after which the session's state lives on its server
     /// connection and cannot be moved.
     pub fn pins_session(&self) -> bool {

@@ -1,25 +1,36 @@
-//! A statement's shape: its text with each number written as `#`. Two
-//! plain statements of one shape classify alike, because classification
-//! reads words, names and punctuation but never a number's digits; so a
-//! worker thread can remember what a shape classified as (and its
-//! digest) and skip the lexer, the classifier and the catalogue for the
-//! next statement of that shape. OLTP traffic is a few shapes with
-//! different numbers in them.
+//! A statement's shape: its text with each number written as `#` and
+//! each string literal as `''`. Two plain statements of one shape
+//! classify alike, because classification reads words, names and
+//! punctuation but never a number's digits, and for the kinds of
+//! statement [`Classification::strings_unread`] names, never a string's
+//! contents; so a worker thread can remember what a shape classified as
+//! (and its digest) and skip the lexer, the classifier and the catalogue
+//! for the next statement of that shape. OLTP traffic is a few shapes
+//! with different values in them.
 //!
-//! Only plain statements have a shape: ASCII, no quotes of any kind, no
-//! comments (so no hints), no backslashes. Everything whose reading could
-//! depend on more than the bytes outside numbers (strings, the lexing
-//! mode, executable comments, multibyte character sets) is left to the
-//! classifier.
+//! Only plain statements have a shape: ASCII outside strings, no
+//! double quotes or backticks, no comments (so no hints), no
+//! backslashes anywhere. Everything whose reading could depend on more
+//! than the bytes outside values (the lexing mode, executable comments,
+//! multibyte character sets) is left to the classifier. Inside a
+//! single-quoted string only the closing quote matters: a doubled quote
+//! is read alike in every mode, and no multibyte character set has a
+//! quote byte inside a character (their second bytes start at 0x40), so
+//! without a backslash the string ends at the same byte in every
+//! reading.
 
 use crate::catalogue::Catalogue;
 use crate::classify::{Classification, Flags, Kind};
 use crate::hints::Hints;
 use std::sync::Arc;
 
-/// Longer statements are classified each time (they are rarer, and the
-/// lexer's part of their cost smaller).
+/// Longer shapes are not remembered (longer statements are rarer, and
+/// the lexer's part of their cost smaller).
 pub const MAX_SHAPE: usize = 512;
+
+/// Statements longer than this are not shaped at all: shaping a long
+/// one only to find its shape too long would be wasted.
+const MAX_TEXT: usize = 16 * MAX_SHAPE;
 
 /// Slots in a [`Shapes`] (a power of two).
 const SLOTS: usize = 256;
@@ -31,13 +42,14 @@ fn ident(c: u8) -> bool {
 }
 
 /// What a byte is to [`shape`]: copied as it is, a digit, a byte that
-/// makes the statement not plain, or one that does when the next byte
-/// is `*` (`/*`) or `-` (`--`).
+/// makes the statement not plain, one that does when the next byte is
+/// `*` (`/*`) or `-` (`--`), or a string's opening quote.
 const PLAIN: u8 = 0;
 const DIGIT: u8 = 1;
 const NOT_PLAIN: u8 = 2;
 const SLASH: u8 = 3;
 const DASH: u8 = 4;
+const QUOTE: u8 = 5;
 
 const CLASSES: [u8; 256] = {
     let mut t = [PLAIN; 256];
@@ -45,7 +57,8 @@ const CLASSES: [u8; 256] = {
     while c < 256 {
         t[c] = match c as u8 {
             b'0'..=b'9' => DIGIT,
-            b'\'' | b'"' | b'`' | b'\\' | b'#' | 0x80..=0xff => NOT_PLAIN,
+            b'"' | b'`' | b'\\' | b'#' | 0x80..=0xff => NOT_PLAIN,
+            b'\'' => QUOTE,
             b'/' => SLASH,
             b'-' => DASH,
             _ => PLAIN,
@@ -55,16 +68,30 @@ const CLASSES: [u8; 256] = {
     t
 };
 
-/// Writes `sql`'s shape to `out`: false when the statement is not plain
-/// (then `out` means nothing). A run of digits becomes `#` unless it is
-/// part of a word (`sbtest1`, `1e5`, `0x1F`, `2abc`): such runs stay.
-/// (The bytes between numbers are copied in one piece each: this runs for
-/// every text statement.)
-pub fn shape(sql: &[u8], out: &mut Vec<u8>) -> bool {
+/// What [`shape`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shaped {
+    /// The statement is not plain (or too long): it has no shape.
+    No,
+    /// A shape with no string in it.
+    Plain,
+    /// A shape with at least one string: it stands for its statements
+    /// only where the classification reads no string.
+    Strings,
+}
+
+/// Writes `sql`'s shape to `out` (meaningless when the answer is
+/// [`Shaped::No`]). A run of digits becomes `#` unless it is part of a
+/// word (`sbtest1`, `1e5`, `0x1F`, `2abc`): such runs stay. A string
+/// becomes `''`, whatever its contents, so `''` in a shape always stands
+/// for a string. (The bytes between values are copied in one piece
+/// each: this runs for every text statement.)
+pub fn shape(sql: &[u8], out: &mut Vec<u8>) -> Shaped {
     out.clear();
-    if sql.len() > MAX_SHAPE {
-        return false;
+    if sql.len() > MAX_TEXT {
+        return Shaped::No;
     }
+    let mut strings = false;
     // Where the bytes not yet copied start.
     let mut from = 0;
     let mut i = 0;
@@ -88,14 +115,46 @@ pub fn shape(sql: &[u8], out: &mut Vec<u8>) -> bool {
                     from = i;
                 }
             }
-            SLASH if sql.get(i + 1) == Some(&b'*') => return false,
-            DASH if sql.get(i + 1) == Some(&b'-') => return false,
-            NOT_PLAIN => return false,
+            QUOTE => {
+                let Some(end) = string_end(sql, i + 1) else {
+                    return Shaped::No;
+                };
+                out.extend_from_slice(&sql[from..i]);
+                out.extend_from_slice(b"''");
+                strings = true;
+                i = end;
+                from = i;
+            }
+            SLASH if sql.get(i + 1) == Some(&b'*') => return Shaped::No,
+            DASH if sql.get(i + 1) == Some(&b'-') => return Shaped::No,
+            NOT_PLAIN => return Shaped::No,
             _ => i += 1,
         }
     }
     out.extend_from_slice(&sql[from..]);
-    true
+    match (out.len() > MAX_SHAPE, strings) {
+        (true, _) => Shaped::No,
+        (false, false) => Shaped::Plain,
+        (false, true) => Shaped::Strings,
+    }
+}
+
+/// Where the single-quoted string whose contents start at `from` ends
+/// (just after its closing quote), reading `''` as a quote inside it:
+/// none when it holds a backslash (whose reading depends on the session's
+/// sql_mode) or is not closed.
+fn string_end(sql: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let at = from + memchr::memchr2(b'\'', b'\\', &sql[from..])?;
+        if sql[at] == b'\\' {
+            return None;
+        }
+        if sql.get(at + 1) == Some(&b'\'') {
+            from = at + 2;
+            continue;
+        }
+        return Some(at + 1);
+    }
 }
 
 /// What a shape classified as, with the catalogue of the time.
@@ -197,7 +256,15 @@ mod tests {
 
     fn shape_of(sql: &str) -> Option<String> {
         let mut out = Vec::new();
-        shape(sql.as_bytes(), &mut out).then(|| String::from_utf8(out).unwrap())
+        let shaped = shape(sql.as_bytes(), &mut out);
+        let strings = out.windows(2).any(|w| w == b"''");
+        match shaped {
+            Shaped::No => None,
+            Shaped::Plain | Shaped::Strings => {
+                assert_eq!(shaped == Shaped::Strings, strings, "{sql}");
+                Some(String::from_utf8(out).unwrap())
+            }
+        }
     }
 
     #[test]
@@ -225,14 +292,30 @@ mod tests {
                 Some("UPDATE t SET k=k+# WHERE id=#"),
             ),
             ("SELECT 10/2", Some("SELECT #/#")),
-            ("SELECT 'a'", None),
+            ("SELECT 'a'", Some("SELECT ''")),
+            ("SELECT '', 'it''s', 'a' 'b'", Some("SELECT '', '', '' ''")),
+            ("SELECT ''''", Some("SELECT ''")),
+            ("SELECT '''a'", Some("SELECT ''")),
+            (
+                "INSERT INTO t VALUES (5, 'x\"`#-- /* ;é', 'y')",
+                Some("INSERT INTO t VALUES (#, '', '')"),
+            ),
+            (
+                "SELECT x'4F', _utf8'a', N'b'",
+                Some("SELECT x'', _utf8'', N''"),
+            ),
+            ("SELECT 'a'1, 2'b'", Some("SELECT ''#, #''")),
+            ("SELECT 'a\\'b'", None),
+            ("SELECT 'a\\\\'", None),
+            ("SELECT 'open", None),
+            ("SELECT 'a''", None),
+            ("SELECT 'a' é", None),
             ("SELECT \"a\"", None),
             ("SELECT `a`", None),
             ("SELECT 1 -- x", None),
             ("SELECT 1 # x", None),
             ("SELECT /*# to=primary */ 1", None),
             ("SELECT /*!50700 1 */", None),
-            ("SELECT 'é'", None),
             ("SELECT é", None),
             ("SELECT 1\\", None),
         ];
@@ -241,6 +324,14 @@ mod tests {
         }
         let long = format!("SELECT {}", "1, ".repeat(200));
         assert_eq!(shape_of(&long), None, "longer than MAX_SHAPE");
+        let long = format!("SELECT '{}'", "a".repeat(4 * MAX_SHAPE));
+        assert_eq!(
+            shape_of(&long).as_deref(),
+            Some("SELECT ''"),
+            "a long string"
+        );
+        let long = format!("SELECT '{}'", "a".repeat(MAX_TEXT));
+        assert_eq!(shape_of(&long), None, "longer than MAX_TEXT");
     }
 
     #[test]

@@ -506,6 +506,15 @@ impl Session {
         let Some(a) = self.binding.direct_mut() else {
             return Ok(Outcome::Reported);
         };
+        // Only an answer that can join a transaction's record is hashed:
+        // one on a connection in a transaction, or one that may open it
+        // (a BEGIN, anything with autocommit off). A transaction opened
+        // some other way finds its first answer unhashed and is never
+        // replayed (session/replay.rs), rather than replayed unchecked.
+        let checksum = self.trx_log.wants_checksum()
+            && (a.conn().in_transaction()
+                || a.conn().status & status::AUTOCOMMIT == 0
+                || self.stmt.clean_begin);
         let opts = RelayOpts {
             session_track: self.session_track,
             writes: Some(newest),
@@ -513,8 +522,8 @@ impl Session {
             client_stmt_id,
             hold_read_only_error: self.stmt.retry == Retry::WriteAfterSwitchover,
             hold_stmt_limit_error: expect == Expect::Prepare && !self.stmts_evicted,
-            checksum: self.trx_log.wants_checksum(),
-            hold_connection_ending: self.trx_log.wants_checksum()
+            checksum,
+            hold_connection_ending: checksum
                 && self.stmt.cannot_commit
                 && a.conn().in_transaction(),
         };

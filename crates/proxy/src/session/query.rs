@@ -11,7 +11,7 @@ use crate::errors::SessionError;
 use sextant_protocol::consts::cap;
 use sextant_protocol::packets::query_text_offset;
 use sextant_routing::{plan, Command, Ran, Statement};
-use sextant_sql::shape::{shape, Remembered, Shapes};
+use sextant_sql::shape::{shape, Remembered, Shaped, Shapes};
 use sextant_sql::{Catalogue, Classification, Flags, Kind};
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -106,16 +106,17 @@ impl Session {
 
     /// A plain statement of a shape this worker thread has classified
     /// with the group's current catalogue is classified as that was
-    /// (numbers never change a classification: `sextant_sql::shape`);
-    /// any other is read, and remembered by its shape when it has one.
+    /// (numbers never change a classification, nor strings where they
+    /// are unread: `sextant_sql::shape`); any other is read, and
+    /// remembered by its shape when it has one.
     fn classify_by_shape<'s>(&mut self, sql: &'s [u8], digest: bool) -> Classification<'s> {
         let catalogue = self.group.catalogue.load();
         let catalogue: &Arc<Catalogue> = &catalogue;
         SHAPES.with(|cell| {
             let mut remembered = cell.borrow_mut();
             let (buf, shapes) = &mut *remembered;
-            let plain = shape(sql, buf);
-            if plain {
+            let shaped = shape(sql, buf);
+            if shaped != Shaped::No {
                 if let Some(r) = shapes
                     .get(catalogue, buf)
                     .filter(|r| !digest || r.digest.is_some())
@@ -129,7 +130,12 @@ impl Session {
             let (c, dependent) = self.classify_read(catalogue, sql, digest);
             // (A reading that depends on the session's lexing mode is
             // the session's own.)
-            if plain && !dependent {
+            let remember = match shaped {
+                Shaped::No => false,
+                Shaped::Plain => true,
+                Shaped::Strings => c.strings_unread(),
+            };
+            if remember && !dependent {
                 let key = if digest { self.digest_key } else { None };
                 shapes.put(catalogue, buf, Remembered::of(&c, key));
             }
