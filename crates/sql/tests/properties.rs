@@ -169,6 +169,17 @@ const PIECES: &[&str] = &[
     "N",
 ];
 
+/// The catalogue the shape properties classify with besides none: a
+/// function that may write, a view calling it, a listed table.
+fn catalogue() -> sextant_sql::Catalogue {
+    sextant_sql::Catalogue::new(
+        Some(sextant_sql::ServerKind::MariaDb),
+        ["f1".to_string()],
+        [("v1".to_string(), "SELECT f1()".to_string())],
+    )
+    .with_tables(["t".to_string()])
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
 
@@ -199,12 +210,7 @@ proptest! {
         let (mut sx, mut sy) = (Vec::new(), Vec::new());
         let plain = |s: &str, out: &mut Vec<u8>| shape(s.as_bytes(), out) == Shaped::Plain;
         if plain(&x, &mut sx) && plain(&y, &mut sy) && sx == sy {
-            let cat = sextant_sql::Catalogue::new(
-                Some(sextant_sql::ServerKind::MariaDb),
-                ["f1".to_string()],
-                [("v1".to_string(), "SELECT f1()".to_string())],
-            )
-            .with_tables(["t".to_string()]);
+            let cat = catalogue();
             for (p, q) in [
                 (classify(x.as_bytes()), classify(y.as_bytes())),
                 (cat.classify(x.as_bytes()), cat.classify(y.as_bytes())),
@@ -315,12 +321,7 @@ proptest! {
         let (mut sx, mut sy) = (Vec::new(), Vec::new());
         let shaped = shape(x.as_bytes(), &mut sx);
         if shaped == Shaped::Strings && shape(y.as_bytes(), &mut sy) == shaped && sx == sy {
-            let cat = sextant_sql::Catalogue::new(
-                Some(sextant_sql::ServerKind::MariaDb),
-                ["f1".to_string()],
-                [("v1".to_string(), "SELECT f1()".to_string())],
-            )
-            .with_tables(["t".to_string()]);
+            let cat = catalogue();
             for (p, q) in [
                 (classify(x.as_bytes()), classify(y.as_bytes())),
                 (cat.classify(x.as_bytes()), cat.classify(y.as_bytes())),
