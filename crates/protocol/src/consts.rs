@@ -46,6 +46,10 @@ pub mod status {
     pub const PS_OUT_PARAMS: u16 = 1 << 12;
     pub const IN_TRANS_READONLY: u16 = 1 << 13;
     pub const SESSION_STATE_CHANGED: u16 = 1 << 14;
+    /// The flags that describe the session rather than the statement
+    /// just run: what an answer a proxy writes itself carries (the
+    /// others, no index used, slow, last row sent, are one statement's).
+    pub const SESSION: u16 = IN_TRANS | AUTOCOMMIT | NO_BACKSLASH_ESCAPES | IN_TRANS_READONLY;
 }
 
 pub mod com {

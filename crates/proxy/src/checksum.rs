@@ -74,6 +74,15 @@ impl Checksum {
 /// connection's status after it. Session tracking it carries is applied
 /// to the connection, as the relay applies it.
 pub async fn read_answer(conn: &mut BackendConn, expect: Expect) -> Result<u64, BackendError> {
+    read_answer_or_error(conn, expect).await.map(|(sum, _)| sum)
+}
+
+/// [`read_answer`], with the server's error when the answer was one.
+pub async fn read_answer_or_error(
+    conn: &mut BackendConn,
+    expect: Expect,
+) -> Result<(u64, Option<BackendError>), BackendError> {
+    let mut error = None;
     let deprecate_eof = conn.flavor.deprecate_eof();
     let mut t = Tracker::new(expect, deprecate_eof)
         .with_metadata_flag(conn.negotiated & cap::OPTIONAL_RESULTSET_METADATA != 0);
@@ -123,13 +132,20 @@ pub async fn read_answer(conn: &mut BackendConn, expect: Expect) -> Result<u64, 
                     sextant_protocol::ProtoError::Truncated("LOCAL INFILE in a replayed answer"),
                 ))
             }
+            Packet::Err => {
+                sum.bytes(frame);
+                error = Some(conn.server_error("the statement", payload));
+            }
             _ => sum.bytes(frame),
         }
         let n = HEADER_LEN + h.len;
         conn.consume(n);
     }
-    conn.status = t.status();
-    Ok(sum.finish())
+    // (An error leaves the connection's transaction state as it was.)
+    if error.is_none() {
+        conn.status = t.status();
+    }
+    Ok((sum.finish(), error))
 }
 
 #[cfg(test)]

@@ -29,6 +29,8 @@ enum Reply {
     HangUp,
     /// This OK packet, byte for byte.
     RawOk(&'static [u8]),
+    /// This error (code, message; SQLSTATE HY000).
+    Err(u16, &'static str),
 }
 
 type Script = fn(&str) -> Reply;
@@ -130,9 +132,19 @@ fn serve(
                     s.write_all(&out)?;
                     continue;
                 } else {
-                    seen.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(sql.clone());
+                    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                    seen.push(sql.clone());
+                    if sql.starts_with("BEGIN") {
+                        // Whether the next statement was sent before
+                        // this one was answered: it is, within the
+                        // moment, if it came in the same write.
+                        s.set_read_timeout(Some(std::time::Duration::from_millis(700)))?;
+                        let next = s.peek(&mut [0u8; 1]).is_ok_and(|n| n > 0);
+                        s.set_read_timeout(None)?;
+                        if next {
+                            seen.push(format!("{sql} (the next statement with it)"));
+                        }
+                    }
                     script(&sql)
                 };
                 match reply {
@@ -150,6 +162,9 @@ fn serve(
                     Reply::HangUp => return Ok(()),
                     Reply::RawOk(p) => {
                         sextant_protocol::codec::write_packet(&mut out, 1, p);
+                    }
+                    Reply::Err(code, message) => {
+                        sextant_protocol::packets::write_err(&mut out, 1, code, "HY000", message);
                     }
                 }
             }
@@ -354,4 +369,98 @@ fn scripted_a_read_survives_every_pooled_connection_killed() {
         assert_eq!(answer_text(&r), "from a replica");
     }
     assert_eq!(primary.seen("SELECT v FROM t"), before);
+}
+
+/// An OK in a transaction (IN_TRANS | AUTOCOMMIT), as for a BEGIN.
+const OK_IN_TRANS: &[u8] = b"\x00\x00\x00\x03\x00\x00\x00";
+
+/// A status flag of an OK packet the client read.
+fn ok_status(p: &[u8]) -> u16 {
+    assert_eq!(p[0], 0x00, "{}", String::from_utf8_lossy(p));
+    // Affected rows and insert id are one byte each in these OKs.
+    u16::from_le_bytes([p[3], p[4]])
+}
+
+/// A BEGIN is answered by sextant and sent in the same write as the
+/// transaction's first read (the fake server finds the read already sent
+/// when it reads the BEGIN, before answering it); a write waits for the
+/// BEGIN's answer; a transaction that ran nothing is ended by sextant and
+/// no server hears of it.
+#[test]
+fn scripted_a_begin_travels_with_the_first_read_and_an_empty_one_stays_home() {
+    let primary = FakeServer::start(|sql| match sql {
+        "BEGIN" | "START TRANSACTION" => Reply::RawOk(OK_IN_TRANS),
+        "INSERT INTO t VALUES (1)" | "COMMIT" => Reply::Ok,
+        _ => Reply::Value("from the primary"),
+    });
+    let port = sextant_with("10.11.99-MariaDB-scripted", primary.port, &[]);
+    let mut c = Raw::login(port, "app", "apppass", None);
+    let run = |c: &mut Raw, sql: &str| {
+        c.query(sql);
+        c.read_response()
+    };
+    let r = run(&mut c, "BEGIN");
+    assert_eq!(ok_status(&r[0]), 0x0003, "IN_TRANS | AUTOCOMMIT");
+    assert_eq!(primary.seen("BEGIN"), 0, "answered by sextant");
+    let r = run(&mut c, "SELECT 1");
+    assert_eq!(answer_text(&r), "from the primary");
+    assert_eq!(primary.seen("BEGIN"), 1);
+    assert_eq!(primary.seen("BEGIN (the next statement with it)"), 1);
+    assert_eq!(primary.seen("SELECT 1"), 1);
+    assert_eq!(ok_status(&run(&mut c, "COMMIT")[0]), 0x0002);
+    assert_eq!(primary.seen("COMMIT"), 1);
+    // Nothing ran: nothing is sent.
+    for end in ["COMMIT", "ROLLBACK", "COMMIT WORK"] {
+        assert_eq!(ok_status(&run(&mut c, "START TRANSACTION")[0]), 0x0003);
+        assert_eq!(ok_status(&run(&mut c, end)[0]), 0x0002, "{end}");
+    }
+    assert_eq!(primary.seen("START TRANSACTION"), 0);
+    assert_eq!(primary.seen("COMMIT"), 1);
+    assert_eq!(primary.seen("ROLLBACK"), 0);
+    // A write is sent only once the BEGIN has answered.
+    run(&mut c, "BEGIN");
+    assert_eq!(run(&mut c, "INSERT INTO t VALUES (1)")[0][0], 0x00);
+    assert_eq!(primary.seen("BEGIN"), 2);
+    assert_eq!(primary.seen("BEGIN (the next statement with it)"), 1);
+    assert_eq!(primary.seen("INSERT INTO t VALUES (1)"), 1);
+    run(&mut c, "COMMIT");
+}
+
+/// A BEGIN the server refuses: the client hears the server's error on the
+/// transaction's first statement, no transaction is open after it, and a
+/// write behind it never ran (a read that rode along ran alone, and its
+/// answer is dropped).
+#[test]
+fn scripted_a_failed_begin_is_the_first_statements_error_and_a_write_never_runs() {
+    let primary = FakeServer::start(|sql| match sql {
+        "BEGIN" => Reply::Err(1290, "refused for this test"),
+        "INSERT INTO t VALUES (1)" => Reply::Ok,
+        _ => Reply::Value("from the primary"),
+    });
+    let port = sextant_with("10.11.99-MariaDB-scripted", primary.port, &[]);
+    let mut c = Raw::login(port, "app", "apppass", None);
+    for first in ["SELECT 1", "INSERT INTO t VALUES (1)"] {
+        c.query("BEGIN");
+        assert_eq!(ok_status(&c.read_response()[0]), 0x0003);
+        c.query(first);
+        let r = c.read_response();
+        assert_eq!(r.len(), 1, "{first}: only the error");
+        assert_eq!(err_of(&r[0]), (1290, "refused for this test".to_string()));
+        // No transaction: the next statement is sent on its own.
+        c.query("SELECT 2");
+        let r = c.read_response();
+        assert_eq!(answer_text(&r), "from the primary");
+        assert_eq!(
+            u16::from_le_bytes([r[r.len() - 1][3], r[r.len() - 1][4]]) & 1,
+            0,
+            "{first}: not in a transaction"
+        );
+    }
+    assert_eq!(primary.seen("BEGIN"), 2);
+    assert_eq!(primary.seen("SELECT 1"), 1, "the read rode along");
+    assert_eq!(
+        primary.seen("INSERT INTO t VALUES (1)"),
+        0,
+        "the write never ran"
+    );
 }

@@ -204,9 +204,14 @@ pub fn effects(st: &Statement, ran: Ran, target: Target, answer: Option<&Answer>
     if st.flags.contains(Flags::UNLOCK_TABLES) {
         unpin |= Pins::LOCK_TABLES;
     }
+    // SET TRANSACTION's characteristics wait on the connection for its
+    // next transaction. A statement with autocommit may or may not take
+    // them (MariaDB keeps them past a SELECT that reads no table, and
+    // past a failed ROLLBACK TO SAVEPOINT): they are known gone only once
+    // a transaction has opened, or a COMMIT or ROLLBACK ran.
     if st.flags.contains(Flags::NEXT_TRX) && !a.error {
         pin |= Pins::NEXT_TRX;
-    } else if st.kind != Kind::Set && !a.in_transaction {
+    } else if a.in_transaction || (matches!(st.kind, Kind::Commit | Kind::Rollback) && !a.error) {
         unpin |= Pins::NEXT_TRX;
     }
     if let Ran::Execute { cursor: true } = ran {

@@ -197,7 +197,8 @@ impl BackendConn {
         Ok(())
     }
 
-    pub(super) fn server_error(&self, what: &str, pkt: &[u8]) -> BackendError {
+    /// The server's error packet `pkt`, answering `what`, as an error.
+    pub fn server_error(&self, what: &str, pkt: &[u8]) -> BackendError {
         match parse_err(pkt) {
             Ok(e) => BackendError::Server {
                 addr: self.addr.to_string(),

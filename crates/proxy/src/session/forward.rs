@@ -328,7 +328,7 @@ impl Session {
         }
         match relayed {
             Ok(res) => {
-                self.status = res.status & !status::SESSION_STATE_CHANGED;
+                self.status = res.status & status::SESSION;
                 self.ran = (res.rows, res.error, ran_on(server));
                 // A read leaves a connection as it found it; if this one
                 // did not, the connection is no longer the pipe's state.
@@ -368,6 +368,13 @@ impl Session {
         expect: Expect,
         client_stmt_id: Option<u32>,
     ) -> Result<Outcome, SessionError> {
+        if self.pending_begin.is_some() && self.sharding.is_none() {
+            match self.send_begin(expect).await? {
+                (Some(o), _) => return Ok(o),
+                (None, true) => return self.relay_sent(expect, client_stmt_id).await,
+                (None, false) => {}
+            }
+        }
         if let Some(g) = self.stmt.wait.pending.take() {
             if let Some(o) = self.send_after_wait(g, expect).await? {
                 return Ok(o);
@@ -392,7 +399,7 @@ impl Session {
 
     /// The attached connection failed as the statement was sent: it is
     /// closed, and nothing of the answer reached the client.
-    fn send_failed(&mut self, e: sextant_backend::BackendError) -> Outcome {
+    pub(super) fn send_failed(&mut self, e: sextant_backend::BackendError) -> Outcome {
         let Some(a) = self.binding.direct_mut() else {
             return Outcome::Reported;
         };
@@ -529,6 +536,8 @@ impl Session {
         };
         let timed = self.user.policy().balance == sextant_config::Balance::LeastLatency;
         let (server, conn) = a.parts();
+        const READ_ONLY_TRX: u16 = status::IN_TRANS | status::IN_TRANS_READONLY;
+        let read_only_trx = conn.status & READ_ONLY_TRX == READ_ONLY_TRX;
         if let Some(r) = &self.registered {
             r.handle.running_on(&self.group, server, conn.connection_id);
         }
@@ -582,12 +591,20 @@ impl Session {
                 Ok(Outcome::Retry(RetryReason::ReadOnly))
             }
             Ok(mut res) => {
-                self.status = res.status & !status::SESSION_STATE_CHANGED;
+                self.status = res.status & status::SESSION;
                 self.ran = (res.rows, res.error, ran_on(&a.server));
                 // What the statement did to the session is the caller's to
                 // apply (effects.rs); what it did to the connection is
                 // put right here.
                 let conn = a.conn_mut();
+                if read_only_trx && res.status & status::IN_TRANS == 0 && !self.stmt.ends_trx {
+                    // A READ ONLY transaction ended some other way than
+                    // by COMMIT or ROLLBACK (SET autocommit = 1 after
+                    // autocommit = 0 in it): MariaDB makes the
+                    // connection's next transaction READ ONLY too, and
+                    // says so nowhere. The connection stays the session's.
+                    conn.track.opaque = true;
+                }
                 res.tracked = crate::relay::Tracked {
                     opaque: conn.track.opaque,
                     insert_id_reported: std::mem::take(&mut conn.track.insert_id_reported),

@@ -212,10 +212,12 @@ impl Last {
         }
     }
 
-    /// A session that has run nothing yet: as a new server connection.
+    /// A session that has run nothing yet: as a new server connection
+    /// (MariaDB's ROW_COUNT() is 0 there; tests/deferred_begin.rs
+    /// compares).
     pub fn fresh() -> Last {
         Last {
-            row_count: Val::Known(-1),
+            row_count: Val::Known(0),
             found_rows: Val::Known(0),
             warnings: Val::Known(0),
             warning_count: Some(0),

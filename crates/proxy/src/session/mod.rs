@@ -47,6 +47,7 @@ mod busy;
 mod columns;
 mod command;
 mod consistency;
+mod deferred;
 mod diagnostics;
 mod effects;
 mod forward;
@@ -94,9 +95,15 @@ pub struct Session {
     group: Arc<sextant_backend::Group>,
     /// The sharded layout, if the config has one.
     sharding: Option<Arc<crate::runtime::Sharding>>,
-    /// Sharding: a BEGIN not yet sent, waiting for the transaction's first
-    /// statement to say which group it runs in.
+    /// A BEGIN answered by sextant and not yet sent: on a sharded layout
+    /// until the transaction's first statement says which group it runs
+    /// in; on a plain one, to go in the same write as that statement
+    /// (deferred.rs).
     pending_begin: Option<Vec<u8>>,
+    /// The buffer of the last BEGIN held back, kept for the next.
+    begin_text: Vec<u8>,
+    /// Reused for a held-back BEGIN and the statement sent with it.
+    begin_out: Vec<u8>,
     /// Savepoints set while `pending_begin` waits for a group
     /// (savepoints.rs).
     savepoints: savepoints::Held,
@@ -370,6 +377,8 @@ impl Session {
             group: user.group.clone(),
             sharding: None,
             pending_begin: None,
+            begin_text: Vec::new(),
+            begin_out: Vec::new(),
             savepoints: savepoints::Held::default(),
             own_xids: Vec::new(),
             tracking_readback: Vec::new(),

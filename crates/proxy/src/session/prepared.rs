@@ -441,9 +441,10 @@ impl Session {
         if let Some(r) = plan.refuse {
             return self.reply_error(SessionError::WriteOnReplica(r)).await;
         }
-        let (kind, flags) = (st.route.kind, st.route.flags);
+        let (kind, flags, plain) = (st.route.kind, st.route.flags, st.route.plain);
         self.require(&plan);
         self.stmt.cannot_commit = !bulk && !cursor && super::query::cannot_commit(kind, flags);
+        self.stmt.begin_rides = !bulk && !cursor && kind == sextant_sql::Kind::Select && plain;
         let work = match bulk {
             true => Work::Bulk { id, payload: p },
             false => Work::Execute { id, payload: p },

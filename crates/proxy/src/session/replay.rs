@@ -339,6 +339,19 @@ impl Session {
         }
     }
 
+    /// A BEGIN sextant held back and has now run on the held connection
+    /// (deferred.rs): the record of the transaction it opens starts with
+    /// it, `sum` its answer's checksum.
+    pub(super) fn record_begin(&mut self, payload: &[u8], sum: u64, sent_us: u64) {
+        if self.trx_log.max == 0 || self.sharding.is_some() {
+            return;
+        }
+        let on = self.held_conn();
+        if self.trx_log.follow(on, true) && self.trx_log.refused.is_none() {
+            self.trx_log.push(payload, None, sum, 0, sent_us);
+        }
+    }
+
     /// After a command that is not recorded (`what`; `kind`: its reason
     /// in `sextant_admin::REPLAY_REFUSALS`): inside a transaction, the
     /// transaction is not replayed; outside one, whatever transaction was

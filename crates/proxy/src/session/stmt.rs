@@ -39,6 +39,13 @@ pub(super) struct Stmt {
     /// A BEGIN (or START TRANSACTION) sent with no transaction open: it
     /// commits nothing, so one whose connection died runs again.
     pub clean_begin: bool,
+    /// A COMMIT or ROLLBACK (not to a savepoint): the plain end of a
+    /// transaction.
+    pub ends_trx: bool,
+    /// A read that may be sent in the same write as a held-back BEGIN
+    /// (deferred.rs): if the BEGIN failed, it ran with autocommit and
+    /// changed nothing.
+    pub begin_rides: bool,
     /// Times its transaction was replayed after its connection was lost
     /// (bounded: a server that keeps failing is reported).
     pub replays: u8,
@@ -55,6 +62,8 @@ impl Default for Stmt {
             setup: false,
             cannot_commit: false,
             clean_begin: false,
+            begin_rides: false,
+            ends_trx: false,
             replays: 0,
             wait: ReplicaWait::default(),
             writes_rows: false,
