@@ -380,3 +380,39 @@ fn an_execution_after_begin_runs_in_the_transaction() {
         .unwrap();
     assert_eq!(v, 11);
 }
+
+/// A prepared BEGIN and COMMIT (sysbench prepares both) are held back and
+/// answered as the text ones are: a transaction that runs nothing reaches
+/// no server, and one that runs something is open on the server for it.
+#[test]
+fn prepared_begin_and_commit_are_held_back_too() {
+    let _one = one();
+    let p = proxy();
+    reset_table();
+    let mut c = p.conn();
+    let begin = c.prep("BEGIN").unwrap();
+    let commit = c.prep("COMMIT").unwrap();
+    let counters = || {
+        // (An executed BEGIN counts in Com_begin as a text one does.)
+        ["Com_begin", "Com_commit"].map(|n| status_counter(lab().primary, n))
+    };
+    let before = counters();
+    for _ in 0..20 {
+        c.exec_drop(&begin, ()).unwrap();
+        c.exec_drop(&commit, ()).unwrap();
+    }
+    assert_eq!(counters(), before, "empty transactions reached the primary");
+    c.exec_drop(&begin, ()).unwrap();
+    let in_trx: i64 = c
+        .exec_first("SELECT @@in_transaction", ())
+        .unwrap()
+        .unwrap();
+    assert_eq!(in_trx, 1);
+    c.exec_drop("INSERT INTO dbeg (v) VALUES (?)", (5,))
+        .unwrap();
+    c.query_drop("ROLLBACK").unwrap();
+    let n: i64 = c.query_first("SELECT COUNT(*) FROM dbeg").unwrap().unwrap();
+    assert_eq!(n, 3, "the insert was rolled back with its transaction");
+    let after = counters();
+    assert_eq!(after[0], before[0] + 1, "one BEGIN reached the primary");
+}

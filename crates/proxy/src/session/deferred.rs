@@ -22,7 +22,7 @@ use crate::errors::SessionError;
 use sextant_protocol::codec::{begin_packet, finish_packet, HEADER_LEN};
 use sextant_protocol::consts::{cap, com, status};
 use sextant_protocol::tracker::Expect;
-use sextant_sql::{Classification, Flags, Kind, LexMode, Lexer, TokenKind};
+use sextant_sql::{Flags, Kind, LexMode, Lexer, TokenKind};
 
 /// The status flags an OK for BEGIN, COMMIT or ROLLBACK carries from the
 /// session: the ones a statement's run adds (no index used, slow, the last
@@ -30,17 +30,19 @@ use sextant_sql::{Classification, Flags, Kind, LexMode, Lexer, TokenKind};
 const SESSION_STATUS: u16 = status::AUTOCOMMIT | status::NO_BACKSLASH_ESCAPES;
 
 impl Session {
-    /// A plain layout's BEGIN or empty COMMIT / ROLLBACK answered by
-    /// sextant; None: the statement runs as usual.
+    /// A plain layout's BEGIN or empty COMMIT / ROLLBACK (`kind` with
+    /// `flags`, as text or prepared) answered by sextant; None: the
+    /// statement runs as usual.
     pub(super) async fn defer_begin(
         &mut self,
-        c: &Classification<'_>,
+        kind: Kind,
+        flags: Flags,
         sql: &[u8],
     ) -> Option<Result<Next, SessionError>> {
-        if self.sharding.is_some() || c.flags.contains(Flags::MULTI) {
+        if self.sharding.is_some() || flags.contains(Flags::MULTI) {
             return None;
         }
-        match c.kind {
+        match kind {
             Kind::Begin if self.may_defer() && plain_begin(sql, self.lex_mode()) => {
                 // A BEGIN inside a transaction that ran nothing ends that
                 // one and opens another: the same empty transaction.

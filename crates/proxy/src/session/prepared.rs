@@ -411,6 +411,17 @@ impl Session {
         let Some(st) = self.stmts.get(&id) else {
             return Ok(());
         };
+        use sextant_sql::Kind;
+        if !bulk && matches!(st.route.kind, Kind::Begin | Kind::Commit | Kind::Rollback) {
+            // (sysbench prepares its BEGIN and COMMIT.)
+            let (kind, flags, sql) = (st.route.kind, st.route.flags, st.sql.clone());
+            if let Some(next) = self.defer_begin(kind, flags, &sql).await {
+                return next.map(|_| ());
+            }
+        }
+        let Some(st) = self.stmts.get(&id) else {
+            return Ok(());
+        };
         if let (Some(show), false) = (st.session_show, bulk) {
             let (sql, target) = (
                 st.sql.clone(),

@@ -78,7 +78,7 @@ impl Session {
         if let Some(next) = self.intercept_kill(c, p, at).await {
             return next;
         }
-        if let Some(next) = self.defer_begin(c, &p[at..]).await {
+        if let Some(next) = self.defer_begin(c.kind, c.flags, &p[at..]).await {
             return next;
         }
         match self.sharding.clone() {
