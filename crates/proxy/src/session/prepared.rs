@@ -455,7 +455,11 @@ impl Session {
         let (kind, flags, plain) = (st.route.kind, st.route.flags, st.route.plain);
         self.require(&plan);
         self.stmt.cannot_commit = !bulk && !cursor && super::query::cannot_commit(kind, flags);
-        self.stmt.begin_rides = !bulk && !cursor && kind == sextant_sql::Kind::Select && plain;
+        self.stmt.begin_rides = self.pending_begin.is_some()
+            && !bulk
+            && !cursor
+            && kind == sextant_sql::Kind::Select
+            && plain;
         let work = match bulk {
             true => Work::Bulk { id, payload: p },
             false => Work::Execute { id, payload: p },

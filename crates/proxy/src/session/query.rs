@@ -78,8 +78,12 @@ impl Session {
         if let Some(next) = self.intercept_kill(c, p, at).await {
             return next;
         }
-        if let Some(next) = self.defer_begin(c.kind, c.flags, &p[at..]).await {
-            return next;
+        // (Tested here: most statements are none of these, and an async
+        // call costs its future's set-up.)
+        if matches!(c.kind, Kind::Begin | Kind::Commit | Kind::Rollback) {
+            if let Some(next) = self.defer_begin(c.kind, c.flags, &p[at..]).await {
+                return next;
+            }
         }
         match self.sharding.clone() {
             Some(sh) => Box::pin(self.shard_query(&sh, c, &p[at..], p)).await,
@@ -267,7 +271,8 @@ impl Session {
         self.stmt.clean_begin =
             c.kind == Kind::Begin && !c.flags.contains(Flags::MULTI) && !self.in_transaction();
         self.stmt.cannot_commit = cannot_commit(c.kind, c.flags);
-        self.stmt.begin_rides = c.kind == Kind::Select && c.plain_read();
+        self.stmt.begin_rides =
+            self.pending_begin.is_some() && c.kind == Kind::Select && c.plain_read();
         self.stmt.ends_trx =
             matches!(c.kind, Kind::Commit | Kind::Rollback) && !c.flags.contains(Flags::MULTI);
         let retrack = match c.flags.contains(Flags::TRACKING) && c.kind == Kind::Set {
