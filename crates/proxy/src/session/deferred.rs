@@ -65,7 +65,7 @@ impl Session {
             }
             _ => return None,
         }
-        Some(self.control_ok().await.map(|()| Next::Done))
+        Some(self.local_ok().await.map(|()| Next::Done))
     }
 
     /// Whether a BEGIN now may be held back: nothing the session holds on
@@ -86,19 +86,6 @@ impl Session {
         if let Some(t) = self.pending_begin.take() {
             self.begin_text = t;
         }
-    }
-
-    /// The OK for a BEGIN, COMMIT or ROLLBACK sextant answered: as the
-    /// server's (such statements use no table, and leave the warnings
-    /// and FOUND_ROWS() as they were).
-    async fn control_ok(&mut self) -> Result<(), SessionError> {
-        self.last = self.last.control();
-        let ok = sextant_protocol::packets::OkPacket {
-            status: self.status,
-            ..Default::default()
-        };
-        sextant_protocol::packets::write_ok(&mut self.client.out, 1, &ok, false);
-        self.client.flush().await
     }
 
     /// Sends the held-back BEGIN to the attached connection: with the
