@@ -261,7 +261,8 @@ fn half_a_header_is_waited_for_without_polling_and_counts_as_a_connection() {
     assert!(spent <= 10, "{spent} ticks of CPU in 2 s");
     // Every place is taken: a whole client is refused with 1040.
     let full = balancer(p.port, v1("203.0.113.10", 6000));
-    assert_eq!(code(login(full, "app", "apppass")).0, 1040);
+    let (errno, message) = code(login(full, "app", "apppass"));
+    assert_eq!(errno, 1040, "{message}; sextant's log:\n{}", p.logs());
     // The rest of a line that arrives is read, and the client served.
     drop(half.split_off(1));
     std::thread::sleep(std::time::Duration::from_millis(300));

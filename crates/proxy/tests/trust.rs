@@ -623,6 +623,10 @@ fn a_live_instances_fleet_id_is_not_taken_twice() {
         ..Default::default()
     }
     .start();
+    // The port is bound before the id is claimed; a served query says the
+    // claim is made (two processes started together race for the id, and
+    // either may win: the one that loses does not start).
+    assert_eq!(a.conn().query_first::<i64, _>("SELECT 1").unwrap(), Some(1));
     let cfg = std::fs::read_to_string(&a.config).unwrap();
     let (port, admin) = (free_port(), free_port());
     let dup = cfg

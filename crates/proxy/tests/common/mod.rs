@@ -10,6 +10,7 @@
 
 pub mod bank;
 pub mod failover;
+pub mod listening;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -345,7 +346,7 @@ backend_password = "apppass"
             config: path,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while !listening::listens(p.child.id(), port) {
             if let Ok(Some(st)) = p.child.try_wait() {
                 let logs = p.logs();
                 if logs.contains("cannot listen") && s.attempt < 3 {
@@ -439,7 +440,7 @@ backend_password = "apppass"
             .spawn()
             .expect("restart sextant");
         let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while !listening::listens(self.child.id(), self.port) {
             if let Ok(Some(st)) = self.child.try_wait() {
                 panic!("sextant exited with {st} at restart: {}", self.logs());
             }
@@ -1488,7 +1489,7 @@ pub fn in_process(text: &str, port: u16) -> u16 {
         }
     });
     let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !listening::listens(std::process::id(), port) {
         assert!(Instant::now() < deadline, "sextant did not listen");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -1702,7 +1703,7 @@ impl HaProxy {
             .expect("haproxy (installed by scripts/deps)");
         let h = HaProxy { child, port };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while !listening::listens(h.child.id(), port) {
             assert!(
                 Instant::now() < deadline,
                 "haproxy did not listen on {port}"
