@@ -11,6 +11,7 @@
 //! same table contents.
 
 mod common;
+use common::answers::*;
 use common::*;
 use mysql::prelude::Queryable;
 
@@ -22,101 +23,9 @@ fn one() -> std::sync::MutexGuard<'static, ()> {
     ONE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// What a client reads for one statement.
-#[derive(Debug, PartialEq)]
-enum Answer {
-    Ok {
-        affected: u64,
-        insert_id: u64,
-        status: u16,
-        warnings: u16,
-        info: Vec<u8>,
-    },
-    Err {
-        code: u16,
-        state: String,
-        message: String,
-    },
-    /// A result: its column count, rows (as sent), and the status and
-    /// warnings of the EOF that ends it (or the error that cut it).
-    Rows {
-        columns: u64,
-        rows: Vec<Vec<u8>>,
-        end: Box<Answer>,
-    },
-}
-
-fn lenenc(p: &[u8], at: &mut usize) -> u64 {
-    let b = p[*at];
-    *at += 1;
-    let n = match b {
-        0xfc => 2,
-        0xfd => 3,
-        0xfe => 8,
-        _ => return b as u64,
-    };
-    let mut v = 0u64;
-    for i in 0..n {
-        v |= (p[*at + i] as u64) << (8 * i);
-    }
-    *at += n;
-    v
-}
-
-fn answer(packets: &[Vec<u8>]) -> Answer {
-    let p = &packets[0];
-    match p[0] {
-        0xff => Answer::Err {
-            code: u16::from_le_bytes([p[1], p[2]]),
-            state: String::from_utf8_lossy(&p[4..9]).into_owned(),
-            message: String::from_utf8_lossy(&p[9..]).into_owned(),
-        },
-        0x00 => {
-            let mut at = 1;
-            let affected = lenenc(p, &mut at);
-            let insert_id = lenenc(p, &mut at);
-            Answer::Ok {
-                affected,
-                insert_id,
-                status: u16::from_le_bytes([p[at], p[at + 1]]),
-                warnings: u16::from_le_bytes([p[at + 2], p[at + 3]]),
-                info: p[at + 4..].to_vec(),
-            }
-        }
-        _ => {
-            let columns = lenenc(p, &mut 0);
-            // Column definitions and their EOF; then rows to the last.
-            let first_row = 1 + columns as usize + 1;
-            let last = &packets[packets.len() - 1];
-            let end = match last[0] {
-                0xfe => Answer::Ok {
-                    affected: 0,
-                    insert_id: 0,
-                    warnings: u16::from_le_bytes([last[1], last[2]]),
-                    status: u16::from_le_bytes([last[3], last[4]]),
-                    info: Vec::new(),
-                },
-                _ => answer(&packets[packets.len() - 1..]),
-            };
-            Answer::Rows {
-                columns,
-                rows: packets[first_row..packets.len() - 1].to_vec(),
-                end: Box::new(end),
-            }
-        }
-    }
-}
-
 /// Runs `script` in a new session on `port` and returns each answer.
 fn run(port: u16, script: &[&str]) -> Vec<Answer> {
-    let mut c = Raw::login(port, "app", "apppass", Some("sextant_test"));
-    script
-        .iter()
-        .map(|sql| {
-            c.query(sql);
-            answer(&c.read_response())
-        })
-        .collect()
+    run_script(port, CAPS, script)
 }
 
 /// The table every script works on, as it is before each run.
@@ -207,18 +116,6 @@ const VOCABULARY: &[&str] = &[
     "DO 1",
     "SET sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')",
 ];
-
-/// xorshift: the same sequences every run.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
 
 /// sextant before the primary alone (a replica's answers could lag the
 /// primary's), holding connections as it does by default: with hold_ms

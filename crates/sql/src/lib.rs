@@ -15,6 +15,7 @@ pub mod digest;
 mod hints;
 mod lexer;
 pub mod session_info;
+pub mod set_literals;
 pub mod shape;
 pub mod xa;
 

@@ -54,6 +54,7 @@ mod forward;
 mod guard;
 mod info;
 mod kill;
+mod known_set;
 mod last;
 mod merge;
 mod names;

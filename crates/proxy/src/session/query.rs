@@ -85,6 +85,11 @@ impl Session {
                 return next;
             }
         }
+        if c.kind == Kind::Set {
+            if let Some(next) = self.known_set(c, &p[at..]).await {
+                return next;
+            }
+        }
         match self.sharding.clone() {
             Some(sh) => Box::pin(self.shard_query(&sh, c, &p[at..], p)).await,
             None => Ok(Next::Run),
@@ -290,12 +295,25 @@ impl Session {
             0 => 0,
             _ => super::replay::now_us(),
         };
-        let res = self.run_plan(&plan, Work::Query(p)).await;
+        // A client's SET of its session tracking leaves the connection
+        // flagged as holding state sextant cannot see (the server reports
+        // a change it no longer details); tracking_done puts right what
+        // it changed, so a SET of settings alone does not pin the session.
+        let clean_before = retrack.is_some()
+            && !self.binding.opaque()
+            && sextant_sql::session_info::only_session_settings(&p[at..], self.lex_mode());
+        let mut res = self.run_plan(&plan, Work::Query(p)).await;
         self.stay = false;
         self.read_done();
         if let Some((assigned, before)) = retrack {
             let ran = matches!(&res, Ok(Some(r)) if !r.error);
-            Box::pin(self.tracking_done(assigned, before, ran)).await;
+            let restored = Box::pin(self.tracking_done(assigned, before, ran)).await;
+            if let (true, true, Ok(Some(r))) = (restored, clean_before, &mut res) {
+                r.tracked.opaque = false;
+                if let Some(a) = self.binding.direct_mut() {
+                    a.conn_mut().track.opaque = false;
+                }
+            }
         }
         let res = res?;
         self.after(

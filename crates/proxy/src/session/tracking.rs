@@ -35,21 +35,22 @@ impl Session {
 
     /// After a SET of session tracking: the client keeps the values the
     /// server took (read back where the statement did not spell them out),
-    /// and the server connection gets sextant's own tracking back.
+    /// and the server connection gets sextant's own tracking back. True
+    /// when all of that was done.
     pub(super) async fn tracking_done(
         &mut self,
         assigned: Assigned,
         before: Option<Box<sextant_backend::Tracking>>,
         ran: bool,
-    ) {
+    ) -> bool {
         let readback = std::mem::take(&mut self.tracking_readback);
         if !ran {
             self.client.pending_tracking.clear();
             self.client.tracking = before;
-            return;
+            return false;
         }
         let Some(a) = self.binding.direct_mut() else {
-            return;
+            return false;
         };
         let conn = a.conn_mut();
         let mut failed = false;
@@ -99,6 +100,8 @@ impl Session {
         self.client.tracking = Some(t);
         if failed || conn.restore_tracking().await.is_err() {
             self.detach_discard();
+            return false;
         }
+        true
     }
 }

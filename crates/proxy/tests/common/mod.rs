@@ -8,6 +8,7 @@
 
 #![allow(dead_code)]
 
+pub mod answers;
 pub mod bank;
 pub mod failover;
 pub mod listening;
