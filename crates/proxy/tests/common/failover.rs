@@ -283,9 +283,13 @@ pub fn rebuild_from(old: u16, new: u16) {
         .and_then(|t| t.split('\'').next())
         .expect("the dump's GTID position")
         .to_string();
+    // Its binary log keeps the transactions that made it diverged until
+    // the very end, so that sextant (which rejoins a server holding
+    // nothing past the promotion) leaves it alone while it is rebuilt;
+    // once its log is reset, its position is the dump's.
     direct(old)
         .query_drop(
-            "STOP SLAVE; RESET SLAVE ALL; RESET MASTER; SET sql_log_bin = 0; \
+            "STOP SLAVE; RESET SLAVE ALL; SET sql_log_bin = 0; \
              DROP DATABASE IF EXISTS sextant_test; DROP DATABASE IF EXISTS sextant",
         )
         .unwrap();
@@ -306,9 +310,10 @@ pub fn rebuild_from(old: u16, new: u16) {
         stdin.write_all(&dump.stdout).expect("load the dump");
     }
     assert!(load.wait().expect("mariadb").success());
-    direct(old)
-        .exec_drop("SET GLOBAL gtid_slave_pos = ?", (gtid,))
+    let mut d = direct(old);
+    d.exec_drop("SET GLOBAL gtid_slave_pos = ?", (gtid,))
         .unwrap();
+    d.query_drop("RESET MASTER").unwrap();
 }
 
 /// Waits (30 s at most) until sextant has `addr` back as a replica with no
