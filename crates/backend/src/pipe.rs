@@ -131,11 +131,10 @@ pub struct Pipe {
     /// Requests submitted and not yet relayed.
     in_flight: AtomicUsize,
     broken: AtomicBool,
-    /// When a request last went in (milliseconds since `epoch`).
+    /// When a request last went in ([`coarse_ms`]).
     last_used_ms: AtomicU64,
     /// When the answer being relayed became the next in line.
     head_since_ms: AtomicU64,
-    epoch: std::time::Instant,
     counters: Arc<PipeCounters>,
 }
 
@@ -179,9 +178,8 @@ impl Pipe {
             }),
             in_flight: AtomicUsize::new(0),
             broken: AtomicBool::new(false),
-            last_used_ms: AtomicU64::new(0),
-            head_since_ms: AtomicU64::new(0),
-            epoch: std::time::Instant::now(),
+            last_used_ms: AtomicU64::new(coarse_ms()),
+            head_since_ms: AtomicU64::new(coarse_ms()),
             counters,
         })
     }
@@ -195,7 +193,7 @@ impl Pipe {
     }
 
     fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        coarse_ms()
     }
 
     /// Whether new reads should keep away: an answer has been in the
@@ -210,9 +208,7 @@ impl Pipe {
 
     pub fn idle_for(&self) -> std::time::Duration {
         let last = self.last_used_ms.load(Ordering::Relaxed);
-        self.epoch
-            .elapsed()
-            .saturating_sub(std::time::Duration::from_millis(last))
+        std::time::Duration::from_millis(coarse_ms().saturating_sub(last))
     }
 
     /// How an execution of the statement `sql` can go through this pipe;
@@ -403,6 +399,23 @@ impl Pipe {
         self.broken.store(true, Ordering::Relaxed);
         Some(*c)
     }
+}
+
+/// Milliseconds of the monotonic clock as the kernel last ticked it
+/// (CLOCK_MONOTONIC_COARSE, in steps of 1-4 ms): the pipe's stamps only
+/// decide when a pipe counts as stalled (STALLED_MS, a rule of thumb a
+/// tick either way does not change) or idle (the pool's PIPE_IDLE, far
+/// coarser), and each pipelined read takes two or three of them; a
+/// precise clock read and the subtraction from an Instant cost ~70
+/// instructions each.
+fn coarse_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64) * 1000 + (ts.tv_nsec as u64) / 1_000_000
 }
 
 #[cfg(test)]

@@ -168,7 +168,16 @@ impl Session {
                 let limit = self.client_wait_timeout();
                 let may_end = self.may_end();
                 if may_end || limit.is_some() {
-                    const NEVER: Duration = Duration::from_secs(365 * 86_400);
+                    // select! builds every branch's future, disabled ones
+                    // too: a Sleep built and dropped before every command
+                    // read the clock each time (~120 instructions a
+                    // statement). An async block reads it only if polled.
+                    let idle = async move {
+                        match limit {
+                            Some(limit) => tokio::time::sleep(limit).await,
+                            None => std::future::pending().await,
+                        }
+                    };
                     tokio::select! {
                         r = self.client.fill() => {
                             if let Err(e) = r {
@@ -176,10 +185,10 @@ impl Session {
                             }
                         }
                         _ = crate::shutdown::wait(), if may_end => continue,
-                        _ = tokio::time::sleep(limit.unwrap_or(NEVER)), if limit.is_some() => {
+                        _ = idle, if limit.is_some() => {
                             // The connection closes; the client learns it on
                             // its next read.
-                            tracing::info!(parent: &self.span, "idle past the wait_timeout the client set ({} s): closing", limit.unwrap_or(NEVER).as_secs());
+                            tracing::info!(parent: &self.span, "idle past the wait_timeout the client set ({} s): closing", limit.map_or(0, |l| l.as_secs()));
                             return;
                         }
                     }

@@ -464,10 +464,7 @@ impl Session {
             true => Work::Bulk { id, payload: p },
             false => Work::Execute { id, payload: p },
         };
-        let sent_us = match self.trx_log.max {
-            0 => 0,
-            _ => super::replay::now_us(),
-        };
+        let sent_us = self.sent_at(!bulk && !cursor && kind == sextant_sql::Kind::Select && plain);
         let r = self.run_plan(&plan, work).await;
         self.read_done();
         let ran = match bulk {

@@ -291,10 +291,7 @@ impl Session {
         self.stay = conditions
             && self.last.warnings == super::last::Val::Connection
             && self.binding.is_bound();
-        let sent_us = match self.trx_log.max {
-            0 => 0,
-            _ => super::replay::now_us(),
-        };
+        let sent_us = self.sent_at(c.kind == Kind::Select && c.plain_read());
         // A client's SET of its session tracking leaves the connection
         // flagged as holding state sextant cannot see (the server reports
         // a change it no longer details); tracking_done puts right what

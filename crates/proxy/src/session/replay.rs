@@ -80,6 +80,25 @@ fn reads_the_time(stmt: &[u8]) -> bool {
 }
 
 /// Now, in microseconds since the epoch.
+impl Session {
+    /// When a statement is sent, for its record in the transaction's
+    /// replay log (NOW() replays as it ran); 0 where no record can follow:
+    /// replay off, or a plain read (`plain_read`: a SELECT of known
+    /// tables that cannot write, which cannot open a transaction) with
+    /// autocommit on and no transaction open or held back. Reading the
+    /// clock cost the autocommit reads ~100 instructions each.
+    pub(super) fn sent_at(&self, plain_read: bool) -> u64 {
+        let outside = plain_read
+            && self.status & (status::AUTOCOMMIT | status::IN_TRANS) == status::AUTOCOMMIT
+            && self.pending_begin.is_none()
+            && !self.in_transaction();
+        match self.trx_log.max == 0 || outside {
+            true => 0,
+            false => now_us(),
+        }
+    }
+}
+
 pub(super) fn now_us() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
